@@ -1,0 +1,40 @@
+"""The project's error type for user mistakes.
+
+Every user-facing problem (a malformed model, an unsupported operator, a bad flag, a corrupt
+``.om``, a wrong input shape) is raised as :class:`CannError`. The command-line tools print each
+problem as ``error: <location>: <message>`` and exit with status 2, never with a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem: where (an ONNX node name, a file, a flag) and what."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"error: {self.location}: {self.message}" if self.location else f"error: {self.message}"
+
+
+class CannError(Exception):
+    """A user mistake, carrying one or more diagnostics (one line each when printed).
+
+    ``CannError(location, message)`` raises one problem; ``CannError.many(diags)`` raises several
+    at once (e.g. every unsupported node of a model).
+    """
+
+    def __init__(self, location: str = "", message: str = "", *, diagnostics: list[Diagnostic] | None = None):
+        self.diagnostics = list(diagnostics) if diagnostics else [Diagnostic(location, message)]
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+    @classmethod
+    def many(cls, diagnostics: list[Diagnostic]) -> "CannError":
+        return cls(diagnostics=diagnostics)
+
+    def lines(self) -> list[str]:
+        return [str(d) for d in self.diagnostics]
