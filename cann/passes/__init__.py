@@ -1,0 +1,22 @@
+"""Every pass and conversion of the project, by its pipeline name.
+
+``ALL_PASSES`` maps a pass name (as written in a ``-p`` pipeline) to a factory returning the pass
+class; ``cann-opt`` registers all of them next to xDSL's own passes.
+"""
+
+from collections.abc import Callable
+from importlib import import_module
+
+from xdsl.passes import ModulePass
+
+# pass name -> "module:Class"; imported lazily so that cann-opt starts fast.
+_PASSES: dict[str, str] = {
+}
+
+
+def _factory(target: str) -> Callable[[], type[ModulePass]]:
+    module, cls = target.split(":")
+    return lambda: getattr(import_module(module), cls)
+
+
+ALL_PASSES: dict[str, Callable[[], type[ModulePass]]] = {name: _factory(t) for name, t in _PASSES.items()}
