@@ -1,0 +1,197 @@
+"""The .om container: round trip, determinism, every kind of corruption, atomic writes."""
+
+import hashlib
+import os
+import struct
+from dataclasses import replace
+
+import pytest
+
+from cann.codegen.om import (
+    CHECKSUM_SIZE,
+    HEADER_SIZE,
+    MAGIC,
+    IoTensor,
+    Kernel,
+    Launch,
+    OfflineModel,
+    decode_om,
+    encode_om,
+    read_om,
+    write_om,
+)
+from cann.errors import CannError
+
+
+def small_model() -> OfflineModel:
+    return OfflineModel(
+        soc_version="Ascend910",
+        precision_mode="force_fp16",
+        inputs=(IoTensor("x:0", (1, 3, 4, 4), "float32", 0),),
+        outputs=(IoTensor("logits", (1, 10), "float16", 256), IoTensor("idx", (1,), "int64", 320)),
+        gm_size=4096,
+        weights_offset=1024,
+        weights=bytes(range(200)) * 3,
+        kernels=(Kernel("conv_0", 2, 3, b"\x01\x02\x03\x04" * 5), Kernel("gemm_1", 1, 2, b"")),
+        launches=(Launch(0, (0, 1024, 2048)), Launch(1, (2048, 256)), Launch(0, (2048, 1100, 3000))),
+    )
+
+
+def test_round_trip(tmp_path):
+    m = small_model()
+    p = tmp_path / "m.om"
+    write_om(m, p)
+    assert read_om(p) == m
+    assert read_om(str(p)) == m
+
+
+def test_empty_model_round_trips(tmp_path):
+    m = OfflineModel("Ascend310", "must_keep_origin_dtype", (), (), 0, 0, b"", (), ())
+    write_om(m, tmp_path / "e.om")
+    assert read_om(tmp_path / "e.om") == m
+
+
+def test_deterministic(tmp_path):
+    write_om(small_model(), tmp_path / "a.om")
+    write_om(small_model(), tmp_path / "b.om")
+    assert (tmp_path / "a.om").read_bytes() == (tmp_path / "b.om").read_bytes()
+
+
+def test_layout_header_and_weights_alignment():
+    data = encode_om(small_model())
+    assert data[:8] == MAGIC
+    assert struct.unpack_from("<I", data, 8)[0] == 1
+    assert data[-CHECKSUM_SIZE:] == hashlib.sha256(data[:-CHECKSUM_SIZE]).digest()
+    # section entry 2 is the weights section
+    off, size = struct.unpack_from("<QQ", data, 32 + 2 * 16)
+    assert off % 64 == 0 and size == 600
+    assert data[off : off + size] == small_model().weights
+
+
+def test_overwrites_existing_file(tmp_path):
+    p = tmp_path / "m.om"
+    p.write_bytes(b"old")
+    write_om(small_model(), p)
+    assert read_om(p) == small_model()
+
+
+def _reject(data: bytes, fragment: str = "") -> CannError:
+    with pytest.raises(CannError) as e:
+        decode_om(data, "m.om")
+    assert e.value.diagnostics[0].location == "m.om"
+    assert fragment in e.value.diagnostics[0].message
+    return e.value
+
+
+@pytest.mark.parametrize("n", [0, 3, 8, 12, 40, HEADER_SIZE, HEADER_SIZE + 10, -CHECKSUM_SIZE - 1, -CHECKSUM_SIZE, -1])
+def test_truncated(n):
+    data = encode_om(small_model())
+    _reject(data[:n])
+
+
+def test_flipped_bytes_are_all_rejected():
+    data = encode_om(small_model())
+    for i in range(len(data)):  # every byte of the file, one at a time
+        bad = bytearray(data)
+        bad[i] ^= 0x5A
+        _reject(bytes(bad))
+
+
+def test_bad_magic(tmp_path):
+    p = tmp_path / "m.om"
+    p.write_bytes(b"\x08\x01\x12\x04onnx-like-protobuf" * 4)
+    with pytest.raises(CannError) as e:
+        read_om(p)
+    assert e.value.lines() == [f"error: {p}: not a cann offline model (bad magic)"]
+
+
+def _with_fixed_checksum(data: bytearray) -> bytes:
+    body = bytes(data[:-CHECKSUM_SIZE])
+    return body + hashlib.sha256(body).digest()
+
+
+def test_wrong_version():
+    data = bytearray(encode_om(small_model()))
+    struct.pack_into("<I", data, 8, 99)
+    _reject(_with_fixed_checksum(data), "unsupported .om format version 99")
+
+
+def test_checksum_mismatch_message():
+    data = bytearray(encode_om(small_model()))
+    data[-40] ^= 1
+    _reject(bytes(data), "checksum mismatch")
+
+
+def test_checksum_checked_before_parsing_payload():
+    # a payload whose tables would not parse: still reported as a checksum problem
+    data = bytearray(encode_om(small_model()))
+    data[HEADER_SIZE : HEADER_SIZE + 4] = b"\xff\xff\xff\xff"
+    _reject(bytes(data), "checksum mismatch")
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (dict(launches=(Launch(5, ()),)), "launch 0 names kernel 5"),
+        (dict(launches=(Launch(1, (1,)),)), "passes 1 arguments"),
+        (dict(launches=(Launch(1, (0, 4096)),)), "outside gm_size"),
+        (dict(gm_size=1000), "outside gm_size"),
+        (dict(inputs=(IoTensor("x", (1, 1025), "float32", 0),)), "input 'x'"),
+        (dict(outputs=(IoTensor("y", (2,), "nonsense", 0),)), "unknown dtype"),
+        (dict(outputs=(IoTensor("y", (2,), "object", 0),)), "unknown dtype"),
+        (dict(outputs=(IoTensor("y", (-2,), "int8", 0),)), "negative dimension"),
+        (dict(kernels=(Kernel("k", 0, 3, b""), Kernel("g", 1, 2, b""))), "block_dim 0"),
+    ],
+)
+def test_inconsistent_tables_rejected(change, fragment, tmp_path):
+    # the writer refuses them ...
+    with pytest.raises(CannError, match=fragment):
+        write_om(replace(small_model(), **change), tmp_path / "x.om")
+    assert os.listdir(tmp_path) == []
+    # ... and so does the reader, for a file produced by some other tool
+    import cann.codegen.om as om
+
+    orig = om.validate
+    om.validate = lambda m, w: None
+    try:
+        data = encode_om(replace(small_model(), **change))
+    finally:
+        om.validate = orig
+    _reject(data, fragment)
+
+
+def test_atomic_write_missing_directory(tmp_path):
+    target = tmp_path / "no" / "such" / "m.om"
+    with pytest.raises(CannError) as e:
+        write_om(small_model(), target)
+    assert e.value.diagnostics[0].location == str(target)
+    assert not target.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_write_failure_leaves_nothing(tmp_path, monkeypatch):
+    target = tmp_path / "m.om"
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(CannError, match="No space left"):
+        write_om(small_model(), target)
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "m.om"
+    target.write_bytes(b"previous")
+    monkeypatch.setattr(os, "replace", lambda s, d: (_ for _ in ()).throw(OSError(5, "I/O error")))
+    with pytest.raises(CannError):
+        write_om(small_model(), target)
+    assert target.read_bytes() == b"previous"
+    assert os.listdir(tmp_path) == ["m.om"]
+
+
+def test_read_missing_file(tmp_path):
+    with pytest.raises(CannError) as e:
+        read_om(tmp_path / "missing.om")
+    assert e.value.diagnostics[0].location == str(tmp_path / "missing.om")
