@@ -1,0 +1,220 @@
+"""The modeled AI Core instruction set: every instruction declared once.
+
+Each :class:`InstrDef` gives the mnemonic, opcode, pipe and fields of one instruction. Encoding,
+decoding, disassembly, the ``ascend`` dialect's op classes and the simulator all derive from
+``INSTRUCTIONS``; nothing else lists instructions.
+
+Encoding (little-endian): per instruction a ``u16`` opcode followed by its fields in declaration
+order, each an ``i64`` (kind ``"i"``) or an IEEE ``f64`` (kind ``"f"``). A kernel's code is the
+concatenation of its instructions.
+
+Conventions shared by all instructions (see docs/core-model.md):
+
+* On-chip addresses (``dst``, ``src``, ``a``, ``b``, ...) are byte offsets into the buffer the
+  instruction names (L1, L0A, L0B, L0C or UB); global-memory operands are a kernel argument index
+  (``*_arg``) plus a byte offset into that argument.
+* DMA (MTE) copies move ``nburst`` bursts of ``burst`` bytes; burst ``i`` reads at
+  ``src + i*src_stride`` and writes at ``dst + i*dst_stride`` (strides in bytes, start to start).
+* Vector instructions follow the Ascend repeat model (ascend-core.md §1.2): ``repeat`` iterations of
+  8 DataBlocks of 32 B; block ``b`` of iteration ``r`` of an operand is at
+  ``base + (r*rep_stride + b*blk_stride) * 32`` bytes; ``mask`` is the number of active lanes
+  (elements) per iteration, counted from lane 0.
+* ``dtype`` codes: 0 = float16, 1 = float32 (``DTYPES``).
+* Pipes use HIVM's numbering (ascend-core.md §4.1): S=0, V=1, M=2, MTE1=3, MTE2=4, MTE3=5, ALL=6.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+class Pipe(enum.IntEnum):
+    """Instruction pipes of one AI Core (HIVM ``PIPE_*`` numbering)."""
+
+    S = 0
+    V = 1
+    M = 2
+    MTE1 = 3
+    MTE2 = 4
+    MTE3 = 5
+    ALL = 6
+
+
+#: dtype code -> numpy dtype
+DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32)}
+DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
+
+#: load2d destination codes
+L0A, L0B = 1, 2
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str = "i"  # "i": int64, "f": float64
+
+
+@dataclass(frozen=True)
+class InstrDef:
+    """One instruction: ``mnemonic`` (also the ascend op name), ``opcode``, ``pipe``, ``fields``."""
+
+    mnemonic: str
+    opcode: int
+    pipe: Pipe
+    fields: tuple[Field, ...]
+    doc: str
+    group: str  # "dma", "load2d", "img2col", "mmad", "fixpipe", "vector", "reduce", "sync", ...
+
+    @cached_property
+    def struct(self) -> struct.Struct:
+        return struct.Struct("<H" + "".join("q" if f.kind == "i" else "d" for f in self.fields))
+
+    @cached_property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+def _f(*names: str) -> tuple[Field, ...]:
+    return tuple(Field(n[1:], "f") if n.startswith("~") else Field(n) for n in names)
+
+
+_DMA_IN = _f("dst", "src_arg", "src", "nburst", "burst", "src_stride", "dst_stride")
+_DMA_OUT = _f("dst_arg", "dst", "src", "nburst", "burst", "src_stride", "dst_stride")
+_VEC = _f("dtype", "dst", "src0", "src1", "repeat", "mask", "dst_blk", "src0_blk", "src1_blk",
+          "dst_rep", "src0_rep", "src1_rep", "~scalar")
+_FLAG = _f("src_pipe", "dst_pipe", "event")
+
+_VEC_BINARY = {
+    "vadd": "dst = src0 + src1", "vsub": "dst = src0 - src1", "vmul": "dst = src0 * src1",
+    "vdiv": "dst = src0 / src1", "vmax": "dst = max(src0, src1)", "vmin": "dst = min(src0, src1)",
+}
+_VEC_SCALAR = {"vadds": "dst = src0 + scalar", "vmuls": "dst = src0 * scalar", "vmaxs": "dst = max(src0, scalar)"}
+_VEC_UNARY = {
+    "vrelu": "dst = max(src0, 0)", "vexp": "dst = exp(src0)", "vln": "dst = ln(src0)",
+    "vrec": "dst = 1 / src0", "vsqrt": "dst = sqrt(src0)", "vabs": "dst = |src0|", "vmov": "dst = src0",
+}
+#: unary vector ops whose cost is the transcendental rate
+TRANSCENDENTAL = frozenset({"vexp", "vln", "vrec", "vsqrt", "vdiv"})
+
+_defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
+    ("copy_gm_to_l1", Pipe.MTE2, _DMA_IN, "dma", "GM -> L1 burst copy"),
+    ("copy_gm_to_ub", Pipe.MTE2, _DMA_IN, "dma", "GM -> UB burst copy"),
+    ("copy_gm_to_l1_nd2nz", Pipe.MTE2, _f("dtype", "dst", "src_arg", "src", "rows", "cols", "src_row_stride"), "nd2nz",
+     "GM row-major rows x cols matrix (rows src_row_stride bytes apart) -> L1 in NZ [c1][rows16][c0], "
+     "c0 = 32 B / element, rows padded to 16 and cols to c0 with zeros"),
+    ("copy_ub_to_gm", Pipe.MTE3, _DMA_OUT, "dma", "UB -> GM burst copy"),
+    ("load2d", Pipe.MTE1, _f("dst_space", "dst", "src", "repeat", "src_stride", "dst_stride"), "load2d",
+     "L1 -> L0A (dst_space 1) or L0B (dst_space 2): repeat fractals of 512 B; fractal i read at src + "
+     "i*src_stride, written at dst + i*dst_stride (bytes)"),
+    ("img2col", Pipe.MTE1, _f("dtype", "dst", "src", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
+                              "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
+                              "m_start", "m_count", "k_start", "k_count"), "img2col",
+     "load3d: L1 feature map [fm_c1][fm_h][fm_w][16] -> L0A Zz [m_count/16][k_count/k0][16][k0] for output "
+     "positions m_start.. and K columns k_start.. (K index = ((c1*kernel_h + kh)*kernel_w + kw)*16 + c0); "
+     "padding and positions past the output are zero"),
+    ("mmad", Pipe.M, _f("dtype", "dst", "a", "b", "m", "k", "n", "init"), "mmad",
+     "L0C Nz [n/16][m][16] (fp32) (init ? = : +=) L0A Zz [m/16][k/k0][16][k0] x L0B Zn [k/k0][n/16][16][k0]"),
+    ("copy_l0c_to_ub", Pipe.V, _f("dtype", "dst", "src", "n1", "m", "src_m"), "fixpipe",
+     "L0C Nz fp32 [n1][src_m][16] rows 0..m -> UB [n1][m][16] converted to dtype (coupled core: vector pipe)"),
+    *[(m, Pipe.V, _VEC, "vector", d) for m, d in {**_VEC_BINARY, **_VEC_SCALAR, **_VEC_UNARY}.items()],
+    ("vdup", Pipe.V, _VEC, "vector", "dst = scalar"),
+    ("vconv_f322f16", Pipe.V, _VEC, "vconv", "float32 -> float16, 64 elements per repeat; element e of repeat r "
+     "at base + r*rep*32 + e*itemsize (blk strides unused)"),
+    ("vconv_f162f32", Pipe.V, _VEC, "vconv", "float16 -> float32, same addressing as vconv_f322f16"),
+    ("vcmax", Pipe.V, _VEC, "reduce", "dst element r = max over the active lanes of src0 repeat r"),
+    ("vcadd", Pipe.V, _VEC, "reduce", "dst element r = sum over the active lanes of src0 repeat r"),
+    ("vbrcb", Pipe.V, _VEC, "broadcast", "dst (repeat x 256 B, contiguous) = the element at src0"),
+    ("set_flag", Pipe.S, _FLAG, "sync", "after all earlier work of src_pipe, set flag (src_pipe, dst_pipe, event)"),
+    ("wait_flag", Pipe.S, _FLAG, "sync", "dst_pipe waits until flag (src_pipe, dst_pipe, event) is set, then clears it"),
+    ("pipe_barrier", Pipe.S, _f("pipe"), "sync", "orders everything on pipe (ALL: every pipe) before what follows"),
+]
+
+INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
+    InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
+)
+BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}
+BY_OPCODE: dict[int, InstrDef] = {d.opcode: d for d in INSTRUCTIONS}
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One decoded instruction: its definition and field values (in field order)."""
+
+    defn: InstrDef
+    values: tuple
+
+    def __getattr__(self, name: str):
+        try:
+            return self.values[self.defn.field_names.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+    @property
+    def mnemonic(self) -> str:
+        return self.defn.mnemonic
+
+    @property
+    def pipe(self) -> Pipe:
+        """The pipe that executes it; set_flag runs on src_pipe, wait_flag on dst_pipe."""
+        if self.defn.mnemonic == "set_flag":
+            return Pipe(self.values[0])
+        if self.defn.mnemonic == "wait_flag":
+            return Pipe(self.values[1])
+        return self.defn.pipe
+
+    def asm(self) -> str:
+        """Disassembly text, e.g. ``mmad dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1``."""
+        parts = []
+        for f, v in zip(self.defn.fields, self.values):
+            parts.append(f"{f.name}={v!r}" if f.kind == "f" else f"{f.name}={v}")
+        return f"{self.defn.mnemonic} " + ", ".join(parts)
+
+
+def make(mnemonic: str, **fields) -> Instr:
+    """Build an instruction by field name; omitted fields are 0.
+
+    Raises:
+        KeyError: unknown mnemonic or field.
+    """
+    d = BY_MNEMONIC[mnemonic]
+    unknown = set(fields) - set(d.field_names)
+    if unknown:
+        raise KeyError(f"{mnemonic}: unknown fields {sorted(unknown)}")
+    return Instr(d, tuple(float(fields.get(f.name, 0.0)) if f.kind == "f" else int(fields.get(f.name, 0))
+                          for f in d.fields))
+
+
+def encode(instrs) -> bytes:
+    """Encode instructions to bytes (see the module docstring)."""
+    out = bytearray()
+    for ins in instrs:
+        out += ins.defn.struct.pack(ins.defn.opcode, *ins.values)
+    return bytes(out)
+
+
+def decode(code: bytes) -> list[Instr]:
+    """Decode a kernel's code.
+
+    Raises:
+        ValueError: an unknown opcode or a truncated instruction, naming the byte offset.
+    """
+    out: list[Instr] = []
+    pos, n = 0, len(code)
+    op_struct = struct.Struct("<H")
+    while pos < n:
+        if pos + 2 > n:
+            raise ValueError(f"truncated instruction at byte {pos}")
+        (opcode,) = op_struct.unpack_from(code, pos)
+        d = BY_OPCODE.get(opcode)
+        if d is None:
+            raise ValueError(f"unknown opcode {opcode} at byte {pos}")
+        if pos + d.struct.size > n:
+            raise ValueError(f"truncated {d.mnemonic} at byte {pos}")
+        out.append(Instr(d, d.struct.unpack_from(code, pos)[1:]))
+        pos += d.struct.size
+    return out
