@@ -1,0 +1,774 @@
+"""The ``graph`` dialect: tensor-level, value-semantics operators normalized from ONNX.
+
+Every op works on builtin ``TensorType`` values with static shapes. Semantic data lives in
+properties; integer lists are ``DenseArrayBase`` i64 (``array<i64: 1, 1>``), float scalars
+``FloatAttr`` f32, integer scalars ``IntegerAttr`` i64. Properties print in the op's attribute
+dictionary, e.g.::
+
+    %y = graph.conv2d %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64,
+           pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+           : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<1x4x8x8xf32>
+
+Large constants are never printed inline: see :mod:`cann.dialects.weights` and ``docs/ir-text.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    I64,
+    BytesAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    NameLoc,
+    Signedness,
+    StringAttr,
+    TensorType,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _shape(value: SSAValue | Attribute) -> tuple[int, ...]:
+    t = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(t, TensorType)
+    return tuple(t.get_shape())
+
+
+def _elt(value: SSAValue) -> Attribute:
+    t = value.type
+    assert isinstance(t, TensorType)
+    return t.get_element_type()
+
+
+def _ints(attr: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(int(v) for v in attr.get_values())
+
+
+def i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+def i64_attr(value: int) -> IntegerAttr:
+    return IntegerAttr(int(value), i64)
+
+
+def f32_attr(value: float) -> FloatAttr:
+    return FloatAttr(float(value), f32)
+
+
+def _check_static(op: IRDLOperation) -> None:
+    for v in (*op.operands, *op.results):
+        t = v.type
+        if isinstance(t, TensorType) and not t.has_static_shape():
+            raise VerifyException(f"'{op.name}' expects static tensor shapes, got {t}")
+
+
+def _check_same_elt(op: IRDLOperation) -> None:
+    elts = {_elt(v) for v in (*op.operands, *op.results)}
+    if len(elts) > 1:
+        raise VerifyException(f"'{op.name}' expects one element type for all operands and results")
+
+
+def _check_len(op: IRDLOperation, prop: str, n: int) -> tuple[int, ...]:
+    vals = _ints(getattr(op, prop))
+    if len(vals) != n:
+        raise VerifyException(f"'{op.name}' expects {prop} to have {n} elements, got {len(vals)}")
+    return vals
+
+
+def _check_rank(op: IRDLOperation, what: str, value: SSAValue, rank: int) -> tuple[int, ...]:
+    s = _shape(value)
+    if len(s) != rank:
+        raise VerifyException(f"'{op.name}' expects {what} of rank {rank}, got {len(s)}")
+    return s
+
+
+def _expect_shape(op: IRDLOperation, expected: Sequence[int] | Sequence[Sequence[int]]) -> None:
+    got = _shape(op.results[0])
+    options = [tuple(e) for e in expected] if expected and isinstance(expected[0], (tuple, list)) else [tuple(expected)]
+    if got not in options:
+        want = " or ".join("x".join(map(str, o)) for o in options)
+        raise VerifyException(f"'{op.name}' result shape {'x'.join(map(str, got))} does not match expected {want}")
+
+
+def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
+    """Numpy/ONNX multidirectional broadcasting; None when incompatible."""
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + tuple(a)
+    pb = (1,) * (n - len(b)) + tuple(b)
+    out = []
+    for x, y in zip(pa, pb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            return None
+    return tuple(out)
+
+
+def pool_output_dim(size: int, k: int, s: int, pad: int, d: int, ceil_mode: bool) -> list[int]:
+    """Possible ONNX pooling output sizes (with ceil_mode two conventions exist)."""
+    eff = (k - 1) * d + 1
+    if not ceil_mode:
+        return [(size + pad - eff) // s + 1]
+    out = -(-(size + pad - eff) // s) + 1
+    return [out, out - 1]
+
+
+# --------------------------------------------------------------------------------------------
+# ops
+
+
+
+def numpy_dtype(t: Attribute) -> np.dtype:
+    """Numpy dtype of an xDSL element type."""
+    if isinstance(t, Float32Type):
+        return np.dtype(np.float32)
+    if isinstance(t, Float16Type):
+        return np.dtype(np.float16)
+    if isinstance(t, Float64Type):
+        return np.dtype(np.float64)
+    if isinstance(t, IntegerType):
+        w = t.width.data
+        if w == 1:
+            return np.dtype(np.bool_)
+        unsigned = t.signedness.data == Signedness.UNSIGNED
+        return np.dtype(f"{'u' if unsigned else ''}int{w}")
+    raise ValueError(f"no numpy dtype for {t}")
+
+
+def element_type(dtype: np.dtype) -> Attribute:
+    """xDSL element type of a numpy dtype."""
+    from xdsl.dialects.builtin import f16, f64, i1
+
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return f32
+    if dtype == np.float16:
+        return f16
+    if dtype == np.float64:
+        return f64
+    if dtype == np.bool_:
+        return i1
+    if dtype.kind == "i":
+        return IntegerType(dtype.itemsize * 8)
+    if dtype.kind == "u":
+        return IntegerType(dtype.itemsize * 8, Signedness.UNSIGNED)
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """``%c = graph.constant dense<...> : tensor<...>`` (or ``dense_resource<key> : tensor<...>``)."""
+
+    name = "graph.constant"
+    value = prop_def(base(DenseIntOrFPElementsAttr) | base(DenseResourceAttr))
+    res = result_def(TensorType)
+    traits = traits_def(Pure(), ConstantLike())
+
+    def __init__(self, value: DenseIntOrFPElementsAttr | DenseResourceAttr):
+        super().__init__(properties={"value": value}, result_types=[value.type])
+
+    def verify_(self) -> None:
+        if self.value.type != self.res.type:
+            raise VerifyException(f"'graph.constant' value type {self.value.type} does not match result type {self.res.type}")
+        _check_static(self)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_attribute(self.value)
+        printer.print_op_attributes(self.attributes)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ConstantOp:
+        pos = parser.pos
+        value = parser.parse_attribute()
+        if not isinstance(value, (DenseIntOrFPElementsAttr, DenseResourceAttr)):
+            parser.raise_error("graph.constant expects a dense or dense_resource attribute", pos, parser.pos)
+        if not isinstance(value.type, TensorType):
+            parser.raise_error("graph.constant expects a tensor-typed value", pos, parser.pos)
+        attrs = parser.parse_optional_attr_dict()
+        op = cls(value)
+        op.attributes.update(attrs)
+        return op
+
+
+def constant_value(op: ConstantOp) -> np.ndarray:
+    """The constant's value as a numpy array of the result's shape and dtype (a zero-copy view).
+
+    A ``dense_resource`` value must first be resolved with :func:`cann.dialects.weights.resolve_weights`.
+    """
+    value = op.value
+    if isinstance(value, DenseResourceAttr):
+        from cann.errors import CannError
+
+        raise CannError(
+            value.resource_handle.data,
+            "constant is an unresolved dense_resource (load the module with its weights file)",
+        )
+    t = value.type
+    dtype = numpy_dtype(t.get_element_type())
+    shape = tuple(t.get_shape())
+    raw = value.data.data
+    n = math.prod(shape)
+    if dtype == np.bool_:
+        arr = np.frombuffer(raw, dtype=np.int8).astype(np.bool_)
+    else:
+        arr = np.frombuffer(raw, dtype=dtype)
+    if arr.size == 1 and n != 1:  # splat
+        return np.broadcast_to(arr.reshape(()), shape)
+    return arr.reshape(shape)
+
+
+def dense_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
+    array = np.asarray(array)
+    if array.dtype == np.float64:
+        array = array.astype(np.float32)
+    t = TensorType(element_type(array.dtype), array.shape)
+    if array.dtype == np.bool_:
+        array = array.astype(np.int8)
+    return DenseIntOrFPElementsAttr(t, BytesAttr(np.ascontiguousarray(array).tobytes()))
+
+
+def make_constant(array: np.ndarray, name_hint: str) -> ConstantOp:
+    """A ``graph.constant`` holding ``array`` (copied as bytes), located at ``NameLoc(name_hint)``."""
+    op = ConstantOp(dense_attr(array))
+    if name_hint:
+        op.location = NameLoc(StringAttr(name_hint))
+    return op
+
+
+
+
+class _ElementwiseUnary(IRDLOperation):
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    res = result_def(T)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($res)"
+
+    def __init__(self, x: SSAValue):
+        super().__init__(operands=[x], result_types=[x.type])
+
+    def verify_(self) -> None:
+        _check_static(self)
+
+
+@irdl_op_definition
+class ReluOp(_ElementwiseUnary):
+    """``%y = graph.relu %x : tensor<...>``"""
+
+    name = "graph.relu"
+
+
+class _Binary(IRDLOperation):
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($res)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, result_type: Attribute | None = None):
+        if result_type is None:
+            shape = broadcast_shapes(_shape(lhs), _shape(rhs))
+            result_type = TensorType(_elt(lhs), shape if shape is not None else _shape(lhs))
+        super().__init__(operands=[lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        shape = broadcast_shapes(_shape(self.lhs), _shape(self.rhs))
+        if shape is None:
+            raise VerifyException(
+                f"'{self.name}' operands are not broadcastable: {self.lhs.type} and {self.rhs.type}"
+            )
+        _expect_shape(self, shape)
+
+
+@irdl_op_definition
+class AddOp(_Binary):
+    """``%z = graph.add %x, %y : (tensor<...>, tensor<...>) -> tensor<...>``"""
+
+    name = "graph.add"
+
+
+@irdl_op_definition
+class SubOp(_Binary):
+    name = "graph.sub"
+
+
+@irdl_op_definition
+class MulOp(_Binary):
+    name = "graph.mul"
+
+
+@irdl_op_definition
+class DivOp(_Binary):
+    name = "graph.div"
+
+
+@irdl_op_definition
+class Conv2DOp(IRDLOperation):
+    """``graph.conv2d %x, %w[, %b] {dilations, group, pads, strides} : (...) -> ...``; pads = top, left, bottom, right."""
+
+    name = "graph.conv2d"
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    b = opt_operand_def(TensorType)
+    res = result_def(TensorType)
+    strides = prop_def(DenseArrayBase[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    dilations = prop_def(DenseArrayBase[I64])
+    group = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `,` $w (`,` $b^)? attr-dict `:` `(` type($x) `,` type($w) (`,` type($b)^)? `)` `->` type($res)"
+    )
+
+    def __init__(self, x, w, b, result_type, *, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1):
+        super().__init__(
+            operands=[x, w, b],
+            result_types=[result_type],
+            properties={
+                "strides": i64_array(strides),
+                "pads": i64_array(pads),
+                "dilations": i64_array(dilations),
+                "group": i64_attr(group),
+            },
+        )
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        n, c, h, w = _check_rank(self, "input", self.x, 4)
+        o, ci, kh, kw = _check_rank(self, "weight", self.w, 4)
+        s = _check_len(self, "strides", 2)
+        p = _check_len(self, "pads", 4)
+        d = _check_len(self, "dilations", 2)
+        g = self.group.value.data
+        if g < 1 or c % g or o % g:
+            raise VerifyException(f"'graph.conv2d' group {g} must divide input channels {c} and output channels {o}")
+        if ci * g != c:
+            raise VerifyException(f"'graph.conv2d' weight expects {ci * g} input channels (group {g}), input has {c}")
+        if min(s) < 1 or min(d) < 1 or min(p) < 0:
+            raise VerifyException("'graph.conv2d' expects positive strides and dilations and non-negative pads")
+        if self.b is not None and _shape(self.b) != (o,):
+            raise VerifyException(f"'graph.conv2d' bias must have shape {o}, got {'x'.join(map(str, _shape(self.b)))}")
+        ho = pool_output_dim(h, kh, s[0], p[0] + p[2], d[0], False)[0]
+        wo = pool_output_dim(w, kw, s[1], p[1] + p[3], d[1], False)[0]
+        _expect_shape(self, (n, o, ho, wo))
+
+
+@irdl_op_definition
+class BatchNormOp(IRDLOperation):
+    """``graph.batch_norm %x, %scale, %bias, %mean, %var {epsilon = 1e-05 : f32} : (...) -> ...`` (inference)."""
+
+    name = "graph.batch_norm"
+    x = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    mean = operand_def(TensorType)
+    var = operand_def(TensorType)
+    res = result_def(TensorType)
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `,` $scale `,` $bias `,` $mean `,` $var attr-dict `:` "
+        "`(` type($x) `,` type($scale) `,` type($bias) `,` type($mean) `,` type($var) `)` `->` type($res)"
+    )
+
+    def __init__(self, x, scale, bias, mean, var, epsilon: float = 1e-5):
+        super().__init__(operands=[x, scale, bias, mean, var], result_types=[x.type],
+                         properties={"epsilon": f32_attr(epsilon)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        xs = _shape(self.x)
+        if len(xs) < 2:
+            raise VerifyException(f"'graph.batch_norm' expects input of rank >= 2, got {len(xs)}")
+        for what in ("scale", "bias", "mean", "var"):
+            if _shape(getattr(self, what)) != (xs[1],):
+                raise VerifyException(f"'graph.batch_norm' expects {what} of shape {xs[1]} (channels)")
+        if self.res.type != self.x.type:
+            raise VerifyException("'graph.batch_norm' result type must equal the input type")
+
+
+class _Pool(IRDLOperation):
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    kernel_shape = prop_def(DenseArrayBase[I64])
+    strides = prop_def(DenseArrayBase[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    dilations = prop_def(DenseArrayBase[I64])
+    ceil_mode = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        n, c, h, w = _check_rank(self, "input", self.x, 4)
+        k = _check_len(self, "kernel_shape", 2)
+        s = _check_len(self, "strides", 2)
+        p = _check_len(self, "pads", 4)
+        d = _check_len(self, "dilations", 2)
+        if min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
+            raise VerifyException(f"'{self.name}' expects positive kernel, strides, dilations and non-negative pads")
+        cm = self.ceil_mode.value.data
+        if cm not in (0, 1):
+            raise VerifyException(f"'{self.name}' expects ceil_mode 0 or 1")
+        hs = pool_output_dim(h, k[0], s[0], p[0] + p[2], d[0], bool(cm))
+        ws = pool_output_dim(w, k[1], s[1], p[1] + p[3], d[1], bool(cm))
+        _expect_shape(self, [(n, c, a, b) for a in hs for b in ws])
+
+
+def _pool_props(kernel_shape, strides, pads, dilations, ceil_mode) -> dict[str, Attribute]:
+    return {
+        "kernel_shape": i64_array(kernel_shape),
+        "strides": i64_array(strides),
+        "pads": i64_array(pads),
+        "dilations": i64_array(dilations),
+        "ceil_mode": i64_attr(ceil_mode),
+    }
+
+
+@irdl_op_definition
+class MaxPoolOp(_Pool):
+    """``graph.max_pool %x {ceil_mode, dilations, kernel_shape, pads, strides} : tensor<...> -> tensor<...>``"""
+
+    name = "graph.max_pool"
+
+    def __init__(self, x, result_type, *, kernel_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=0):
+        super().__init__(operands=[x], result_types=[result_type],
+                         properties=_pool_props(kernel_shape, strides, pads, dilations, ceil_mode))
+
+
+@irdl_op_definition
+class AvgPoolOp(_Pool):
+    """``graph.avg_pool %x {ceil_mode, count_include_pad, dilations, kernel_shape, pads, strides} : ... -> ...``"""
+
+    name = "graph.avg_pool"
+    count_include_pad = prop_def(IntegerAttr[I64])
+
+    def __init__(self, x, result_type, *, kernel_shape, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                 ceil_mode=0, count_include_pad=0):
+        props = _pool_props(kernel_shape, strides, pads, dilations, ceil_mode)
+        props["count_include_pad"] = i64_attr(count_include_pad)
+        super().__init__(operands=[x], result_types=[result_type], properties=props)
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.count_include_pad.value.data not in (0, 1):
+            raise VerifyException("'graph.avg_pool' expects count_include_pad 0 or 1")
+
+
+@irdl_op_definition
+class GlobalAvgPoolOp(IRDLOperation):
+    """``graph.global_avg_pool %x : tensor<NxCxHxW> -> tensor<NxCx1x1>``"""
+
+    name = "graph.global_avg_pool"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue):
+        s = _shape(x)
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), (*s[:2], *([1] * (len(s) - 2))))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        if len(s) < 3:
+            raise VerifyException(f"'graph.global_avg_pool' expects input of rank >= 3, got {len(s)}")
+        _expect_shape(self, (*s[:2], *([1] * (len(s) - 2))))
+
+
+@irdl_op_definition
+class GemmOp(IRDLOperation):
+    """``graph.gemm %a, %b[, %c] {alpha, beta, trans_a, trans_b} : (...) -> tensor<MxN>``"""
+
+    name = "graph.gemm"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    c = opt_operand_def(TensorType)
+    res = result_def(TensorType)
+    alpha = prop_def(FloatAttr)
+    beta = prop_def(FloatAttr)
+    trans_a = prop_def(IntegerAttr[I64])
+    trans_b = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$a `,` $b (`,` $c^)? attr-dict `:` `(` type($a) `,` type($b) (`,` type($c)^)? `)` `->` type($res)"
+    )
+
+    def __init__(self, a, b, c, result_type, *, alpha=1.0, beta=1.0, trans_a=0, trans_b=0):
+        super().__init__(operands=[a, b, c], result_types=[result_type], properties={
+            "alpha": f32_attr(alpha), "beta": f32_attr(beta),
+            "trans_a": i64_attr(trans_a), "trans_b": i64_attr(trans_b)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        a = _check_rank(self, "A", self.a, 2)
+        b = _check_rank(self, "B", self.b, 2)
+        ta, tb = self.trans_a.value.data, self.trans_b.value.data
+        if ta not in (0, 1) or tb not in (0, 1):
+            raise VerifyException("'graph.gemm' expects trans_a and trans_b to be 0 or 1")
+        m, k = (a[1], a[0]) if ta else a
+        k2, n = (b[1], b[0]) if tb else b
+        if k != k2:
+            raise VerifyException(f"'graph.gemm' inner dimensions differ: {k} and {k2}")
+        if self.c is not None and broadcast_shapes(_shape(self.c), (m, n)) != (m, n):
+            raise VerifyException(f"'graph.gemm' C is not broadcastable to {m}x{n}")
+        _expect_shape(self, (m, n))
+
+
+def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
+    """numpy.matmul result shape; None when incompatible."""
+    if not a or not b:
+        return None
+    pa = (1, *a) if len(a) == 1 else tuple(a)
+    pb = (*b, 1) if len(b) == 1 else tuple(b)
+    if pa[-1] != pb[-2]:
+        return None
+    batch = broadcast_shapes(pa[:-2], pb[:-2])
+    if batch is None:
+        return None
+    out = (*batch, pa[-2], pb[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+@irdl_op_definition
+class MatMulOp(IRDLOperation):
+    """``graph.matmul %a, %b : (tensor<MxK>, tensor<KxN>) -> tensor<MxN>`` (numpy.matmul semantics)."""
+
+    name = "graph.matmul"
+    a = operand_def(TensorType)
+    b = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$a `,` $b attr-dict `:` `(` type($a) `,` type($b) `)` `->` type($res)"
+
+    def __init__(self, a: SSAValue, b: SSAValue, result_type: Attribute | None = None):
+        if result_type is None:
+            result_type = TensorType(_elt(a), matmul_shape(_shape(a), _shape(b)))
+        super().__init__(operands=[a, b], result_types=[result_type])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        shape = matmul_shape(_shape(self.a), _shape(self.b))
+        if shape is None:
+            raise VerifyException(f"'graph.matmul' operand shapes are incompatible: {self.a.type} and {self.b.type}")
+        _expect_shape(self, shape)
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    """``graph.concat %a, %b {axis = 1 : i64} : (tensor<...>, tensor<...>) -> tensor<...>``"""
+
+    name = "graph.concat"
+    inputs = var_operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` `(` type($inputs) `)` `->` type($res)"
+
+    def __init__(self, inputs: Sequence[SSAValue], axis: int, result_type: Attribute | None = None):
+        if result_type is None:
+            s = list(_shape(inputs[0]))
+            s[axis] = sum(_shape(v)[axis] for v in inputs)
+            result_type = TensorType(_elt(inputs[0]), s)
+        super().__init__(operands=[list(inputs)], result_types=[result_type], properties={"axis": i64_attr(axis)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        if not self.inputs:
+            raise VerifyException("'graph.concat' expects at least one input")
+        shapes = [_shape(v) for v in self.inputs]
+        r = len(shapes[0])
+        ax = self.axis.value.data
+        if not 0 <= ax < r:
+            raise VerifyException(f"'graph.concat' axis {ax} out of range for rank {r}")
+        for s in shapes:
+            if len(s) != r or any(s[i] != shapes[0][i] for i in range(r) if i != ax):
+                raise VerifyException("'graph.concat' inputs must agree in rank and every dimension but axis")
+        out = list(shapes[0])
+        out[ax] = sum(s[ax] for s in shapes)
+        _expect_shape(self, out)
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """``graph.reshape %x : tensor<1x512x1x1xf32> -> tensor<1x512xf32>``"""
+
+    name = "graph.reshape"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), list(shape))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        if math.prod(_shape(self.x)) != math.prod(_shape(self.res)):
+            raise VerifyException("'graph.reshape' must keep the number of elements")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """``graph.transpose %x {perm = array<i64: 0, 2, 1>} : tensor<...> -> tensor<...>``"""
+
+    name = "graph.transpose"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    perm = prop_def(DenseArrayBase[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, perm: Sequence[int]):
+        s = _shape(x)
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), [s[p] for p in perm])],
+                         properties={"perm": i64_array(perm)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        perm = _ints(self.perm)
+        if sorted(perm) != list(range(len(s))):
+            raise VerifyException(f"'graph.transpose' perm {list(perm)} is not a permutation of 0..{len(s) - 1}")
+        _expect_shape(self, [s[p] for p in perm])
+
+
+@irdl_op_definition
+class SoftmaxOp(IRDLOperation):
+    """``graph.softmax %x {axis = 1 : i64} : tensor<...>`` (single-axis softmax, opset >= 13 semantics)."""
+
+    name = "graph.softmax"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    res = result_def(T)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($res)"
+
+    def __init__(self, x: SSAValue, axis: int):
+        super().__init__(operands=[x], result_types=[x.type], properties={"axis": i64_attr(axis)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        r = len(_shape(self.x))
+        ax = self.axis.value.data
+        if not 0 <= ax < r:
+            raise VerifyException(f"'graph.softmax' axis {ax} out of range for rank {r}")
+
+
+@irdl_op_definition
+class LRNOp(IRDLOperation):
+    """``graph.lrn %x {alpha, beta, bias, size} : tensor<...>`` (across channels, ONNX LRN)."""
+
+    name = "graph.lrn"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    res = result_def(T)
+    size = prop_def(IntegerAttr[I64])
+    alpha = prop_def(FloatAttr)
+    beta = prop_def(FloatAttr)
+    bias = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($res)"
+
+    def __init__(self, x: SSAValue, *, size: int, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0):
+        super().__init__(operands=[x], result_types=[x.type], properties={
+            "size": i64_attr(size), "alpha": f32_attr(alpha), "beta": f32_attr(beta), "bias": f32_attr(bias)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        if len(_shape(self.x)) < 2:
+            raise VerifyException("'graph.lrn' expects input of rank >= 2")
+        if self.size.value.data < 1:
+            raise VerifyException("'graph.lrn' expects size >= 1")
+
+
+Graph = Dialect(
+    "graph",
+    [
+        ConstantOp,
+        Conv2DOp,
+        BatchNormOp,
+        ReluOp,
+        AddOp,
+        SubOp,
+        MulOp,
+        DivOp,
+        MaxPoolOp,
+        AvgPoolOp,
+        GlobalAvgPoolOp,
+        GemmOp,
+        MatMulOp,
+        ConcatOp,
+        ReshapeOp,
+        TransposeOp,
+        SoftmaxOp,
+        LRNOp,
+    ],
+    [],
+)
+
+from cann.dialects import weights as _weights  # noqa: E402  (fixes dense_resource key parsing)
+
+_weights.install_resource_key_fix()
