@@ -1,0 +1,190 @@
+"""``cann-opt``: xDSL's ``xdsl-opt`` driver with every cann dialect and pass registered.
+
+Additions to xDSL's flags:
+
+* ``--print-ir-after-all``: print the IR after every pass (including the last) to stderr, each
+  dump headed by ``// -----// IR Dump After <pass> //----- //``;
+* ``--time-passes``: per-pass wall time to **stderr**, one line ``pass <name>: <seconds> s``
+  (xDSL prints it to stdout, mixed with the IR);
+* user mistakes (unreadable input, parse error, failed verification, unknown pass or pass option,
+  a bad flag) print one line ``error: <file or pass>: <message>`` and exit with status 2, except
+  under ``--verify-diagnostics``, which keeps xDSL's print-and-exit-0 behaviour;
+* an unexpected exception is a bug: ``internal error: ...`` with the traceback, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import NoReturn
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.printer import Printer
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from cann.errors import CannError, Diagnostic
+
+
+class _UserError(Exception):
+    """A user mistake found by the driver itself (location, message)."""
+
+    def __init__(self, location: str, message: str):
+        super().__init__(message)
+        self.diagnostic = Diagnostic(location, message)
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else "unknown error"
+
+
+def _diagnostic_message(e: BaseException) -> str:
+    """One line from a verifier/pass diagnostic: its message, prefixed by the failing op's name."""
+    message = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip()) or type(e).__name__
+    for note in getattr(e, "__notes__", ()):
+        lines = note.splitlines()
+        for i, ln in enumerate(lines[1:], 1):
+            if re.fullmatch(r"\s*\^+-*\s*", ln) and (m := re.search(r'"([\w.$-]+)"\(', lines[i - 1])):
+                return f"'{m.group(1)}' op {message}"
+    return message
+
+
+class CannOptMain(xDSLOptMain):
+    version_format = "cann-opt (xdsl {xdsl_version})"
+
+    def __init__(self, description: str = "cann modular optimizer driver", args: Sequence[str] | None = None):
+        self._current_pass: ModulePass | None = None
+        super().__init__(description, args)
+
+    # -- registration -------------------------------------------------------------------------
+
+    def register_all_dialects(self):
+        super().register_all_dialects()
+        from cann.dialects import ALL_DIALECTS
+
+        for name, factory in ALL_DIALECTS.items():
+            if name not in self.ctx.registered_dialect_names:
+                self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self):
+        super().register_all_passes()
+        from cann.passes import ALL_PASSES
+
+        for name, factory in ALL_PASSES.items():
+            self.register_pass(name, factory)
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
+        super().register_all_arguments(arg_parser)
+        arg_parser.prog = "cann-opt"
+        arg_parser.add_argument(
+            "--print-ir-after-all",
+            default=False,
+            action="store_true",
+            help="Print the IR after every pass, including the last one, to stderr",
+        )
+
+        def error(message: str) -> NoReturn:  # argparse's usage+message -> our one-line form
+            print(f"error: cann-opt: {message}", file=sys.stderr)
+            sys.exit(2)
+
+        arg_parser.error = error  # type: ignore[method-assign]
+
+    # -- pipeline -----------------------------------------------------------------------------
+
+    def setup_pipeline(self):
+        spec = self.args.passes
+        try:
+            specs = list(parse_pipeline(spec))
+        except ArgSpecParseError as e:
+            lines = [ln.strip() for ln in str(e).splitlines()]
+            column = lines[1].rsplit(":", 1)[-1] if len(lines) > 1 else "?"
+            raise _UserError(f"-p '{spec}'", f"column {column}: {lines[-1] if lines else e}") from None
+        for s in specs:
+            if s.name not in self.available_passes:
+                raise _UserError(s.name, "unknown pass (cann-opt --help lists the available passes)")
+        for s in specs:
+            try:
+                self.available_passes[s.name]().from_pass_spec(s)
+            except (ValueError, TypeError) as e:
+                raise _UserError(s.name, f"bad pass option: {_first_line(str(e))}") from None
+        self.pipeline = PassPipeline.parse_spec(self.available_passes, spec, self._callback)
+        self._timer = time.perf_counter()
+
+    def _callback(self, previous: ModulePass | None, module: ModuleOp, next_: ModulePass | None) -> None:
+        now = time.perf_counter()
+        if self.args.time_passes and previous is not None:
+            print(f"pass {previous.name}: {now - self._timer:.6f} s", file=sys.stderr)
+        if not self.args.disable_verify:
+            self._current_pass = previous
+            module.verify()
+        if previous is not None and self.args.print_ir_after_all:
+            print(f"// -----// IR Dump After {previous.name} //----- //", file=sys.stderr)
+            Printer(stream=sys.stderr, print_generic_format=self.args.print_op_generic).print_op(module)
+            print("\n", file=sys.stderr)
+        if previous is not None and next_ is not None and self.args.print_between_passes:
+            print(f"IR after {previous.name}:")
+            Printer(stream=sys.stdout).print_op(module)
+            print("\n\n\n")
+        self._current_pass = next_
+        self._timer = time.perf_counter()
+
+    def apply_passes(self, prog: ModuleOp):
+        self._timer = time.perf_counter()
+        self._current_pass = None
+        self.pipeline.apply(self.ctx, prog)
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self):
+        try:
+            super().run()
+        except OSError as e:
+            where = e.filename or self.args.input_file or "cann-opt"
+            raise _UserError(str(where), f"cannot open: {e.strerror or e}") from None
+        except ParseError as e:
+            raise _UserError(str(e.span.get_location()), _first_line(e.msg)) from None
+        except DiagnosticException as e:
+            where = self._current_pass.name if self._current_pass is not None else self.get_input_name()
+            raise _UserError(where, _diagnostic_message(e)) from None
+        except ValueError as e:
+            if str(e).startswith("Unrecognized file extension"):
+                raise _UserError(self.get_input_name(), _first_line(str(e))) from None
+            raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        CannOptMain(args=argv).run()
+    except _UserError as e:
+        print(str(e.diagnostic), file=sys.stderr)
+        return _exit(2)
+    except CannError as e:
+        for line in e.lines():
+            print(line, file=sys.stderr)
+        return _exit(2)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return _exit(130)
+    except BaseException as e:  # noqa: BLE001 - a bug: say so and show where
+        print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        traceback.print_exc()
+        return _exit(1)
+    return _exit(0)
+
+
+def _exit(code: int) -> int:
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

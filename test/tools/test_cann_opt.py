@@ -1,0 +1,157 @@
+"""cann-opt: exit codes and exact one-line errors (lit's `not` cannot check for exactly 2)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+GOOD = """func.func @f(%a: i32) -> i32 {
+  %0 = arith.addi %a, %a : i32
+  %1 = arith.addi %a, %a : i32
+  %2 = arith.muli %0, %1 : i32
+  func.return %2 : i32
+}
+"""
+
+INVALID = """func.func @f(%a: i32) -> i32 {
+  %0 = "arith.addi"(%a, %a) : (i32, i32) -> i64
+  func.return %a : i32
+}
+"""
+
+
+def cann_opt(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "cann.tools.cann_opt", *map(str, args)],
+                          capture_output=True, text=True, input=stdin)
+
+
+@pytest.fixture
+def good(tmp_path):
+    p = tmp_path / "good.mlir"
+    p.write_text(GOOD)
+    return p
+
+
+def test_console_script_runs(good):
+    exe = os.path.join(os.path.dirname(sys.executable), "cann-opt")
+    r = subprocess.run([exe, str(good), "-p", "cse"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "arith.muli %0, %0" in r.stdout
+
+
+def test_cse_and_stdin(good):
+    r = cann_opt("-p", "cse,dce", stdin=GOOD)
+    assert r.returncode == 0 and r.stderr == ""
+    assert r.stdout.count("arith.addi") == 1
+
+
+def test_project_registries_are_registered():
+    from cann.dialects import ALL_DIALECTS
+    from cann.passes import ALL_PASSES
+    from cann.tools.cann_opt import CannOptMain
+
+    main = CannOptMain(args=[])
+    for name in ALL_PASSES:
+        assert name in main.available_passes
+    assert set(ALL_DIALECTS) <= set(main.ctx.registered_dialect_names)
+    for name in ("cse", "dce", "canonicalize"):
+        assert name in main.available_passes
+
+
+def test_unknown_pass(good):
+    r = cann_opt(good, "-p", "cse,no-such-pass")
+    assert r.returncode == 2
+    assert r.stderr == "error: no-such-pass: unknown pass (cann-opt --help lists the available passes)\n"
+    assert r.stdout == ""
+
+
+def test_unknown_pass_option(good):
+    r = cann_opt(good, "-p", "cse{bogus=1}")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ['error: cse: bad pass option: Provided arguments ["bogus"] not found in expected arguments []']
+
+
+def test_malformed_pipeline(good):
+    r = cann_opt(good, "-p", "cse,,dce")
+    assert r.returncode == 2
+    assert r.stderr == "error: -p 'cse,,dce': column 5: Expected pass name here\n"
+
+
+def test_parse_error(tmp_path):
+    p = tmp_path / "bad.mlir"
+    p.write_text("func.func @f( {\n")
+    r = cann_opt(p)
+    assert r.returncode == 2
+    assert r.stderr == f"error: {p}:1:15: Expected argument or type\n"
+
+
+def test_verification_failure(tmp_path):
+    p = tmp_path / "invalid.mlir"
+    p.write_text(INVALID)
+    r = cann_opt(p)
+    assert r.returncode == 2
+    assert r.stderr == (f"error: {p}: 'arith.addi' op result 'result' at position 0 does not verify: "
+                        "attribute i32 expected from variable 'T', but got i64\n")
+
+
+def test_verify_diagnostics_keeps_xdsl_behaviour(tmp_path):
+    p = tmp_path / "invalid.mlir"
+    p.write_text(INVALID)
+    r = cann_opt(p, "--verify-diagnostics")
+    assert r.returncode == 0
+    assert "Operation does not verify" in r.stdout
+
+
+def test_missing_file(tmp_path):
+    r = cann_opt(tmp_path / "missing.mlir")
+    assert r.returncode == 2
+    assert r.stderr == f"error: {tmp_path / 'missing.mlir'}: cannot open: No such file or directory\n"
+
+
+def test_unwritable_output(good, tmp_path):
+    out = tmp_path / "no" / "out.mlir"
+    r = cann_opt(good, "-o", out)
+    assert r.returncode == 2
+    assert r.stderr == f"error: {out}: cannot open: No such file or directory\n"
+
+
+def test_bad_flag(good):
+    r = cann_opt(good, "--no-such-flag")
+    assert r.returncode == 2
+    assert r.stderr == "error: cann-opt: unrecognized arguments: --no-such-flag\n"
+
+
+def test_print_ir_after_all_goes_to_stderr(good):
+    r = cann_opt(good, "-p", "cse,dce", "--print-ir-after-all")
+    assert r.returncode == 0
+    assert "IR Dump" not in r.stdout
+    dumps = [ln for ln in r.stderr.splitlines() if "IR Dump After" in ln]
+    assert dumps == ["// -----// IR Dump After cse //----- //", "// -----// IR Dump After dce //----- //"]
+
+
+def test_time_passes_on_stderr(good):
+    r = cann_opt(good, "-p", "cse,dce", "--time-passes")
+    assert r.returncode == 0
+    assert "took" not in r.stdout and "pass " not in r.stdout
+    lines = r.stderr.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["pass cse", "pass dce"]
+    for ln in lines:
+        assert ln.endswith(" s") and float(ln.split(": ")[1][:-2]) >= 0
+
+
+def test_internal_error_is_exit_1(good, monkeypatch, capsys):
+    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+
+    from cann.tools import cann_opt as mod
+
+    def boom(self, ctx, op):
+        raise RuntimeError("bug in a pass")
+
+    monkeypatch.setattr(CommonSubexpressionElimination, "apply", boom)
+    with pytest.raises(SystemExit) as e:
+        mod.main([str(good), "-p", "cse"])
+    assert e.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: RuntimeError: bug in a pass\n")
+    assert "Traceback" in err
