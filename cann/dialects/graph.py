@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     NameLoc,
+    NoneAttr,
     Signedness,
     StringAttr,
     TensorType,
@@ -256,11 +257,11 @@ def constant_value(op: ConstantOp) -> np.ndarray:
 
 def dense_attr(array: np.ndarray) -> DenseIntOrFPElementsAttr:
     array = np.asarray(array)
-    if array.dtype == np.float64:
-        array = array.astype(np.float32)
     t = TensorType(element_type(array.dtype), array.shape)
     if array.dtype == np.bool_:
         array = array.astype(np.int8)
+    if array.size > 1 and all(st == 0 for st in array.strides):  # a broadcast scalar: store a splat
+        array = array.reshape(-1)[:1]
     return DenseIntOrFPElementsAttr(t, BytesAttr(np.ascontiguousarray(array).tobytes()))
 
 
@@ -268,8 +269,13 @@ def make_constant(array: np.ndarray, name_hint: str) -> ConstantOp:
     """A ``graph.constant`` holding ``array`` (copied as bytes), located at ``NameLoc(name_hint)``."""
     op = ConstantOp(dense_attr(array))
     if name_hint:
-        op.location = NameLoc(StringAttr(name_hint))
+        op.location = name_loc(name_hint)
     return op
+
+
+def name_loc(name: str) -> NameLoc:
+    """``loc("name")``: the location of an op imported from a named ONNX node or tensor."""
+    return NameLoc(StringAttr(name), NoneAttr())
 
 
 

@@ -3,7 +3,7 @@
 Convention (see ``docs/ir-text.md``):
 
 * In memory, every ``graph.constant`` holds a ``DenseIntOrFPElementsAttr`` (raw bytes).
-* :func:`print_module` prints a constant with more than :data:`INLINE_LIMIT` elements as
+* :func:`print_module` prints a non-splat constant with more than :data:`INLINE_LIMIT` elements as
   ``graph.constant dense_resource<KEY> : tensor<...>`` and stores its value under ``KEY`` in the
   ``.npz`` file; the module gets the attribute ``graph.weights = "<npz file name>"`` (relative to
   the text file's directory). Keys derive from the op's ``NameLoc`` (the ONNX tensor name),
@@ -92,6 +92,14 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     os.replace(tmp, path)
 
 
+def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
+    """A splat stores one element: it prints short (``dense<0.02>``), so it stays inline."""
+    from cann.dialects.graph import numpy_dtype
+
+    t = attr.type
+    return len(attr.data.data) == numpy_dtype(t.get_element_type()).itemsize and math.prod(t.get_shape()) > 1
+
+
 def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_LIMIT) -> tuple[ModuleOp, dict[str, np.ndarray]]:
     """A copy of ``module`` whose large constants are ``dense_resource`` handles, and their blobs."""
     from cann.dialects.graph import ConstantOp, constant_value
@@ -104,7 +112,7 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
         if isinstance(new, ConstantOp):
             if isinstance(new.value, DenseResourceAttr):
                 used.add(new.value.resource_handle.data)
-            elif math.prod(new.value.type.get_shape()) > limit:
+            elif math.prod(new.value.type.get_shape()) > limit and not _is_splat(new.value):
                 pending.append((old, new))
     for old, new in pending:
         base = key = _key_base(old)
