@@ -1,0 +1,100 @@
+"""What the click-based command-line tools share: error reporting and atomic output files.
+
+User mistakes (a :class:`~cann.errors.CannError` or a click usage error) print one line per
+problem, ``error: <location>: <message>``, and exit with status 2, never a traceback. Anything
+else is a bug: ``internal error: ...`` with the traceback, exit 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, NoReturn
+
+import click
+
+from cann.errors import CannError, Diagnostic
+
+
+def _param_location(e: click.ClickException, prog: str) -> str:
+    param = getattr(e, "param", None)
+    if isinstance(param, click.Option) and param.opts:
+        return max(param.opts, key=len)
+    if isinstance(param, click.Argument):
+        return param.human_readable_name
+    if getattr(e, "param_hint", None):
+        hint = e.param_hint
+        return hint if isinstance(hint, str) else " / ".join(hint)
+    if isinstance(e, click.NoSuchOption):
+        return e.option_name
+    return prog
+
+
+def run_command(cmd: click.Command, argv: Sequence[str] | None, prog: str) -> NoReturn:
+    """Run a click command, mapping every outcome to an exit status (0 ok, 1 bug/failure, 2 user)."""
+    try:
+        rv = cmd.main(args=list(argv) if argv is not None else None, prog_name=prog, standalone_mode=False)
+    except CannError as e:
+        _print_lines(e.lines())
+        _exit(2)
+    except click.exceptions.Abort:
+        _print_lines(["error: interrupted"])
+        _exit(130)
+    except click.BadParameter as e:
+        _print_lines([str(Diagnostic(_param_location(e, prog), e.message))])
+        _exit(2)
+    except click.NoSuchOption as e:
+        msg = f"no such option{'; did you mean ' + ' or '.join(e.possibilities) + '?' if e.possibilities else ''}"
+        _print_lines([str(Diagnostic(e.option_name, msg))])
+        _exit(2)
+    except click.ClickException as e:
+        _print_lines([str(Diagnostic(_param_location(e, prog), e.format_message()))])
+        _exit(2)
+    except KeyboardInterrupt:
+        _print_lines(["error: interrupted"])
+        _exit(130)
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a bug, not a user mistake
+        sys.stdout.flush()
+        print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        traceback.print_exc()
+        _exit(1)
+    _exit(rv if isinstance(rv, int) else 0)
+
+
+def _print_lines(lines: list[str]) -> None:
+    sys.stdout.flush()
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def _exit(code: int) -> NoReturn:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.exit(code)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temp file next to ``path``; rename it over ``path`` only if the block succeeds."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
+        raise

@@ -1,0 +1,165 @@
+"""``cann-compile``: compile a model to an offline model (``.om``), in the spirit of Huawei's ATC.
+
+    cann-compile model.onnx -o model.om
+    cann-compile --model=model.onnx --framework=5 --output=model --soc_version=Ascend910 \\
+        --input_shape="input:1,3,224,224" --precision_mode=force_fp16
+    cann-compile model.onnx --emit tile -o -          # print the tile-level IR
+
+A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
+``error: <location>: <message>`` and exit 2 without leaving an output file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from cann.errors import CannError
+from cann.tools._cli import atomic_output, run_command
+
+PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
+STAGES = ("graph", "tile", "ascend", "asm")
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+              "error": logging.ERROR, "null": None}
+FRAMEWORKS = {3: "TensorFlow", 5: "ONNX"}
+SUFFIX_FRAMEWORK = {".onnx": 5, ".pb": 3}
+
+
+def split_last_colon(entry: str, flag: str) -> tuple[str, str]:
+    """``"x:0:1,3"`` -> ``("x:0", "1,3")``: tensor names may contain colons, values do not."""
+    name, sep, value = entry.rpartition(":")
+    if not sep or not name:
+        raise CannError(flag, f"'{entry}' is not of the form NAME:VALUE")
+    return name, value
+
+
+def parse_input_shape(text: str) -> dict[str, tuple[int, ...]]:
+    """``"a:1,3,224,224;b:1,10"`` -> ``{"a": (1, 3, 224, 224), "b": (1, 10)}``."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for entry in text.split(";"):
+        if not entry.strip():
+            continue
+        name, dims = split_last_colon(entry.strip(), "--input_shape")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise CannError("--input_shape", f"'{entry}': dimensions must be comma-separated integers") from None
+        if any(d < 1 for d in shape):
+            raise CannError("--input_shape", f"'{entry}': dimensions must be positive (dynamic shapes are not supported)")
+        if name in shapes:
+            raise CannError("--input_shape", f"input '{name}' is given twice")
+        shapes[name] = shape
+    if not shapes:
+        raise CannError("--input_shape", "no shape given")
+    return shapes
+
+
+def parse_out_nodes(text: str) -> list[str]:
+    """``"a;b:0"`` -> ``["a", "b:0"]`` (each a tensor name, or ``node:output_index``)."""
+    nodes = [n.strip() for n in text.split(";") if n.strip()]
+    if not nodes:
+        raise CannError("--out_nodes", "no output given")
+    return nodes
+
+
+def _framework(model: str, framework: int | None) -> int:
+    if framework is None:
+        framework = SUFFIX_FRAMEWORK.get(Path(model).suffix.lower())
+        if framework is None:
+            raise CannError(model, "cannot infer the framework from the file suffix; "
+                                   "use --framework 5 (ONNX) or --framework 3 (TensorFlow)")
+    if framework not in FRAMEWORKS:
+        raise CannError("--framework", f"unsupported framework {framework} (3 = TensorFlow, 5 = ONNX)")
+    if framework == 3:
+        raise CannError(model, "TensorFlow models (--framework 3) are not supported yet")
+    return framework
+
+
+def _configure_logging(level: str) -> None:
+    logger = logging.getLogger("cann")
+    if LOG_LEVELS[level] is None:
+        logger.disabled = True
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(LOG_LEVELS[level])
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model_arg", metavar="MODEL", required=False)
+@click.option("--model", "model_opt", metavar="PATH", help="Model file (ATC spelling of MODEL).")
+@click.option("--framework", type=int, help="3 = TensorFlow, 5 = ONNX (default: from the file suffix).")
+@click.option("-o", "--output", metavar="PATH", help="Output .om ('.om' appended when missing); with --emit, a text file or '-'.")
+@click.option("--soc_version", default="Ascend910", show_default=True, help="Target SoC.")
+@click.option("--input_shape", metavar="NAME:D0,D1,..;...", help="Static input shapes; a name is split at its last colon.")
+@click.option("--precision_mode", type=click.Choice(PRECISION_MODES), default="force_fp16", show_default=True)
+@click.option("--out_nodes", metavar="NAME;...", help="Model outputs to keep, ';'-separated.")
+@click.option("--log", "log_level", type=click.Choice(tuple(LOG_LEVELS)), default="warning", show_default=True)
+@click.option("--fusion_switch_file", metavar="PATH", help="ATC fusion switch file (JSON).")
+@click.option("--emit", type=click.Choice(STAGES), help="Write this stage's text instead of an .om.")
+@click.option("-O", "opt_level", type=click.Choice(["0", "1"]), default="1", show_default=True,
+              help="-O0: conservative baseline code; -O1: optimized.")
+def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
+        log_level, fusion_switch_file, emit, opt_level) -> int:
+    """Compile MODEL (ONNX) into an offline model for the simulated Ascend AI Core."""
+    if model_arg and model_opt and model_arg != model_opt:
+        raise CannError("--model", f"two different models given: '{model_arg}' and '{model_opt}'")
+    model = model_arg or model_opt
+    if not model:
+        raise CannError("cann-compile", "no model given (cann-compile MODEL -o OUT)")
+    if not output:
+        raise CannError("cann-compile", "no output given (-o/--output)")
+    _configure_logging(log_level)
+    _framework(model, framework)
+    if not os.path.exists(model):
+        raise CannError(model, "no such file")
+    if os.path.isdir(model):
+        raise CannError(model, "is a directory, not a model file")
+    options = dict(
+        soc_version=soc_version,
+        precision_mode=precision_mode,
+        input_shape=parse_input_shape(input_shape) if input_shape is not None else None,
+        out_nodes=parse_out_nodes(out_nodes) if out_nodes is not None else None,
+        opt_level=int(opt_level),
+        fusion_switch_file=fusion_switch_file,
+    )
+    if emit:
+        from cann.compiler import emit as emit_stage
+
+        if output == "-":
+            emit_stage(model, emit, sys.stdout, **options)
+            sys.stdout.flush()
+        else:
+            with atomic_output(output, "w") as f:
+                emit_stage(model, emit, f, **options)
+            print(f"{output}: {emit} IR written", file=sys.stderr)
+        return 0
+
+    import cann
+    from cann.codegen.om import read_om
+
+    if output == "-":
+        raise CannError("-o", "an .om cannot be written to stdout; give a file name (or use --emit)")
+    if not output.endswith(".om"):
+        output += ".om"
+    compiled = cann.compile(model, **options)
+    compiled.save(output)
+    om = read_om(output)
+    size = os.path.getsize(output)
+    print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
+          f"({soc_version}, {precision_mode}, -O{opt_level})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_command(cli, argv, "cann-compile")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""``cann-run``: run an offline model (``.om``) on the simulated Ascend AI Core.
+
+    cann-run model.om                                   # seeded standard-normal inputs
+    cann-run model.om --input x=x.npy --output out.npz
+    cann-run model.om --input inputs.npz --compare model.onnx
+
+A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
+``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+import numpy as np
+
+from cann.errors import CannError
+from cann.tools._cli import atomic_output, run_command
+
+FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
+
+
+def _load_array_file(path: str):
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise CannError(path, "no such file") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CannError(path, f"cannot read as .npy/.npz: {e}") from None
+
+
+def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
+    """Resolve ``--input`` values (NAME=FILE.npy, FILE.npz, FILE.npy) against the model's inputs."""
+    names = [t.name for t in model_inputs]
+    given: dict[str, np.ndarray] = {}
+
+    def put(name: str, value: np.ndarray, source: str) -> None:
+        if name not in names:
+            raise CannError(source, f"'{name}' is not an input of the model (inputs: {', '.join(names)})")
+        if name in given:
+            raise CannError(source, f"input '{name}' is given twice")
+        given[name] = value
+
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if sep and name in names:
+            data = _load_array_file(path)
+            if not isinstance(data, np.ndarray):
+                raise CannError(path, f"expected a .npy array for input '{name}', got an .npz archive")
+            put(name, data, path)
+            continue
+        data = _load_array_file(spec)
+        if isinstance(data, np.ndarray):
+            if len(names) != 1:
+                raise CannError(spec, f"a bare .npy needs a single-input model; this one has {len(names)} "
+                                      f"inputs: use --input NAME={spec}")
+            put(names[0], data, spec)
+        else:
+            with data:
+                for key in data.files:
+                    put(key, data[key], spec)
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise CannError("--input", f"no value for model input(s): {', '.join(missing)}")
+    return given
+
+
+def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> None:
+    problems = []
+    for t in model_inputs:
+        a = inputs[t.name]
+        if tuple(a.shape) != tuple(t.shape) or a.dtype != np.dtype(t.dtype):
+            problems.append(CannError(t.name, f"expected shape {tuple(t.shape)} {t.dtype}, got shape "
+                                              f"{tuple(a.shape)} {a.dtype}").diagnostics[0])
+    if problems:
+        raise CannError.many(problems)
+
+
+def random_inputs(model_inputs, seed: int) -> dict[str, np.ndarray]:
+    """Standard-normal floats (integers uniform in [0, 10), booleans fair coins), one seeded stream."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for t in model_inputs:
+        dt = np.dtype(t.dtype)
+        if dt.kind == "f":
+            out[t.name] = rng.standard_normal(t.shape).astype(dt)
+        elif dt.kind in "iu":
+            out[t.name] = rng.integers(0, 10, size=t.shape).astype(dt)
+        else:
+            out[t.name] = rng.random(t.shape) < 0.5
+    return out
+
+
+def summary(name: str, a: np.ndarray) -> str:
+    line = f"{name}: shape={tuple(a.shape)} dtype={a.dtype}"
+    if a.size:
+        f = a.astype(np.float64)
+        line += f" min={f.min():.6g} max={f.max():.6g} mean={f.mean():.6g}"
+        if a.ndim == 2:
+            am = np.argmax(a, axis=1).tolist()
+            line += f" argmax={am[:8]}{'...' if len(am) > 8 else ''}"
+    return line
+
+
+def errors(y: np.ndarray, r: np.ndarray) -> tuple[float, float]:
+    """(max |y - r|, ||y - r||_2 / max(||r||_2, 1e-30)) over the flattened tensors."""
+    yf, rf = y.astype(np.float64).ravel(), r.astype(np.float64).ravel()
+    d = yf - rf
+    max_abs = float(np.max(np.abs(d))) if d.size else 0.0
+    return max_abs, float(np.linalg.norm(d) / max(float(np.linalg.norm(rf)), 1e-30))
+
+
+def reference_outputs(onnx_path: str, inputs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    if not Path(onnx_path).is_file():
+        raise CannError(onnx_path, "no such file")
+    import onnxruntime as ort
+
+    try:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise CannError(onnx_path, f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
+    available = {o.name for o in sess.get_outputs()}
+    for n in names:
+        if n not in available:
+            raise CannError(onnx_path, f"has no output '{n}' (outputs: {', '.join(sorted(available))})")
+    feed_names = {i.name for i in sess.get_inputs()}
+    feed = {k: v for k, v in inputs.items() if k in feed_names}
+    return dict(zip(names, sess.run(names, feed)))
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("om", metavar="MODEL.om")
+@click.option("--input", "input_specs", multiple=True, metavar="NAME=FILE.npy | FILE.npz | FILE.npy",
+              help="Input values (repeatable). Default: seeded standard-normal inputs.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+@click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
+@click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
+@click.option("--tolerance", type=float, help="Largest rel_l2_err accepted by --compare "
+              "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
+def cli(om, input_specs, seed, output, compare, tolerance) -> int:
+    """Run MODEL.om on the simulated Ascend AI Core."""
+    import cann
+
+    model = cann.load(om)
+    if input_specs:
+        inputs = gather_inputs(input_specs, model.inputs)
+    else:
+        inputs = random_inputs(model.inputs, seed)
+        print(f"note: no --input given: using standard-normal inputs (seed {seed})", file=sys.stderr)
+    check_inputs(inputs, model.inputs)
+    outputs = model.run(inputs)
+    outputs = {t.name: np.asarray(outputs[t.name]).astype(t.dtype, copy=False) for t in model.outputs}
+    for name, a in outputs.items():
+        print(summary(name, a))
+    if output:
+        with atomic_output(output, "wb") as f:
+            np.savez(f, **outputs)
+    status = 0
+    if compare:
+        precision = getattr(model, "precision_mode", None)
+        if precision is None:
+            from cann.codegen.om import read_om
+
+            precision = read_om(om).precision_mode
+        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_MODES else 1e-4)
+        refs = reference_outputs(compare, inputs, list(outputs))
+        for name, y in outputs.items():
+            r = refs[name]
+            if r.shape != y.shape:
+                print(f"{name}: shape mismatch: got {y.shape}, onnxruntime gives {r.shape}")
+                status = 1
+                continue
+            max_abs, rel_l2 = errors(y, r)
+            print(f"{name}: max_abs_err={max_abs:.3e} rel_l2_err={rel_l2:.3e}")
+            if not rel_l2 <= tol:  # also catches NaN
+                status = 1
+        if status:
+            print(f"cann-run: outputs differ from onnxruntime by more than rel_l2_err {tol:g}", file=sys.stderr)
+    run = getattr(model, "last_run", None)
+    if run is not None:
+        print(f"cycles: {run.cycles}  instructions: {run.instructions}")
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_command(cli, argv, "cann-run")
+
+
+if __name__ == "__main__":
+    main()

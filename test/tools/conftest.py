@@ -1,0 +1,58 @@
+"""Shared helpers for the command-line tool tests: small ONNX models with generated weights."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+def _weight(rng, shape):
+    """DESIGN.md recipe: rank >= 2 normal with std 1/sqrt(fan_in); 1-D standard normal."""
+    if len(shape) >= 2:
+        fan_in = int(np.prod(shape[1:]))
+        return (rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32)
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def fire_net(seed: int = 0) -> onnx.ModelProto:
+    """A SqueezeNet-style net: conv, one fire module (squeeze 1x1, expand 1x1 + 3x3, concat),
+    global average pool, 1x1 classifier conv, flatten, softmax. Input 'data' 1x3x16x16."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def conv(name, x, cin, cout, k, pad=0, stride=1):
+        w, b = f"{name}_w", f"{name}_b"
+        inits.append(numpy_helper.from_array(_weight(rng, (cout, cin, k, k)), w))
+        inits.append(numpy_helper.from_array(_weight(rng, (cout,)), b))
+        nodes.append(helper.make_node("Conv", [x, w, b], [name], name=name, kernel_shape=[k, k],
+                                      pads=[pad] * 4, strides=[stride, stride]))
+        nodes.append(helper.make_node("Relu", [name], [name + "_relu"], name=name + "_relu"))
+        return name + "_relu"
+
+    x = conv("conv1", "data", 3, 16, 3, pad=1, stride=2)
+    s = conv("fire2_squeeze", x, 16, 8, 1)
+    e1 = conv("fire2_expand1x1", s, 8, 16, 1)
+    e3 = conv("fire2_expand3x3", s, 8, 16, 3, pad=1)
+    nodes.append(helper.make_node("Concat", [e1, e3], ["fire2_concat"], name="fire2_concat", axis=1))
+    c = conv("conv10", "fire2_concat", 32, 10, 1)
+    nodes.append(helper.make_node("GlobalAveragePool", [c], ["pool10"], name="pool10"))
+    nodes.append(helper.make_node("Flatten", ["pool10"], ["logits"], name="flatten", axis=1))
+    nodes.append(helper.make_node("Softmax", ["logits"], ["prob"], name="prob", axis=1))
+    graph = helper.make_graph(
+        nodes, "fire_net",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 10]),
+         helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.fixture
+def fire_onnx(tmp_path):
+    p = tmp_path / "fire.onnx"
+    onnx.save(fire_net(), p)
+    return p
