@@ -1,0 +1,287 @@
+"""The ``tile`` dialect: kernels over on-chip buffers, one level above the instruction set.
+
+A tile-level module has two parts:
+
+* **Kernels**: ``func.func`` ops with the unit attribute ``tile.kernel``, whose arguments are
+  flat global-memory buffers (``memref<N x T, #tile<space gm>>``). Their bodies allocate flat
+  on-chip buffers (``tile.alloc``) and move and compute tiles of data with the ops below. Offsets,
+  counts and strides are in **elements** of the buffers' element type; address assignment,
+  repeat/mask/stride encoding and pipe binding happen in ``convert-tile-to-ascend``. Each kernel
+  carries its tiling as the attribute ``tile.tiling`` (a dictionary; the seam for AutoTune) and its
+  ``tile.block_dim``.
+* **The host program** ``func.func @main``: graph inputs and outputs, device constants
+  (``tile.constant``), global-memory tensors (``tile.gm_alloc``), views (``tile.view``) and kernel
+  launches (``tile.launch``) in execution order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    SymbolRefAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue, SpacedOpaqueSyntaxAttribute
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.dialects.utils import EnumAttribute
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import MemoryReadEffect, MemoryWriteEffect
+from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.str_enum import StrEnum
+
+
+class Space(StrEnum):
+    """Memory spaces of the modeled core (names of cann.hw.config.BUFFER_NAMES plus gm)."""
+
+    GM = "gm"
+    L1 = "l1"
+    L0A = "l0a"
+    L0B = "l0b"
+    L0C = "l0c"
+    UB = "ub"
+
+
+@irdl_attr_definition
+class SpaceAttr(EnumAttribute[Space], SpacedOpaqueSyntaxAttribute):
+    """``#tile<space ub>``: the memory space of a buffer (memref memory_space)."""
+
+    name = "tile.space"
+
+
+def space_of(value: SSAValue) -> Space:
+    """The memory space of a buffer value.
+
+    Raises:
+        VerifyException: the value is not a memref in a tile memory space.
+    """
+    t = value.type
+    if not isinstance(t, MemRefType) or not isinstance(t.memory_space, SpaceAttr):
+        raise VerifyException(f"expected a memref in a #tile<space ...>, got {t}")
+    return t.memory_space.data
+
+
+def buffer_type(space: Space, elem: Attribute, count: int) -> MemRefType:
+    """A flat buffer type ``memref<count x elem, #tile<space S>>``."""
+    return MemRefType(elem, [count], memory_space=SpaceAttr(space))
+
+
+class _TileInstr(IRDLOperation):
+    """Shared text form: ``tile.op %a, %b {key = value, ...} : type, type``.
+
+    Subclasses list their integer properties in ``INTS`` and float ones in ``FLOATS``; operands
+    are the variadic ``args`` (named by ``ARGS``: buffers read and written).
+    """
+
+    ARGS: ClassVar[tuple[str, ...]] = ()
+    INTS: ClassVar[tuple[str, ...]] = ()
+    FLOATS: ClassVar[tuple[str, ...]] = ()
+    STRS: ClassVar[tuple[str, ...]] = ()
+
+    args = var_operand_def(MemRefType)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, *args: SSAValue, **fields):
+        props: dict[str, Attribute] = {}
+        for k in self.INTS:
+            props[k] = IntegerAttr(int(fields.pop(k, 0)), i64)
+        for k in self.FLOATS:
+            props[k] = FloatAttr(float(fields.pop(k, 0.0)), f64)
+        for k in self.STRS:
+            props[k] = StringAttr(str(fields.pop(k)))
+        if fields:
+            raise TypeError(f"{self.name}: unknown fields {sorted(fields)}")
+        super().__init__(operands=[list(args)], properties=props)
+
+    def field(self, name: str):
+        a = self.properties[name]
+        if isinstance(a, IntegerAttr):
+            return a.value.data
+        if isinstance(a, FloatAttr):
+            return a.value.data
+        return a.data
+
+    def operand(self, name: str) -> SSAValue:
+        return self.args[self.ARGS.index(name)]
+
+    def verify_(self) -> None:
+        if len(self.args) != len(self.ARGS):
+            raise VerifyException(f"{self.name} expects {len(self.ARGS)} operands ({', '.join(self.ARGS)})")
+        for k in (*self.INTS, *self.FLOATS, *self.STRS):
+            if k not in self.properties:
+                raise VerifyException(f"{self.name} is missing field '{k}'")
+        for a in self.args:
+            space_of(a)
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.args, printer.print_operand)
+        items = []
+        for k in (*self.INTS, *self.FLOATS, *self.STRS):
+            v = self.field(k)
+            items.append(f"{k} = {v!r}" if isinstance(v, float) else (f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {v}"))
+        printer.print_string(" {" + ", ".join(items) + "} : ")
+        printer.print_list([a.type for a in self.args], printer.print_attribute)
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        ops = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_unresolved_operand)
+        fields: dict[str, object] = {}
+
+        def entry():
+            key = parser.parse_identifier()
+            parser.parse_punctuation("=")
+            if key in cls.STRS:
+                fields[key] = parser.parse_str_literal()
+            elif key in cls.FLOATS:
+                fields[key] = parser.parse_float()
+            else:
+                fields[key] = parser.parse_integer()
+
+        parser.parse_comma_separated_list(parser.Delimiter.BRACES, entry)
+        parser.parse_punctuation(":")
+        types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+        operands = parser.resolve_operands(ops, types, parser.pos)
+        return cls(*operands, **fields)
+
+
+def _instr(name: str, args: Sequence[str], ints: Sequence[str] = (), floats: Sequence[str] = (),
+           strs: Sequence[str] = (), doc: str = "") -> type[_TileInstr]:
+    body: dict[str, object] = {
+        "name": f"tile.{name}", "ARGS": tuple(args), "INTS": tuple(ints), "FLOATS": tuple(floats),
+        "STRS": tuple(strs), "__doc__": doc,
+        "__annotations__": {k: ClassVar for k in ("ARGS", "INTS", "FLOATS", "STRS")},
+    }
+    body.update({k: prop_def(IntegerAttr) for k in ints})
+    body.update({k: prop_def(FloatAttr) for k in floats})
+    body.update({k: prop_def(StringAttr) for k in strs})
+    cls = type("".join(p.capitalize() for p in name.split("_")) + "Op", (_TileInstr,), body)
+    return irdl_op_definition(cls)
+
+
+_DMA = ("src_offset", "dst_offset", "nburst", "burst", "src_stride", "dst_stride")
+
+CopyOp = _instr("copy", ("src", "dst"), _DMA,
+                doc="Burst copy between GM and L1/UB: nburst bursts of burst elements, strides start to start.")
+CopyNd2nzOp = _instr("copy_nd2nz", ("src", "dst"), ("src_offset", "dst_offset", "rows", "cols", "src_row_stride"),
+                     doc="GM row-major rows x cols -> L1 NZ [c1][rows16][c0], zero padded.")
+Load2dOp = _instr("load2d", ("src", "dst"), ("src_offset", "dst_offset", "count", "src_stride", "dst_stride"),
+                  doc="L1 -> L0A/L0B: count fractals (512 B each); strides in elements.")
+Img2colOp = _instr("img2col", ("src", "dst"),
+                   ("src_offset", "dst_offset", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
+                    "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
+                    "m_start", "m_count", "k_start", "k_count"),
+                   doc="load3d of a [c1][h][w][16] feature map in L1 into a Zz matrix in L0A.")
+MmadOp = _instr("mmad", ("a", "b", "c"), ("a_offset", "b_offset", "c_offset", "m", "k", "n", "init"),
+                doc="c (L0C, Nz fp32) (init ? = : +=) a (L0A, Zz) x b (L0B, Zn).")
+CopyL0cToUbOp = _instr("copy_l0c_to_ub", ("src", "dst"), ("src_offset", "dst_offset", "n1", "m", "src_m"),
+                       doc="L0C Nz fp32 [n1][src_m][16] rows 0..m -> UB [n1][m][16] in the UB buffer's dtype.")
+VecOp = _instr("vec", ("dst", "src0", "src1"),
+               ("dst_offset", "src0_offset", "src1_offset", "count", "unit", "dst_stride", "src0_stride",
+                "src1_stride"), ("scalar",), ("op",),
+               doc="Vector op over count units of unit contiguous elements; operand i's unit u starts at "
+                   "offset_i + u*stride_i (stride 0 with unit = one 256 B repeat: broadcast). Ops: add sub "
+                   "mul div max min (binary), adds muls maxs (scalar), relu exp ln rec sqrt abs mov (unary), "
+                   "dup, cast (dense, dtype of dst/src0 differ). Unused operands repeat dst.")
+ReduceOp = _instr("reduce", ("dst", "src", "scratch"), ("dst_offset", "src_offset", "scratch_offset", "count"),
+                  strs=("op",), doc="dst[0] = max/add over count contiguous elements of src (scratch: UB work space).")
+BroadcastOp = _instr("broadcast", ("dst", "src"), ("dst_offset", "src_offset", "count"),
+                     doc="dst[0:count*lanes] = src element (count repeats of 256 B).")
+
+TILE_INSTRS = (CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp)
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """``%b = tile.alloc : memref<N x T, #tile<space ub>>``: an on-chip buffer for the whole kernel."""
+
+    name = "tile.alloc"
+    res = result_def(MemRefType)
+    assembly_format = "attr-dict `:` type($res)"
+
+    def __init__(self, space: Space, elem: Attribute, count: int):
+        super().__init__(result_types=[buffer_type(space, elem, count)])
+
+    def verify_(self) -> None:
+        if space_of(self.res) == Space.GM:
+            raise VerifyException("tile.alloc allocates on-chip buffers; use tile.gm_alloc in @main for GM")
+
+
+@irdl_op_definition
+class GmAllocOp(IRDLOperation):
+    """``%t = tile.gm_alloc {format = "NC1HWC0", shape = array<i64: ...>} : memref<...>``: a GM tensor."""
+
+    name = "tile.gm_alloc"
+    format = prop_def(StringAttr)
+    shape = prop_def(Attribute)
+    res = result_def(MemRefType)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($res)"
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """``%w = tile.constant {format = "FRACTAL_Z", value = dense<...>} : memref<...>``: device-format data."""
+
+    name = "tile.constant"
+    format = prop_def(StringAttr)
+    value = prop_def(DenseIntOrFPElementsAttr)
+    res = result_def(MemRefType)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($res)"
+
+
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """``%v = tile.view %t {format, shape, offset} : memref<...> -> memref<...>``: the same GM bytes
+    seen with another logical shape (Reshape, Flatten), starting ``offset`` elements in."""
+
+    name = "tile.view"
+    src = operand_def(MemRefType)
+    format = prop_def(StringAttr)
+    shape = prop_def(Attribute)
+    offset = opt_prop_def(IntegerAttr)
+    res = result_def(MemRefType)
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$src attr-dict `:` type($src) `->` type($res)"
+
+
+@irdl_op_definition
+class LaunchOp(IRDLOperation):
+    """``tile.launch @kernel(%a, %b) : memref<...>, memref<...>``: run a kernel on GM tensors."""
+
+    name = "tile.launch"
+    kernel = prop_def(SymbolRefAttr)
+    args = var_operand_def(MemRefType)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    assembly_format = "$kernel `(` $args `)` attr-dict `:` type($args)"
+
+    def __init__(self, kernel: str, args: Sequence[SSAValue]):
+        super().__init__(operands=[list(args)], properties={"kernel": SymbolRefAttr(kernel)})
+
+
+Tile = Dialect(
+    "tile",
+    [*TILE_INSTRS, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
+    [SpaceAttr],
+)
