@@ -114,7 +114,8 @@ def errors(y: np.ndarray, r: np.ndarray) -> tuple[float, float]:
     return max_abs, float(np.linalg.norm(d) / max(float(np.linalg.norm(rf)), 1e-30))
 
 
-def reference_outputs(onnx_path: str, inputs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+def reference_session(onnx_path: str):
+    """An onnxruntime CPU session on ``onnx_path`` (opened before simulating, to fail early)."""
     if not Path(onnx_path).is_file():
         raise CannError(onnx_path, "no such file")
     import onnxruntime as ort
@@ -122,16 +123,22 @@ def reference_outputs(onnx_path: str, inputs: dict[str, np.ndarray], names: list
     try:
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        sess = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise CannError(onnx_path, f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
+
+
+def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
     available = {o.name for o in sess.get_outputs()}
     for n in names:
         if n not in available:
             raise CannError(onnx_path, f"has no output '{n}' (outputs: {', '.join(sorted(available))})")
     feed_names = {i.name for i in sess.get_inputs()}
     feed = {k: v for k, v in inputs.items() if k in feed_names}
-    return dict(zip(names, sess.run(names, feed)))
+    try:
+        return dict(zip(names, sess.run(names, feed)))
+    except Exception as e:  # noqa: BLE001
+        raise CannError(onnx_path, f"onnxruntime failed: {str(e).splitlines()[0]}") from None
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -148,6 +155,11 @@ def cli(om, input_specs, seed, output, compare, tolerance) -> int:
     import cann
 
     model = cann.load(om)
+    if output:
+        parent = Path(output).parent
+        if not parent.is_dir():
+            raise CannError(output, f"cannot write: directory {parent} does not exist")
+    sess = reference_session(compare) if compare else None
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
     else:
@@ -169,7 +181,7 @@ def cli(om, input_specs, seed, output, compare, tolerance) -> int:
 
             precision = read_om(om).precision_mode
         tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_MODES else 1e-4)
-        refs = reference_outputs(compare, inputs, list(outputs))
+        refs = reference_outputs(sess, compare, inputs, list(outputs))
         for name, y in outputs.items():
             r = refs[name]
             if r.shape != y.shape:

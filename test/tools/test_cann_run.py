@@ -1,0 +1,266 @@
+"""cann-run: input handling, summaries, --output, --compare, and one-line errors with exit 2.
+
+In-process tests use a fake `cann.load` (a model whose `run` is onnxruntime plus controlled noise)
+built on the real .om reader; tests marked `# needs the compiler` compile and simulate for real."""
+
+import os
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import cann
+from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel, read_om, write_om
+from cann.tools import cann_run as mod
+
+
+def fake_om(precision_mode="force_fp16") -> OfflineModel:
+    return OfflineModel(
+        "Ascend910", precision_mode,
+        inputs=(IoTensor("data", (1, 3, 16, 16), "float32", 0),),
+        outputs=(IoTensor("prob", (1, 10), "float32", 3072), IoTensor("logits", (1, 10), "float32", 3112)),
+        gm_size=4096, weights_offset=3200, weights=b"\1" * 64,
+        kernels=(Kernel("net", 1, 2, b"\0" * 8),), launches=(Launch(0, (0, 3072)),),
+    )
+
+
+class FakeModel:
+    noise = 0.0
+
+    def __init__(self, om: OfflineModel, onnx_path):
+        self.inputs, self.outputs, self.precision_mode = om.inputs, om.outputs, om.precision_mode
+        self.sess = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+        self.last_run = None
+        self.seen = None
+
+    def run(self, inputs):
+        self.seen = inputs
+        prob, logits = self.sess.run(["prob", "logits"], inputs)
+        self.last_run = SimpleNamespace(cycles=12345, instructions=678)
+        return {"prob": prob * (1 + self.noise), "logits": logits * (1 + self.noise)}
+
+
+@pytest.fixture
+def fake(tmp_path, fire_onnx, monkeypatch):
+    path = tmp_path / "fire.om"
+    write_om(fake_om(), path)
+    state = SimpleNamespace(path=path, onnx=fire_onnx, model=None)
+
+    def load(p):
+        state.model = FakeModel(read_om(p), fire_onnx)
+        return state.model
+
+    monkeypatch.setattr(cann, "load", load, raising=False)
+    return state
+
+
+def run(*args):
+    with pytest.raises(SystemExit) as e:
+        mod.main([str(a) for a in args])
+    return e.value.code
+
+
+def test_seeded_inputs_and_summary(fake, capsys):
+    assert run(fake.path) == 0
+    out, err = capsys.readouterr()
+    assert err == "note: no --input given: using standard-normal inputs (seed 0)\n"
+    lines = out.splitlines()
+    assert re.fullmatch(r"prob: shape=\(1, 10\) dtype=float32 min=\S+ max=\S+ mean=0.1 argmax=\[\d\]", lines[0])
+    assert lines[1].startswith("logits: shape=(1, 10) dtype=float32 ")
+    assert lines[2] == "cycles: 12345  instructions: 678"
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.testing.assert_array_equal(fake.model.seen["data"], x)
+    assert run(fake.path, "--seed", 7) == 0
+    assert "(seed 7)" in capsys.readouterr().err
+    assert not np.array_equal(fake.model.seen["data"], x)
+
+
+def test_input_forms(fake, tmp_path, capsys):
+    x = np.random.default_rng(3).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "in.npz", data=x)
+    for spec in (f"data={tmp_path / 'x.npy'}", tmp_path / "x.npy", tmp_path / "in.npz"):
+        assert run(fake.path, "--input", spec) == 0
+        np.testing.assert_array_equal(fake.model.seen["data"], x)
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_output_npz(fake, tmp_path):
+    out = tmp_path / "out.npz"
+    assert run(fake.path, "--output", out) == 0
+    with np.load(out) as z:
+        assert sorted(z.files) == ["logits", "prob"]
+        assert z["prob"].dtype == np.float32 and z["prob"].shape == (1, 10)
+    assert sorted(os.listdir(tmp_path)) == ["fire.om", "fire.onnx", "out.npz"]
+
+
+def test_output_unwritable(fake, tmp_path, capsys):
+    assert run(fake.path, "--output", tmp_path / "no" / "out.npz") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'no' / 'out.npz'}: cannot write: directory {tmp_path / 'no'} does not exist"]
+    assert fake.model.seen is None  # checked before the (long) simulation
+
+
+def test_compare_within_tolerance(fake, capsys):
+    assert run(fake.path, "--compare", fake.onnx) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "prob: max_abs_err=0.000e+00 rel_l2_err=0.000e+00"
+    assert lines[3] == "logits: max_abs_err=0.000e+00 rel_l2_err=0.000e+00"
+    assert lines[4].startswith("cycles: ")
+
+
+def test_compare_beyond_tolerance_exits_1(fake, capsys, monkeypatch):
+    monkeypatch.setattr(FakeModel, "noise", 0.05)
+    assert run(fake.path, "--compare", fake.onnx) == 1
+    out, err = capsys.readouterr()
+    m = re.search(r"^prob: max_abs_err=(\S+) rel_l2_err=(\S+)$", out, re.M)
+    assert float(m.group(1)) > 0 and abs(float(m.group(2)) - 0.05) < 1e-3
+    assert "more than rel_l2_err 0.01" in err
+    # a looser tolerance accepts it
+    assert run(fake.path, "--compare", fake.onnx, "--tolerance", "10") == 0
+
+
+def test_compare_default_tolerance_depends_on_precision(tmp_path, fire_onnx, monkeypatch, capsys):
+    path = tmp_path / "fp32.om"
+    write_om(fake_om("force_fp32"), path)
+    monkeypatch.setattr(FakeModel, "noise", 1e-3)  # rel_l2 = 1e-3: fine for fp16, not for fp32
+    monkeypatch.setattr(cann, "load", lambda p: FakeModel(read_om(p), fire_onnx), raising=False)
+    assert run(path, "--compare", fire_onnx) == 1
+    write_om(fake_om("force_fp16"), path)
+    assert run(path, "--compare", fire_onnx) == 0
+
+
+def test_errors_helper():
+    y, r = np.array([1.0, 2.0, 2.0]), np.array([1.0, 2.0, 4.0])
+    assert mod.errors(y, r) == (2.0, 2.0 / np.sqrt(21.0))
+    assert mod.errors(np.ones(2), np.zeros(2)) == (1.0, np.sqrt(2) / 1e-30)
+
+
+def test_shape_mismatch(fake, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
+    assert run(fake.path, "--input", f"data={tmp_path / 'x.npy'}") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 8, 8) float32"]
+
+
+def test_dtype_mismatch(fake, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 16, 16)))
+    assert run(fake.path, "--input", tmp_path / "x.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 16, 16) float64"]
+
+
+def test_bad_input_specs(fake, tmp_path, capsys):
+    np.savez(tmp_path / "wrong.npz", image=np.zeros((1, 3, 16, 16), np.float32))
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    cases = [
+        (["--input", tmp_path / "missing.npy"], f"error: {tmp_path / 'missing.npy'}: no such file"),
+        (["--input", tmp_path / "wrong.npz"],
+         f"error: {tmp_path / 'wrong.npz'}: 'image' is not an input of the model (inputs: data)"),
+        (["--input", f"data={tmp_path / 'missing.npy'}"], f"error: {tmp_path / 'missing.npy'}: no such file"),
+    ]
+    for args, line in cases:
+        assert run(fake.path, *args) == 2
+        assert capsys.readouterr().err.splitlines() == [line]
+    assert run(fake.path, "--input", tmp_path / "junk.npy") == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'junk.npy'}: cannot read as .npy/.npz: ")
+
+
+def test_compare_bad_reference(fake, tmp_path, capsys):
+    (tmp_path / "bad.onnx").write_bytes(b"garbage")
+    assert run(fake.path, "--compare", tmp_path / "bad.onnx") == 2
+    assert fake.model.seen is None  # checked before the (long) simulation
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'bad.onnx'}: onnxruntime cannot load the model: ")
+    assert run(fake.path, "--compare", tmp_path / "none.onnx") == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path / 'none.onnx'}: no such file"]
+    assert fake.model.seen is None
+
+
+def test_corrupt_om_in_process(fake, tmp_path, capsys):
+    data = fake.path.read_bytes()
+    bad = tmp_path / "bad.om"
+    for cut in (0, 10, 100, len(data) // 2, len(data) - 1):
+        bad.write_bytes(data[:cut])
+        assert run(bad) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {bad}: "), err
+    for i in (0, 9, 20, 40, 120, len(data) // 2, len(data) - 5):
+        b = bytearray(data)
+        b[i] ^= 0x10
+        bad.write_bytes(bytes(b))
+        assert run(bad) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(f"error: {bad}: "), err
+
+
+def test_bad_flag(fake, capsys):
+    assert run(fake.path, "--seed", "x") == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --seed: 'x' is not a valid integer."]
+
+
+# -- with the real compiler, runtime and simulator --------------------------------------------
+
+
+def cli(tool, *args):
+    return subprocess.run([sys.executable, "-m", f"cann.tools.{tool}", *map(str, args)], capture_output=True, text=True)
+
+
+@pytest.fixture
+def compiled(fire_onnx, tmp_path):
+    om = tmp_path / "fire.om"
+    r = cli("cann_compile", fire_onnx, "-o", om)
+    assert r.returncode == 0, r.stderr
+    return om
+
+
+def test_run_real(compiled, fire_onnx, tmp_path):  # needs the compiler
+    r = cli("cann_run", compiled, "--compare", fire_onnx, "--output", tmp_path / "out.npz")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stderr.startswith("note: no --input given: using standard-normal inputs (seed 0)")
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("prob: shape=(1, 10) dtype=float32 ")
+    assert re.fullmatch(r"prob: max_abs_err=\S+ rel_l2_err=\S+", lines[2])
+    assert re.fullmatch(r"logits: max_abs_err=\S+ rel_l2_err=\S+", lines[3])
+    assert re.fullmatch(r"cycles: \d+  instructions: \d+", lines[4])
+    with np.load(tmp_path / "out.npz") as z:
+        assert sorted(z.files) == ["logits", "prob"]
+    # deterministic cycle counts
+    r2 = cli("cann_run", compiled)
+    assert r2.stdout.splitlines()[-1] == lines[4]
+
+
+def test_run_real_truncated_and_flipped(compiled, tmp_path):  # needs the compiler
+    data = compiled.read_bytes()
+    bad = tmp_path / "bad.om"
+    for cut in (5, 64, len(data) // 3, len(data) - 1):
+        bad.write_bytes(data[:cut])
+        r = cli("cann_run", bad)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert r.stderr.splitlines()[-1].startswith(f"error: {bad}: ")
+    for i in (3, 8, 50, len(data) // 2, len(data) - 3):
+        b = bytearray(data)
+        b[i] ^= 0x01
+        bad.write_bytes(bytes(b))
+        r = cli("cann_run", bad)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(f"error: {bad}: ")
+
+
+def test_run_real_shape_mismatch(compiled, tmp_path):  # needs the compiler
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float32))
+    r = cli("cann_run", compiled, "--input", f"data={tmp_path / 'x.npy'}", "--output", tmp_path / "o.npz")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 32, 32) float32"]
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_run_real_missing_om(tmp_path):  # needs the runtime (cann.load)
+    r = cli("cann_run", tmp_path / "none.om")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'none.om'}: cannot read: No such file or directory"]
