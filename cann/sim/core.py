@@ -1,0 +1,504 @@
+"""Functional + (serialized) timing model of one AI Core.
+
+:class:`AICore` holds one zero-initialised ``uint8`` array per on-chip buffer (L1, L0A, L0B, L0C,
+UB, sized from the :class:`~cann.hw.config.SocSpec`) and executes decoded instructions
+(:mod:`cann.hw.isa`) in program order with whole-array numpy: every operand is a strided
+``np.ndarray`` view built directly on the buffer bytes (no Python loops over elements, bursts or
+repeats). Semantics are those documented in :mod:`cann.hw.isa` and ``docs/core-model.md``.
+
+Every instruction is checked before it runs: operands inside their buffer (the UB's reserved tail
+is off-limits; GM operands inside the arena), on-chip base addresses aligned to the buffer's
+``align``, field values valid. A violation raises :class:`SimError` located at
+``<kernel>: instruction <i> `<asm>``` and naming the buffer, the byte range and the limit.
+
+Timing (this model): each instruction costs :class:`~cann.sim.cost.CostModel` cycles on its pipe
+and the kernel's cycles are the sum over all instructions (pipes fully serialized);
+``KernelStats.busy_by_pipe`` keeps the per-pipe totals for the parallel-pipe model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cann.errors import CannError
+from cann.hw import isa
+from cann.hw.config import SocSpec
+from cann.sim.cost import L0C_ITEMSIZE, CostModel
+
+_F32 = np.dtype(np.float32)
+_U8 = np.dtype(np.uint8)
+_PIPE_NAMES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
+_ALL_PIPES = {p.value for p in isa.Pipe}
+_FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
+
+
+class SimError(CannError):
+    """A program error found by the simulator (bounds, alignment, invalid field, ...)."""
+
+
+class _Fault(Exception):
+    """Raised by instruction handlers; :meth:`AICore.run` adds the location."""
+
+
+@dataclass
+class KernelStats:
+    """Cycles (serialized model), instruction count and per-pipe busy cycles of one kernel run."""
+
+    cycles: int
+    instructions: int
+    busy_by_pipe: dict[str, int] = field(default_factory=dict)
+
+
+def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
+    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller)."""
+    return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
+
+
+class AICore:
+    """One AI Core: on-chip buffers plus an instruction interpreter.
+
+    ``run(instrs, gm, args, kernel_name)`` executes a kernel; buffers keep their contents between
+    runs unless :meth:`reset` is called.
+    """
+
+    def __init__(self, spec: SocSpec):
+        self.spec = spec
+        self.bufs: dict[str, np.ndarray] = {n: np.zeros(b.size, np.uint8) for n, b in spec.buffers}
+        self.limit: dict[str, int] = {n: b.usable for n, b in spec.buffers}
+        self.align: dict[str, int] = {n: b.align for n, b in spec.buffers}
+        self.costs = CostModel(spec)
+        v = spec.vector
+        self._rep_bytes = v.repeat_bytes
+        self._blk_bytes = v.block_bytes
+        self._nblk = v.blocks_per_repeat
+        self._max_repeat = v.max_repeat
+        self._m0, self._n0 = spec.cube.m0, spec.cube.n0
+        self._frac = spec.cube.fractal_bytes
+        self.gm = np.zeros(0, np.uint8)
+        self.args: tuple[int, ...] = ()
+        self._exec: dict[str, callable] = {}
+        self._cost: dict[str, callable] = {}
+        for d in isa.INSTRUCTIONS:
+            self._exec[d.mnemonic] = self._handler(d)
+            self._cost[d.mnemonic] = self.costs.fn(d.mnemonic)
+
+    # -----------------------------------------------------------------------------------------
+    # driver
+
+    def reset(self) -> None:
+        """Zero every on-chip buffer."""
+        for b in self.bufs.values():
+            b.fill(0)
+
+    def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
+            kernel_name: str = "kernel") -> KernelStats:
+        """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8).
+
+        ``args[i]`` is the GM byte offset bound to kernel argument ``i``.
+
+        Raises:
+            SimError: the first invalid instruction (bounds, alignment, field values).
+        """
+        if gm.dtype != _U8 or gm.ndim != 1 or not gm.flags.c_contiguous or not gm.flags.writeable:
+            raise ValueError("gm must be a writable 1-D contiguous uint8 array")
+        self.gm = gm
+        self.args = tuple(int(a) for a in args)
+        busy = [0] * len(_PIPE_NAMES)
+        execs, costs = self._exec, self._cost
+        i = -1
+        try:
+            with np.errstate(all="ignore"):
+                for i, ins in enumerate(instrs):
+                    d = ins.defn
+                    v = ins.values
+                    execs[d.mnemonic](v)
+                    pipe = d.pipe if d.group != "sync" else ins.pipe
+                    busy[pipe] += costs[d.mnemonic](v)
+        except _Fault as e:
+            raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
+        finally:
+            self.gm = np.zeros(0, np.uint8)
+        return KernelStats(sum(busy), len(instrs), dict(zip(_PIPE_NAMES, busy)))
+
+    def _handler(self, d: isa.InstrDef):
+        m = d.mnemonic
+        if d.group == "dma":
+            return {"copy_gm_to_l1": lambda v: self._dma_in("l1", v),
+                    "copy_gm_to_ub": lambda v: self._dma_in("ub", v),
+                    "copy_ub_to_gm": self._dma_out}[m]
+        if d.group == "vector":
+            return self._make_vector(m)
+        if d.group == "vconv":
+            src, dst = (_F32, np.dtype(np.float16)) if m == "vconv_f322f16" else (np.dtype(np.float16), _F32)
+            return lambda v: self._vconv(v, src, dst)
+        if d.group == "reduce":
+            return lambda v: self._reduce(v, m == "vcmax")
+        if d.group == "sync":
+            return self._pipe_barrier if m == "pipe_barrier" else self._flag
+        return {"nd2nz": self._nd2nz, "load2d": self._load2d, "img2col": self._img2col, "mmad": self._mmad,
+                "fixpipe": self._l0c_to_ub, "broadcast": self._vbrcb}[d.group]
+
+    # -----------------------------------------------------------------------------------------
+    # checks
+
+    def _onchip(self, buf: str, what: str, addr: int, nbytes: int) -> None:
+        """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``."""
+        al = self.align[buf]
+        if addr % al:
+            raise _Fault(f"{what}: {buf.upper()} address {addr} is not aligned to {al} bytes")
+        lim = self.limit[buf]
+        if addr < 0 or addr + nbytes > lim:
+            extra = f" ({self.spec.buffer(buf).reserved} reserved bytes at the end)" if lim < self.bufs[buf].size else ""
+            raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
+                         f"(capacity {lim} bytes{extra})")
+
+    def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
+        if not 0 <= arg < len(self.args):
+            raise _Fault(f"{what}: kernel argument {arg} does not exist ({len(self.args)} arguments)")
+        addr = self.args[arg] + off
+        if addr < 0 or addr + nbytes > self.gm.size:
+            raise _Fault(f"{what}: GM bytes [{addr}, {addr + nbytes}) (argument {arg} at {self.args[arg]} + {off}) "
+                         f"outside the global-memory arena of {self.gm.size} bytes")
+        return addr
+
+    @staticmethod
+    def _dtype(code: int) -> np.dtype:
+        dt = isa.DTYPES.get(code)
+        if dt is None:
+            raise _Fault(f"invalid dtype code {code} (valid: {', '.join(f'{k}={v}' for k, v in isa.DTYPES.items())})")
+        return dt
+
+    @staticmethod
+    def _positive(**kw: int) -> None:
+        for k, x in kw.items():
+            if x < 1:
+                raise _Fault(f"{k} must be >= 1, got {x}")
+
+    @staticmethod
+    def _nonneg(**kw: int) -> None:
+        for k, x in kw.items():
+            if x < 0:
+                raise _Fault(f"{k} must be >= 0, got {x}")
+
+    # -----------------------------------------------------------------------------------------
+    # MTE: DMA, nd2nz, load2d, img2col
+
+    @staticmethod
+    def _bursts(nburst: int, burst: int, src_stride: int, dst_stride: int) -> None:
+        AICore._positive(nburst=nburst, burst=burst)
+        AICore._nonneg(src_stride=src_stride, dst_stride=dst_stride)
+        if nburst > 1 and dst_stride < burst:
+            raise _Fault(f"dst_stride {dst_stride} < burst {burst}: destination bursts overlap")
+
+    @staticmethod
+    def _copy(src: np.ndarray, s: int, dst: np.ndarray, d: int, nburst: int, burst: int, ss: int, ds: int) -> None:
+        if nburst == 1 or (ss == burst and ds == burst):
+            n = nburst * burst
+            dst[d:d + n] = src[s:s + n]
+        else:
+            _view(dst, d, (nburst, burst), (ds, 1))[...] = _view(src, s, (nburst, burst), (ss, 1))
+
+    def _dma_in(self, buf: str, v) -> None:
+        dst, src_arg, src, nburst, burst, ss, ds = v
+        self._bursts(nburst, burst, ss, ds)
+        g = self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
+        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
+        self._copy(self.gm, g, self.bufs[buf], dst, nburst, burst, ss, ds)
+
+    def _dma_out(self, v) -> None:
+        dst_arg, dst, src, nburst, burst, ss, ds = v
+        self._bursts(nburst, burst, ss, ds)
+        self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
+        g = self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
+        self._copy(self.bufs["ub"], src, self.gm, g, nburst, burst, ss, ds)
+
+    def _nd2nz(self, v) -> None:
+        code, dst, src_arg, src, rows, cols, stride = v
+        dt = self._dtype(code)
+        self._positive(rows=rows, cols=cols)
+        self._nonneg(src_row_stride=stride)
+        isz = dt.itemsize
+        c0 = self._blk_bytes // isz
+        c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
+        row_bytes = cols * isz
+        g = self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
+        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
+        mat = np.ascontiguousarray(_view(self.gm, g, (rows, row_bytes), (stride, 1))).view(dt)
+        out = _view(self.bufs["l1"], dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
+        if rows == r16 and cols == c1 * c0:
+            out[...] = mat.reshape(rows, c1, c0).transpose(1, 0, 2)
+        else:
+            pad = np.zeros((r16, c1 * c0), dt)
+            pad[:rows, :cols] = mat
+            out[...] = pad.reshape(r16, c1, c0).transpose(1, 0, 2)
+
+    def _load2d(self, v) -> None:
+        space, dst, src, repeat, ss, ds = v
+        if space not in (isa.L0A, isa.L0B):
+            raise _Fault(f"invalid dst_space {space} (valid: {isa.L0A} = L0A, {isa.L0B} = L0B)")
+        f = self._frac
+        self._positive(repeat=repeat)
+        self._nonneg(src_stride=ss, dst_stride=ds)
+        if repeat > 1 and ds < f:
+            raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
+        buf = "l0a" if space == isa.L0A else "l0b"
+        self._onchip("l1", "src", src, (repeat - 1) * ss + f)
+        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
+        self._copy(self.bufs["l1"], src, self.bufs[buf], dst, repeat, f, ss, ds)
+
+    def _img2col(self, v) -> None:
+        (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
+        dt = self._dtype(code)
+        isz = dt.itemsize
+        c0 = self._n0  # NC1HWC0 with C0 = 16 for both dtypes
+        k0 = self.spec.cube.k0(isz)
+        self._positive(fm_c1=c1, fm_h=fh, fm_w=fw, stride_h=sh, stride_w=sw, kernel_h=kh, kernel_w=kw,
+                       dil_h=dh, dil_w=dw, m_count=m_count, k_count=k_count)
+        self._nonneg(pad_t=pt, pad_b=pb, pad_l=pl, pad_r=pr, m_start=m_start, k_start=k_start)
+        if m_count % self._m0:
+            raise _Fault(f"m_count {m_count} is not a multiple of {self._m0}")
+        if k_start % k0 or k_count % k0:
+            raise _Fault(f"k_start {k_start} and k_count {k_count} must be multiples of k0 = {k0}")
+        ho = (fh + pt + pb - dh * (kh - 1) - 1) // sh + 1
+        wo = (fw + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        if ho < 1 or wo < 1:
+            raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
+                         f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
+        self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
+        self._onchip("l0a", "dst", dst, m_count * k_count * isz)
+        out = np.zeros((m_count, k_count), dt)
+        m_hi = min(m_start + m_count, ho * wo)
+        k_per_c1 = kh * kw * c0
+        k_total = c1 * k_per_c1
+        k_hi = min(k_start + k_count, k_total)
+        if m_hi > m_start and k_hi > k_start:
+            # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
+            oh0, oh1 = m_start // wo, (m_hi - 1) // wo
+            ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
+            p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
+            wp = fw + pl + pr
+            slab = np.zeros((cb - ca, p1 - p0, wp, c0), dt)
+            r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
+            if r1 > r0:
+                fm = _view(self.bufs["l1"], src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
+                slab[:, r0 - p0:r1 - p0, pl:pl + fw] = fm[ca:cb, r0 - pt:r1 - pt]
+            s = slab.strides
+            win = np.lib.stride_tricks.as_strided(
+                slab, (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0),
+                (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+            m = np.arange(m_start, m_hi)
+            rows = win[:, m // wo - oh0, m % wo]  # (c1', M, kh, kw, c0)
+            rows = rows.transpose(1, 0, 2, 3, 4).reshape(m_hi - m_start, -1)
+            out[:m_hi - m_start, :k_hi - k_start] = rows[:, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+        z = out.reshape(m_count // self._m0, self._m0, k_count // k0, k0).transpose(0, 2, 1, 3)
+        _view(self.bufs["l0a"], dst, z.shape, (k_count * self._m0 * isz, self._m0 * k0 * isz, k0 * isz, isz), dt)[...] = z
+
+    # -----------------------------------------------------------------------------------------
+    # cube
+
+    def _mmad(self, v) -> None:
+        code, dst, a, b, m, k, n, init = v
+        dt = self._dtype(code)
+        isz = dt.itemsize
+        k0, m0, n0 = self.spec.cube.k0(isz), self._m0, self._n0
+        self._positive(m=m, k=k, n=n)
+        if m % m0 or n % n0 or k % k0:
+            raise _Fault(f"m={m}, n={n} must be multiples of {m0}/{n0} and k={k} a multiple of k0 = {k0}")
+        if init not in (0, 1):
+            raise _Fault(f"init must be 0 or 1, got {init}")
+        self._onchip("l0a", "a", a, m * k * isz)
+        self._onchip("l0b", "b", b, k * n * isz)
+        self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
+        A = _view(self.bufs["l0a"], a, (m // m0, k // k0, m0, k0),
+                  (k * m0 * isz, m0 * k0 * isz, k0 * isz, isz), dt).transpose(0, 2, 1, 3).reshape(m, k)
+        B = _view(self.bufs["l0b"], b, (k // k0, n // n0, n0, k0),
+                  (n * k0 * isz, n0 * k0 * isz, k0 * isz, isz), dt).transpose(0, 3, 1, 2).reshape(k, n)
+        C = (A.astype(_F32) @ B.astype(_F32)).reshape(m, n // n0, n0).transpose(1, 0, 2)
+        out = _view(self.bufs["l0c"], dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
+        if init:
+            out[...] = C
+        else:
+            out += C
+
+    def _l0c_to_ub(self, v) -> None:
+        code, dst, src, n1, m, src_m = v
+        dt = self._dtype(code)
+        self._positive(n1=n1, m=m)
+        if src_m < m:
+            raise _Fault(f"src_m {src_m} < m {m}")
+        n0, isz = self._n0, dt.itemsize
+        self._onchip("l0c", "src", src, n1 * src_m * n0 * L0C_ITEMSIZE)
+        self._onchip("ub", "dst", dst, n1 * m * n0 * isz)
+        s = _view(self.bufs["l0c"], src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
+        d = _view(self.bufs["ub"], dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
+        np.copyto(d, s, casting="unsafe")
+
+    # -----------------------------------------------------------------------------------------
+    # vector
+
+    def _vec_check(self, code: int, repeat: int, mask: int) -> tuple[np.dtype, int, int]:
+        dt = self._dtype(code)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        lanes = self._rep_bytes // dt.itemsize
+        if not 1 <= mask <= lanes:
+            raise _Fault(f"mask {mask} outside [1, {lanes}] for {dt}")
+        return dt, lanes, self._blk_bytes // dt.itemsize
+
+    def _operand(self, what: str, base: int, blk: int, rep: int, repeat: int, mask: int, e: int, isz: int) -> None:
+        """Bounds/alignment of a repeat-model UB operand (``e`` lanes per block)."""
+        if blk < 0 or rep < 0:
+            raise _Fault(f"{what} strides must be >= 0 (blk {blk}, rep {rep})")
+        bb = self._blk_bytes
+        nfull, rem = divmod(mask, e)
+        last = (repeat - 1) * rep * bb
+        hi = last + (nfull - 1) * blk * bb + bb if nfull else 0
+        if rem:
+            hi = max(hi, last + nfull * blk * bb + rem * isz)
+        self._onchip("ub", what, base, hi)
+
+    def _pieces(self, ops, repeat: int, mask: int, lanes: int, e: int, dt: np.dtype) -> list[list[np.ndarray]]:
+        """Views of the active lanes of each operand ``(base, blk, rep)``: one or two pieces of same-shape views."""
+        ub, isz, bb = self.bufs["ub"], dt.itemsize, self._blk_bytes
+        if all(blk == 1 for _, blk, _ in ops):
+            if mask == lanes and all(rep == self._nblk for _, _, rep in ops):
+                n = repeat * lanes
+                return [[_view(ub, base, (n,), (isz,), dt) for base, _, _ in ops]]
+            return [[_view(ub, base, (repeat, mask), (rep * bb, isz), dt) for base, _, rep in ops]]
+        nfull, rem = divmod(mask, e)
+        out = []
+        if nfull:
+            out.append([_view(ub, base, (repeat, nfull, e), (rep * bb, blk * bb, isz), dt) for base, blk, rep in ops])
+        if rem:
+            out.append([_view(ub, base + nfull * blk * bb, (repeat, rem), (rep * bb, isz), dt)
+                        for base, blk, rep in ops])
+        return out
+
+    def _make_vector(self, m: str):
+        f32 = _F32
+        binary = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum, "vmin": np.minimum}
+        scalar = {"vadds": np.add, "vmuls": np.multiply, "vmaxs": np.maximum}
+        unary = {"vabs": np.abs}
+        unary32 = {"vexp": np.exp, "vln": np.log, "vsqrt": np.sqrt, "vrec": lambda x: np.divide(1.0, x, dtype=f32)}
+
+        if m in binary or m == "vdiv":
+            nsrc = 2
+            if m == "vdiv":
+                def op(d, s0, s1, sc):
+                    np.copyto(d, np.divide(s0, s1, dtype=f32), casting="unsafe")
+            else:
+                uf = binary[m]
+
+                def op(d, s0, s1, sc):
+                    uf(s0, s1, out=d)
+        elif m in scalar:
+            nsrc = 1
+            uf = scalar[m]
+
+            def op(d, s0, sc):
+                uf(s0, sc, out=d)
+        elif m == "vrelu":
+            nsrc = 1
+
+            def op(d, s0, sc):
+                np.maximum(s0, d.dtype.type(0), out=d)
+        elif m == "vmov":
+            nsrc = 1
+
+            def op(d, s0, sc):
+                np.copyto(d, s0)
+        elif m in unary:
+            nsrc = 1
+            uf = unary[m]
+
+            def op(d, s0, sc):
+                uf(s0, out=d)
+        elif m in unary32:
+            nsrc = 1
+            uf = unary32[m]
+
+            def op(d, s0, sc):
+                np.copyto(d, uf(s0.astype(f32)), casting="unsafe")
+        elif m == "vdup":
+            nsrc = 0
+
+            def op(d, sc):
+                d[...] = sc
+        else:  # pragma: no cover - table and simulator out of sync
+            raise NotImplementedError(m)
+
+        def run(v) -> None:
+            code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
+            dt, lanes, e = self._vec_check(code, repeat, mask)
+            isz = dt.itemsize
+            ops = [(dst, db, dr)]
+            self._operand("dst", dst, db, dr, repeat, mask, e, isz)
+            if nsrc >= 1:
+                self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
+                ops.append((s0, s0b, s0r))
+            if nsrc == 2:
+                self._operand("src1", s1, s1b, s1r, repeat, mask, e, isz)
+                ops.append((s1, s1b, s1r))
+            scv = dt.type(sc)
+            for views in self._pieces(ops, repeat, mask, lanes, e, dt):
+                op(*views, scv)
+
+        return run
+
+    def _vconv(self, v, sdt: np.dtype, ddt: np.dtype) -> None:
+        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
+        n = self._rep_bytes // max(sdt.itemsize, ddt.itemsize)  # elements per repeat (64)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        if not 1 <= mask <= n:
+            raise _Fault(f"mask {mask} outside [1, {n}]")
+        self._nonneg(dst_rep=dr, src0_rep=s0r)
+        bb, ub = self._blk_bytes, self.bufs["ub"]
+        self._onchip("ub", "dst", dst, (repeat - 1) * dr * bb + mask * ddt.itemsize)
+        self._onchip("ub", "src0", s0, (repeat - 1) * s0r * bb + mask * sdt.itemsize)
+        s = _view(ub, s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
+        d = _view(ub, dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
+        np.copyto(d, s, casting="unsafe")
+
+    def _reduce(self, v, is_max: bool) -> None:
+        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
+        dt, lanes, e = self._vec_check(code, repeat, mask)
+        isz = dt.itemsize
+        self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
+        self._onchip("ub", "dst", dst, repeat * isz)
+        acc = None
+        for (p,) in self._pieces([(s0, s0b, s0r)], repeat, mask, lanes, e, dt):
+            p = p.reshape(repeat, -1)
+            r = p.max(axis=1) if is_max else p.sum(axis=1, dtype=_F32)
+            acc = r if acc is None else (np.maximum(acc, r) if is_max else acc + r)
+        np.copyto(_view(self.bufs["ub"], dst, (repeat,), (isz,), dt), acc, casting="unsafe")
+
+    def _vbrcb(self, v) -> None:
+        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
+        dt = self._dtype(code)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        isz, n = dt.itemsize, repeat * self._rep_bytes
+        self._onchip("ub", "src0", s0, isz)
+        self._onchip("ub", "dst", dst, n)
+        ub = self.bufs["ub"]
+        _view(ub, dst, (n // isz,), (isz,), dt)[...] = _view(ub, s0, (), (), dt)[()]
+
+    # -----------------------------------------------------------------------------------------
+    # sync (no functional effect)
+
+    def _flag(self, v) -> None:
+        sp, dp, ev = v
+        for name, p in (("src_pipe", sp), ("dst_pipe", dp)):
+            if p not in _FLAG_PIPES:
+                raise _Fault(f"invalid {name} {p} (valid: " + ", ".join(f"{q.value}={q.name}" for q in isa.Pipe
+                                                                         if q.value in _FLAG_PIPES) + ")")
+        if not 0 <= ev < self.spec.event_ids:
+            raise _Fault(f"event id {ev} outside [0, {self.spec.event_ids})")
+
+    def _pipe_barrier(self, v) -> None:
+        (p,) = v
+        if p not in _ALL_PIPES:
+            raise _Fault(f"invalid pipe {p} (valid: " + ", ".join(f"{q.value}={q.name}" for q in isa.Pipe) + ")")

@@ -1,0 +1,100 @@
+"""Cycle cost of one instruction: every timing formula of the simulator, in one place.
+
+Every number comes from the :class:`~cann.hw.config.SocSpec` (``[latency]``, ``[bandwidth]``,
+``[cube]``, ``[vector]`` of the SoC's ``.toml``); nothing here is a hardware literal. Byte counts
+divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/core-model.md):
+
+* DMA (``copy_gm_to_l1``, ``copy_gm_to_ub``, ``copy_ub_to_gm``):
+  ``mte_startup + ceil(nburst*burst / bw) + burst_overhead*(nburst - 1)`` with ``bw`` the path's
+  bandwidth (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``).
+* ``copy_gm_to_l1_nd2nz``: a DMA of ``rows`` bursts of ``cols*itemsize`` bytes on ``gm_to_l1``.
+* ``load2d``: ``mte_startup + ceil(repeat*fractal_bytes / bw)``, ``bw`` = ``l1_to_l0a`` or ``l1_to_l0b``.
+* ``img2col``: ``mte_startup + ceil(m_count*k_count*itemsize / l1_to_l0a)`` (bytes written).
+* ``mmad``: ``cube_startup + ceil(m/m0)*ceil(k/k0)*ceil(n/n0)``, times ``fp32_rate_divisor`` for fp32.
+* ``copy_l0c_to_ub``: ``vector_startup + ceil(n1*m*n0*4 / l0c_to_ub)`` (fp32 bytes read from L0C).
+* vector, vconv, reduce, broadcast: ``vector_startup + repeat*cycles_per_repeat``
+  (``cycles_per_repeat_transcendental`` for :data:`cann.hw.isa.TRANSCENDENTAL`).
+* sync (``set_flag``, ``wait_flag``, ``pipe_barrier``): ``latency.scalar``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from cann.hw import isa
+from cann.hw.config import SocSpec
+
+#: L0C accumulator element size (fp32), a format fact of the modeled cube, not a hardware figure.
+L0C_ITEMSIZE = 4
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _itemsize(code: int) -> int:
+    dt = isa.DTYPES.get(code)
+    return dt.itemsize if dt is not None else 2
+
+
+class CostModel:
+    """Per-instruction cycle costs for one SoC: ``cost(instr) -> int``."""
+
+    def __init__(self, spec: SocSpec):
+        self.spec = spec
+        lat, bw, cube, vec = spec.latency, spec.bandwidth, spec.cube, spec.vector
+        dma_bw = {"copy_gm_to_l1": bw.gm_to_l1, "copy_gm_to_ub": bw.gm_to_ub, "copy_ub_to_gm": bw.ub_to_gm}
+
+        def dma(bwidth: int) -> Callable:
+            def f(v):  # fields: dst/dst_arg, src_arg/dst, src, nburst, burst, src_stride, dst_stride
+                nburst, burst = v[3], v[4]
+                return lat.mte_startup + _cdiv(nburst * burst, bwidth) + lat.burst_overhead * max(nburst - 1, 0)
+            return f
+
+        def nd2nz(v):  # dtype, dst, src_arg, src, rows, cols, src_row_stride
+            rows, row_bytes = v[4], v[5] * _itemsize(v[0])
+            return lat.mte_startup + _cdiv(rows * row_bytes, bw.gm_to_l1) + lat.burst_overhead * max(rows - 1, 0)
+
+        def load2d(v):  # dst_space, dst, src, repeat, src_stride, dst_stride
+            b = bw.l1_to_l0a if v[0] == isa.L0A else bw.l1_to_l0b
+            return lat.mte_startup + _cdiv(v[3] * cube.fractal_bytes, b)
+
+        def img2col(v):  # ..., m_count (18), k_count (20)
+            return lat.mte_startup + _cdiv(v[17] * v[19] * _itemsize(v[0]), bw.l1_to_l0a)
+
+        def mmad(v):  # dtype, dst, a, b, m, k, n, init
+            isz = _itemsize(v[0])
+            c = _cdiv(v[4], cube.m0) * _cdiv(v[5], cube.k0(isz)) * _cdiv(v[6], cube.n0)
+            return lat.cube_startup + c * (cube.fp32_rate_divisor if isz == 4 else 1)
+
+        def l0c_to_ub(v):  # dtype, dst, src, n1, m, src_m
+            return lat.vector_startup + _cdiv(v[3] * v[4] * cube.n0 * L0C_ITEMSIZE, bw.l0c_to_ub)
+
+        def vector(v):  # repeat is field 4
+            return lat.vector_startup + v[4] * vec.cycles_per_repeat
+
+        def vector_tr(v):
+            return lat.vector_startup + v[4] * vec.cycles_per_repeat_transcendental
+
+        def sync(v):
+            return lat.scalar
+
+        by_group = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad,
+                    "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
+                    "broadcast": vector, "sync": sync}
+        self._fn: dict[str, Callable] = {}
+        for d in isa.INSTRUCTIONS:
+            if d.group == "dma":
+                self._fn[d.mnemonic] = dma(dma_bw[d.mnemonic])
+            elif d.mnemonic in isa.TRANSCENDENTAL:
+                self._fn[d.mnemonic] = vector_tr
+            else:
+                self._fn[d.mnemonic] = by_group[d.group]
+
+    def cost(self, ins: isa.Instr) -> int:
+        """Cycles of ``ins`` on its pipe (fields assumed valid)."""
+        return int(self._fn[ins.defn.mnemonic](ins.values))
+
+    def fn(self, mnemonic: str) -> Callable:
+        """The cost function of ``mnemonic`` taking the instruction's field values."""
+        return self._fn[mnemonic]
