@@ -81,11 +81,15 @@ def _framework(model: str, framework: int | None) -> int:
 
 
 def _configure_logging(level: str) -> None:
+    """Route the ``cann`` loggers to stderr at ``level`` (``null``: silence them)."""
     logger = logging.getLogger("cann")
-    if LOG_LEVELS[level] is None:
-        logger.disabled = True
+    for h in [h for h in logger.handlers if getattr(h, "_cann_cli", False)]:
+        logger.removeHandler(h)
+    logger.disabled = LOG_LEVELS[level] is None
+    if logger.disabled:
         return
     handler = logging.StreamHandler(sys.stderr)
+    handler._cann_cli = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("%(levelname)s: %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(LOG_LEVELS[level])

@@ -81,13 +81,14 @@ def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> None:
 
 
 def random_inputs(model_inputs, seed: int) -> dict[str, np.ndarray]:
-    """Standard-normal floats (integers uniform in [0, 10), booleans fair coins), one seeded stream."""
+    """Standard-normal floats (drawn in float32, as ``cann.testing.random_inputs``), integers uniform
+    in [0, 10), booleans fair coins; one seeded stream over the inputs in order."""
     rng = np.random.default_rng(seed)
     out = {}
     for t in model_inputs:
         dt = np.dtype(t.dtype)
         if dt.kind == "f":
-            out[t.name] = rng.standard_normal(t.shape).astype(dt)
+            out[t.name] = rng.standard_normal(t.shape, dtype=np.float32).astype(dt)
         elif dt.kind in "iu":
             out[t.name] = rng.integers(0, 10, size=t.shape).astype(dt)
         else:

@@ -72,7 +72,7 @@ def test_seeded_inputs_and_summary(fake, capsys):
     assert re.fullmatch(r"prob: shape=\(1, 10\) dtype=float32 min=\S+ max=\S+ mean=0.1 argmax=\[\d\]", lines[0])
     assert lines[1].startswith("logits: shape=(1, 10) dtype=float32 ")
     assert lines[2] == "cycles: 12345  instructions: 678"
-    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16), dtype=np.float32)
     np.testing.assert_array_equal(fake.model.seen["data"], x)
     assert run(fake.path, "--seed", 7) == 0
     assert "(seed 7)" in capsys.readouterr().err
@@ -264,3 +264,21 @@ def test_run_real_missing_om(tmp_path):  # needs the runtime (cann.load)
     r = cli("cann_run", tmp_path / "none.om")
     assert r.returncode == 2
     assert r.stderr.splitlines() == [f"error: {tmp_path / 'none.om'}: cannot read: No such file or directory"]
+
+
+@pytest.mark.slow
+def test_squeezenet_light_compile_run_compare(tmp_path):  # needs the compiler (and cann.testing)
+    import onnx
+
+    from cann.testing import test_model
+
+    model = tmp_path / "squeezenet.onnx"
+    onnx.save(test_model("squeezenet"), model)
+    r = cli("cann_compile", model, "-o", tmp_path / "squeezenet.om")
+    assert r.returncode == 0, r.stderr
+    r = cli("cann_run", tmp_path / "squeezenet.om", "--compare", model)
+    assert r.returncode == 0, r.stdout + r.stderr
+    compare = [ln for ln in r.stdout.splitlines() if "rel_l2_err=" in ln]
+    assert len(compare) == 2  # the softmax output and the exposed logits
+    for ln in compare:
+        assert float(ln.rsplit("=", 1)[1]) <= 1e-2
