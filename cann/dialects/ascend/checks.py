@@ -1,0 +1,181 @@
+"""Operand checks for ascend instructions, on raw field values (shared by the op verifiers).
+
+``instr_error(defn, values)`` returns the first problem of one instruction as a message, or
+``None``. It works on plain values so that the dialect verifiers, the decoder of an ``.om`` and the
+simulator can all apply the same rules.
+
+The limits (maximum vector repeat, event ids, lanes per repeat, cube fractal shape) are read from
+the SoC descriptions in ``cann/hw/socs``; the dialect is SoC-independent, so each check uses the
+loosest bound over all known SoCs. SoC-specific capacity checks (buffer sizes, alignment) belong
+to the lowerings and the simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+from cann.hw import isa
+from cann.hw.config import available_socs, load_soc
+
+
+@dataclass(frozen=True)
+class IsaLimits:
+    max_repeat: int  # vector / load2d repeat upper bound
+    event_ids: int  # flag events per pipe pair (event in 0..event_ids-1)
+    repeat_bytes: int  # bytes per vector repeat (lanes = repeat_bytes / itemsize)
+    m0: int  # cube fractal rows (m multiple of m0)
+    n0: int  # cube fractal columns (n multiple of n0)
+    k0: dict[int, int]  # dtype code -> fractal K0
+
+    def lanes(self, dtype: int) -> int:
+        return self.repeat_bytes // isa.DTYPES[dtype].itemsize
+
+
+@cache
+def limits() -> IsaLimits:
+    socs = [load_soc(n) for n in available_socs()]
+    return IsaLimits(
+        max_repeat=max(s.vector.max_repeat for s in socs),
+        event_ids=max(s.event_ids for s in socs),
+        repeat_bytes=max(s.vector.repeat_bytes for s in socs),
+        m0=math.gcd(*(s.cube.m0 for s in socs)),
+        n0=math.gcd(*(s.cube.n0 for s in socs)),
+        k0={code: math.gcd(*(s.cube.k0(dt.itemsize) for s in socs)) for code, dt in isa.DTYPES.items()},
+    )
+
+
+class _Bad(Exception):
+    pass
+
+
+def _in(v: dict, name: str, lo: int, hi: int | None = None) -> None:
+    x = v[name]
+    if x < lo or (hi is not None and x > hi):
+        rng = f"in {lo}..{hi}" if hi is not None else (">= 0" if lo == 0 else f">= {lo}")
+        raise _Bad(f"{name} must be {rng}, got {x}")
+
+
+def _multiple(v: dict, name: str, q: int) -> None:
+    if v[name] <= 0 or v[name] % q:
+        raise _Bad(f"{name} must be a positive multiple of {q}, got {v[name]}")
+
+
+def _dtype(v: dict) -> int:
+    if v["dtype"] not in isa.DTYPES:
+        raise _Bad(f"dtype must be one of {sorted(isa.DTYPES)} ({', '.join(str(d) for d in isa.DTYPES.values())}), "
+                   f"got {v['dtype']}")
+    return v["dtype"]
+
+
+_ADDRESSES = {"dst", "src", "a", "b", "src0", "src1", "src_arg", "dst_arg"}
+
+
+def _check_dma(v: dict) -> None:
+    _in(v, "nburst", 1)
+    _in(v, "burst", 1)
+    _in(v, "src_stride", 0)
+    _in(v, "dst_stride", 0)
+
+
+def _check_nd2nz(v: dict) -> None:
+    _dtype(v)
+    _in(v, "rows", 1)
+    _in(v, "cols", 1)
+    _in(v, "src_row_stride", 0)
+
+
+def _check_load2d(v: dict) -> None:
+    if v["dst_space"] not in (isa.L0A, isa.L0B):
+        raise _Bad(f"dst_space must be {isa.L0A} (L0A) or {isa.L0B} (L0B), got {v['dst_space']}")
+    _in(v, "repeat", 1, limits().max_repeat)
+    _in(v, "src_stride", 0)
+    _in(v, "dst_stride", 0)
+
+
+def _check_img2col(v: dict) -> None:
+    lim = limits()
+    dt = _dtype(v)
+    for n in ("fm_c1", "fm_h", "fm_w", "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w"):
+        _in(v, n, 1)
+    for n in ("pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start"):
+        _in(v, n, 0)
+    _multiple(v, "m_count", lim.m0)
+    _multiple(v, "k_count", lim.k0[dt])
+
+
+def _check_mmad(v: dict) -> None:
+    lim = limits()
+    dt = _dtype(v)
+    _multiple(v, "m", lim.m0)
+    _multiple(v, "k", lim.k0[dt])
+    _multiple(v, "n", lim.n0)
+    _in(v, "init", 0, 1)
+
+
+def _check_fixpipe(v: dict) -> None:
+    _dtype(v)
+    _in(v, "n1", 1)
+    _in(v, "m", 1)
+    if v["src_m"] < v["m"]:
+        raise _Bad(f"src_m must be >= m ({v['m']}), got {v['src_m']}")
+
+
+def _check_vector(v: dict, lanes: int) -> None:
+    _dtype(v)
+    _in(v, "repeat", 1, limits().max_repeat)
+    _in(v, "mask", 1, lanes)
+    for n in ("dst_blk", "src0_blk", "src1_blk", "dst_rep", "src0_rep", "src1_rep"):
+        _in(v, n, 0)
+
+
+def _check_flag(v: dict) -> None:
+    for n in ("src_pipe", "dst_pipe"):
+        if v[n] not in isa.Pipe.__members__.values() or v[n] == isa.Pipe.ALL:
+            raise _Bad(f"{n} must be a single pipe (0..{int(isa.Pipe.ALL) - 1}), got {v[n]}")
+    if v["src_pipe"] == v["dst_pipe"]:
+        raise _Bad(f"src_pipe and dst_pipe must differ, both are {isa.Pipe(v['src_pipe']).name}")
+    _in(v, "event", 0, limits().event_ids - 1)
+
+
+def _check_barrier(v: dict) -> None:
+    if v["pipe"] not in isa.Pipe.__members__.values():
+        raise _Bad(f"pipe must be in 0..{int(isa.Pipe.ALL)}, got {v['pipe']}")
+    if v["pipe"] == isa.Pipe.S:
+        raise _Bad("pipe_barrier does not support pipe S (0): the scalar pipe is in order")
+
+
+def instr_error(defn: isa.InstrDef, values) -> str | None:
+    """The first problem of instruction ``defn`` with field ``values`` (in field order), or None."""
+    v = dict(zip(defn.field_names, values))
+    try:
+        for name in _ADDRESSES.intersection(v):
+            _in(v, name, 0)
+        g = defn.group
+        if g == "dma":
+            _check_dma(v)
+        elif g == "nd2nz":
+            _check_nd2nz(v)
+        elif g == "load2d":
+            _check_load2d(v)
+        elif g == "img2col":
+            _check_img2col(v)
+        elif g == "mmad":
+            _check_mmad(v)
+        elif g == "fixpipe":
+            _check_fixpipe(v)
+        elif g in ("vector", "reduce", "broadcast"):
+            _check_vector(v, limits().lanes(_dtype(v)))
+        elif g == "vconv":
+            # a conversion processes repeat_bytes / 4 elements per repeat, whatever dtype says
+            _check_vector(v, limits().repeat_bytes // 4)
+        elif defn.mnemonic in ("set_flag", "wait_flag"):
+            _check_flag(v)
+        elif defn.mnemonic == "pipe_barrier":
+            _check_barrier(v)
+        else:  # a new group in the table without checks here is a bug
+            raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
+    except _Bad as e:
+        return str(e)
+    return None
