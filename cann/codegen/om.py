@@ -261,7 +261,7 @@ def validate(model: OfflineModel, where: str) -> None:
         for t in ts:
             try:
                 ok = np.dtype(t.dtype).kind in "biuf" and np.dtype(t.dtype).name == t.dtype
-            except TypeError:
+            except Exception:  # noqa: BLE001 - numpy parses dtype strings and may raise anything
                 ok = False
             if not ok:
                 raise bad(f"{kind} '{t.name}' has unknown dtype '{t.dtype}'")

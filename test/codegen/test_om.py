@@ -195,3 +195,28 @@ def test_read_missing_file(tmp_path):
     with pytest.raises(CannError) as e:
         read_om(tmp_path / "missing.om")
     assert e.value.diagnostics[0].location == str(tmp_path / "missing.om")
+
+
+def test_checksummed_garbage_is_rejected_cleanly():
+    """Files another tool might write: valid magic, version and checksum, corrupt tables."""
+    import random
+
+    data = encode_om(small_model())
+    rnd = random.Random(0)
+    for _ in range(3000):
+        b = bytearray(data[:-CHECKSUM_SIZE])
+        for _ in range(rnd.randint(1, 4)):
+            b[rnd.randrange(12, len(b))] = rnd.randrange(256)
+        if rnd.random() < 0.3:
+            b = b[: rnd.randrange(12, len(b))]
+        body = bytes(b)
+        try:
+            decode_om(body + hashlib.sha256(body).digest(), "m.om")
+        except CannError as e:
+            assert e.diagnostics[0].location == "m.om"
+
+
+@pytest.mark.parametrize("dtype", ["(", "f4", "O", "float32,int8", ""])
+def test_strange_dtype_strings_rejected(dtype):
+    with pytest.raises(CannError, match="unknown dtype"):
+        encode_om(replace(small_model(), inputs=(IoTensor("x", (1,), dtype, 0),)))
