@@ -69,15 +69,22 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
     return given
 
 
-def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> None:
-    problems = []
+def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> dict[str, np.ndarray]:
+    """Check shapes and dtypes against the model (one diagnostic per bad input). As ``Model.run``
+    does, float64 arrays are cast to a declared float dtype; the returned dict holds what runs."""
+    problems, checked = [], {}
     for t in model_inputs:
-        a = inputs[t.name]
-        if tuple(a.shape) != tuple(t.shape) or a.dtype != np.dtype(t.dtype):
+        a = np.asarray(inputs[t.name])
+        want = np.dtype(t.dtype)
+        if a.dtype == np.float64 and want.kind == "f":
+            a = a.astype(want)
+        if tuple(a.shape) != tuple(t.shape) or a.dtype != want:
             problems.append(CannError(t.name, f"expected shape {tuple(t.shape)} {t.dtype}, got shape "
-                                              f"{tuple(a.shape)} {a.dtype}").diagnostics[0])
+                                              f"{tuple(a.shape)} {np.asarray(inputs[t.name]).dtype}").diagnostics[0])
+        checked[t.name] = a
     if problems:
         raise CannError.many(problems)
+    return checked
 
 
 def random_inputs(model_inputs, seed: int) -> dict[str, np.ndarray]:
@@ -166,7 +173,7 @@ def cli(om, input_specs, seed, output, compare, tolerance) -> int:
     else:
         inputs = random_inputs(model.inputs, seed)
         print(f"note: no --input given: using standard-normal inputs (seed {seed})", file=sys.stderr)
-    check_inputs(inputs, model.inputs)
+    inputs = check_inputs(inputs, model.inputs)
     outputs = model.run(inputs)
     outputs = {t.name: np.asarray(outputs[t.name]).astype(t.dtype, copy=False) for t in model.outputs}
     for name, a in outputs.items():

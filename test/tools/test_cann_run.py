@@ -148,10 +148,18 @@ def test_shape_mismatch(fake, tmp_path, capsys):
 
 
 def test_dtype_mismatch(fake, tmp_path, capsys):
-    np.save(tmp_path / "x.npy", np.zeros((1, 3, 16, 16)))
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 16, 16), np.int32))
     assert run(fake.path, "--input", tmp_path / "x.npy") == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 16, 16) float64"]
+        "error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 16, 16) int32"]
+
+
+def test_float64_input_is_cast_like_model_run(fake, tmp_path):
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16))
+    np.save(tmp_path / "x.npy", x)
+    assert run(fake.path, "--input", tmp_path / "x.npy") == 0
+    assert fake.model.seen["data"].dtype == np.float32
+    np.testing.assert_array_equal(fake.model.seen["data"], x.astype(np.float32))
 
 
 def test_bad_input_specs(fake, tmp_path, capsys):
