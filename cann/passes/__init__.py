@@ -11,6 +11,7 @@ from xdsl.passes import ModulePass
 
 # pass name -> "module:Class"; imported lazily so that cann-opt starts fast.
 _PASSES: dict[str, str] = {
+    "ascend-insert-sync": "cann.passes.ascend_insert_sync:AscendInsertSyncPass",
 }
 
 

@@ -1,0 +1,98 @@
+"""``ascend-insert-sync``: make every kernel's instruction stream correct on overlapping pipes.
+
+Mode ``barrier`` (the default, the -O0 strategy) is conservative: between two consecutive
+non-sync instructions A (pipe P) and B (pipe Q != P) it inserts ``ascend.pipe_barrier pipe=6``
+(PIPE_ALL) right before B, unless the sync instructions already between them order P before Q:
+
+* a ``pipe_barrier`` on ALL, or
+* a ``set_flag src_pipe=P, dst_pipe=Q, event=e`` followed by the matching ``wait_flag``.
+
+Runs on one pipe get nothing (each pipe executes in order); a barrier on a single pipe does not
+order two pipes, so it does not count. Every kernel with instructions also ends with a PIPE_ALL
+barrier (added unless its last instruction already is one). Existing sync instructions are left as
+they are; no barrier is duplicated, so the pass is idempotent.
+
+By induction every pair of instructions on different pipes is then ordered by program order,
+which makes the program race-free on any timing model where pipes overlap.
+
+Mode ``flags`` (set_flag / wait_flag pairs only where a true dependence crosses pipes) is a later
+addition: it plugs in as another ``_MODES`` entry taking a kernel and rewriting its body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from cann.dialects.ascend import AscendInstrOp, KernelOp, is_sync, kernels, make_op
+from cann.errors import CannError
+from cann.hw import isa
+
+
+def _is_full_barrier(op) -> bool:
+    return isinstance(op, AscendInstrOp) and op.DEFN.mnemonic == "pipe_barrier" and op.field("pipe") == isa.Pipe.ALL
+
+
+def _ordered_by(syncs: list[AscendInstrOp], p: isa.Pipe, q: isa.Pipe) -> bool:
+    """Do the sync instructions ``syncs`` (in order, between an op on p and one on q) order p before q?"""
+    pending_events: set[int] = set()
+    for s in syncs:
+        if _is_full_barrier(s):
+            return True
+        m = s.DEFN.mnemonic
+        if m == "set_flag" and s.field("src_pipe") == p and s.field("dst_pipe") == q:
+            pending_events.add(s.field("event"))
+        elif m == "wait_flag" and s.field("src_pipe") == p and s.field("dst_pipe") == q:
+            if s.field("event") in pending_events:
+                return True
+    return False
+
+
+def _barrier() -> AscendInstrOp:
+    return make_op("pipe_barrier", pipe=int(isa.Pipe.ALL))
+
+
+def insert_barriers(kernel: KernelOp) -> int:
+    """Mode ``barrier`` on one kernel; returns the number of barriers inserted."""
+    added = 0
+    prev_pipe: isa.Pipe | None = None
+    syncs: list[AscendInstrOp] = []
+    ops = kernel.instructions
+    for op in ops:
+        if is_sync(op):
+            syncs.append(op)
+            continue
+        pipe = op.exec_pipe
+        if prev_pipe is not None and pipe != prev_pipe and not _ordered_by(syncs, prev_pipe, pipe):
+            Rewriter.insert_op(_barrier(), InsertPoint.before(op))
+            added += 1
+        prev_pipe, syncs = pipe, []
+    if ops and not _is_full_barrier(ops[-1]):
+        Rewriter.insert_op(_barrier(), InsertPoint.at_end(kernel.body.block))
+        added += 1
+    return added
+
+
+#: mode name -> kernel rewriter (a "flags" mode is planned; see the module docstring)
+_MODES: dict[str, Callable[[KernelOp], int]] = {"barrier": insert_barriers}
+
+
+@dataclass(frozen=True)
+class AscendInsertSyncPass(ModulePass):
+    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier``)."""
+
+    name = "ascend-insert-sync"
+
+    mode: str = "barrier"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        rewrite = _MODES.get(self.mode)
+        if rewrite is None:
+            raise CannError(self.name, f"unknown mode '{self.mode}' (known: {', '.join(sorted(_MODES))})")
+        for kernel in kernels(op):
+            rewrite(kernel)
