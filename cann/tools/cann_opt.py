@@ -15,12 +15,13 @@ Additions to xDSL's flags:
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sys
 import time
 import traceback
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
@@ -30,6 +31,13 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from cann.errors import CannError, Diagnostic
+
+
+class _Buffer(io.StringIO):
+    """An output buffer xDSL's driver may close without losing the text."""
+
+    def close(self) -> None:
+        pass
 
 
 class _UserError(Exception):
@@ -142,9 +150,22 @@ class CannOptMain(xDSLOptMain):
 
     # -- running ------------------------------------------------------------------------------
 
+    def prepare_output(self) -> IO[str]:
+        """With ``-o``, buffer the output and write it atomically once everything succeeded."""
+        if self.args.output_file is None:
+            return sys.stdout
+        self._buffer = _Buffer()
+        return self._buffer
+
     def run(self):
+        self._buffer = None
         try:
             super().run()
+            if self._buffer is not None:
+                from cann.tools._cli import atomic_output
+
+                with atomic_output(self.args.output_file, "w") as f:
+                    f.write(self._buffer.getvalue())
         except OSError as e:
             where = e.filename or self.args.input_file or "cann-opt"
             raise _UserError(str(where), f"cannot open: {e.strerror or e}") from None
@@ -159,29 +180,25 @@ class CannOptMain(xDSLOptMain):
             raise
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    code = 0
     try:
         CannOptMain(args=argv).run()
     except _UserError as e:
         print(str(e.diagnostic), file=sys.stderr)
-        return _exit(2)
+        code = 2
     except CannError as e:
-        for line in e.lines():
-            print(line, file=sys.stderr)
-        return _exit(2)
+        print("\n".join(e.lines()), file=sys.stderr)
+        code = 2
     except SystemExit:
         raise
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return _exit(130)
+        code = 130
     except BaseException as e:  # noqa: BLE001 - a bug: say so and show where
         print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
         traceback.print_exc()
-        return _exit(1)
-    return _exit(0)
-
-
-def _exit(code: int) -> int:
+        code = 1
     sys.stdout.flush()
     sys.exit(code)
 

@@ -113,7 +113,7 @@ def test_unwritable_output(good, tmp_path):
     out = tmp_path / "no" / "out.mlir"
     r = cann_opt(good, "-o", out)
     assert r.returncode == 2
-    assert r.stderr == f"error: {out}: cannot open: No such file or directory\n"
+    assert r.stderr == f"error: {out}: cannot write: No such file or directory\n"
 
 
 def test_bad_flag(good):
@@ -155,3 +155,15 @@ def test_internal_error_is_exit_1(good, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("internal error: RuntimeError: bug in a pass\n")
     assert "Traceback" in err
+
+
+def test_output_file_written_atomically(good, tmp_path):
+    out = tmp_path / "out.mlir"
+    r = cann_opt(good, "-p", "cse", "-o", out)
+    assert r.returncode == 0 and "arith.muli %0, %0" in out.read_text()
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f( {\n")
+    out2 = tmp_path / "out2.mlir"
+    r = cann_opt(bad, "-o", out2)
+    assert r.returncode == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "good.mlir", "out.mlir"]
