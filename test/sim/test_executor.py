@@ -1,0 +1,87 @@
+"""run_model on tiny hand-built offline models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel, decode_om, encode_om
+from cann.errors import CannError
+from cann.hw import isa
+from cann.sim.core import SimError
+from cann.sim.executor import RunStats, run_model
+
+
+def _double_model(block_dim: int = 1, weights: bytes = b"", code_extra=()) -> OfflineModel:
+    n = 256  # float16 elements = 512 B = 2 repeats
+    prog = [
+        isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=2 * n),
+        isa.make("vmuls", dtype=0, dst=1024, src0=0, repeat=2, mask=128, dst_blk=1, src0_blk=1, dst_rep=8,
+                 src0_rep=8, scalar=2.0),
+        *code_extra,
+        isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=1024, nburst=1, burst=2 * n),
+    ]
+    return OfflineModel(
+        soc_version="Ascend910", precision_mode="force_fp16",
+        inputs=(IoTensor("x", (2, 128), "float16", 0),), outputs=(IoTensor("y", (2, 128), "float16", 512),),
+        gm_size=4096, weights_offset=2048, weights=weights,
+        kernels=(Kernel("double", block_dim, 2, isa.encode(prog)),),
+        launches=(Launch(0, (0, 512)), Launch(0, (512, 1024))),
+    )
+
+
+def test_run_model_double_twice():
+    om = decode_om(encode_om(_double_model()))
+    x = np.random.default_rng(0).standard_normal((2, 128)).astype(np.float16)
+    out, st = run_model(om, {"x": x})
+    assert set(out) == {"y"} and out["y"].dtype == np.float16 and out["y"].shape == (2, 128)
+    # second launch doubles y in place into [1024, 1536); the output y is the first launch's result
+    np.testing.assert_array_equal(out["y"], x * np.float16(2))
+    assert isinstance(st, RunStats) and len(st.kernels) == 2
+    assert st.instructions == 6 and st.cycles == sum(k.cycles for k in st.kernels) > 0
+
+
+def test_float64_input_is_cast():
+    x = np.arange(256, dtype=np.float64).reshape(2, 128) / 8
+    out, _ = run_model(_double_model(), {"x": x})
+    np.testing.assert_array_equal(out["y"], (x * 2).astype(np.float16))
+
+
+@pytest.mark.parametrize("inputs,msg", [
+    ({}, "input 'x': missing input"),
+    ({"x": np.zeros((2, 128), np.float16), "z": np.zeros(1)}, "input 'z': unknown input"),
+    ({"x": np.zeros((128, 2), np.float16)}, "expected (2, 128), got (128, 2)"),
+    ({"x": np.zeros((2, 128), np.float32)}, "expected float16, got float32"),
+    ({"x": np.zeros((2, 128), np.int64)}, "expected float16, got int64"),
+])
+def test_bad_inputs(inputs, msg):
+    with pytest.raises(CannError) as ei:
+        run_model(_double_model(), inputs)
+    assert msg in str(ei.value)
+
+
+def test_block_dim_must_be_one():
+    with pytest.raises(CannError, match="block_dim 4"):
+        run_model(_double_model(block_dim=4), {"x": np.zeros((2, 128), np.float16)})
+
+
+def test_weights_loaded_and_sim_error_located():
+    w = np.arange(16, dtype=np.float16).tobytes()
+    extra = (isa.make("vadd", dtype=0, dst=0, src0=0, src1=UB_BAD, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                      src1_blk=1),)
+    with pytest.raises(SimError, match=r"double: instruction 2 `vadd"):
+        run_model(_double_model(weights=w, code_extra=extra), {"x": np.zeros((2, 128), np.float16)})
+
+
+UB_BAD = 1 << 20
+
+
+def test_weights_visible_in_gm():
+    # a kernel copying the weights to the output
+    w = np.arange(256, dtype=np.float16)
+    prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=512),
+            isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=0, nburst=1, burst=512)]
+    om = OfflineModel("Ascend910", "force_fp16", (), (IoTensor("y", (256,), "float16", 0),), 4096, 2048,
+                      w.tobytes(), (Kernel("k", 1, 2, isa.encode(prog)),), (Launch(0, (2048, 0)),))
+    out, _ = run_model(om, {})
+    np.testing.assert_array_equal(out["y"], w)
