@@ -34,7 +34,6 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
-    IntegerType,
     ModuleOp,
     StringAttr,
     i64,

@@ -1,6 +1,8 @@
 // RUN: cann-opt %s | filecheck %s
 // RUN: cann-opt %s --print-op-generic | cann-opt | filecheck %s
 // RUN: cann-opt %s | cann-opt | filecheck %s
+// Instructions have memory effects: dce, canonicalize and cse must keep every one of them.
+// RUN: cann-opt %s -p dce,canonicalize,cse | filecheck %s
 // RUN: cann-opt %s --print-op-generic | filecheck %s --check-prefix=GENERIC
 
 // One instruction of every group, as a kernel would hold them.
