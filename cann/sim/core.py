@@ -25,6 +25,7 @@ import numpy as np
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
+from cann.sim.blas import single_threaded
 from cann.sim.cost import L0C_ITEMSIZE, CostModel
 
 _F32 = np.dtype(np.float32)
@@ -109,7 +110,7 @@ class AICore:
         execs, costs = self._exec, self._cost
         i = -1
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
                     d = ins.defn
                     v = ins.values
