@@ -33,6 +33,7 @@ _U8 = np.dtype(np.uint8)
 _PIPE_NAMES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
 _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
+_PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
 
 
 class SimError(CannError):
@@ -430,7 +431,16 @@ class AICore:
         else:  # pragma: no cover - table and simulator out of sync
             raise NotImplementedError(m)
 
+        # validated operand views per distinct field tuple: the buffers are never reallocated, so a
+        # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
+        plans: dict[tuple, list] = {}
+
         def run(v) -> None:
+            plan = plans.get(v)
+            if plan is not None:
+                for views in plan:
+                    op(*views)
+                return
             code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
             dt, lanes, e = self._vec_check(code, repeat, mask)
             isz = dt.itemsize
@@ -443,8 +453,12 @@ class AICore:
                 self._operand("src1", s1, s1b, s1r, repeat, mask, e, isz)
                 ops.append((s1, s1b, s1r))
             scv = dt.type(sc)
-            for views in self._pieces(ops, repeat, mask, lanes, e, dt):
-                op(*views, scv)
+            plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
+            if len(plans) >= _PLAN_CACHE:
+                plans.clear()
+            plans[v] = plan
+            for views in plan:
+                op(*views)
 
         return run
 

@@ -472,3 +472,15 @@ def test_buffers_sized_from_spec():
     for name, b in SPEC.buffers:
         assert core.bufs[name].dtype == np.uint8 and core.bufs[name].size == b.size
         assert not core.bufs[name].any()
+
+
+def test_repeated_instruction_rereads_memory():
+    """Vector plans are cached per field tuple; the data must still be read on every execution."""
+    core = AICore(SPEC)
+    ins = isa.make("vmuls", dtype=1, dst=1024, src0=0, repeat=1, mask=64, dst_blk=1, src0_blk=1, dst_rep=8,
+                   src0_rep=8, scalar=3.0)
+    for seed in (1, 2):
+        x = rnd(64, F32, seed)
+        put(core, "ub", 0, x)
+        run([ins, ins], core=core)
+        np.testing.assert_array_equal(get(core, "ub", 1024, F32, 64), x * np.float32(3))
