@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, NameLoc, StringAttr, TensorType
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
