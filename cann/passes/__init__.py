@@ -11,6 +11,8 @@ from xdsl.passes import ModulePass
 
 # pass name -> "module:Class"; imported lazily so that cann-opt starts fast.
 _PASSES: dict[str, str] = {
+    "convert-graph-to-tile": "cann.lowering.convert_graph_to_tile:ConvertGraphToTilePass",
+    "convert-tile-to-ascend": "cann.lowering.convert_tile_to_ascend:ConvertTileToAscendPass",
     "ascend-insert-sync": "cann.passes.ascend_insert_sync:AscendInsertSyncPass",
 }
 

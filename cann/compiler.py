@@ -1,0 +1,140 @@
+"""The compiler driver: an ordered table of stages, each a pass pipeline ``cann-opt -p`` accepts.
+
+``graph``   the imported model (ONNX -> graph dialect: shapes inferred, constants folded)
+``tile``    ``convert-graph-to-tile{...}``: kernels over on-chip buffers, one per op
+``ascend``  ``convert-tile-to-ascend,ascend-insert-sync``: instructions, conservatively synchronized
+``asm``     the encoded kernels' disassembly
+
+:func:`compile` runs every stage and encodes the result into an offline model; :func:`emit`
+stops at a stage and writes its text (large constants go to a sidecar ``.npz``, see
+docs/ir-text.md).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import IO
+
+import onnx
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import PassPipeline
+
+from cann.errors import CannError
+from cann.hw.config import load_soc
+
+STAGES = ("graph", "tile", "ascend", "asm")
+PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
+
+
+def make_context() -> Context:
+    """A context with every dialect the project's IR uses (loaded lazily)."""
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+
+    from cann.dialects import ALL_DIALECTS
+
+    ctx = Context()
+    ctx.load_dialect(Builtin)
+    ctx.load_dialect(Func)
+    for name, factory in ALL_DIALECTS.items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1) -> list[tuple[str, str]]:
+    """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
+
+    ``-O0`` and ``-O1`` currently build the same conservative program (one kernel per op,
+    barrier synchronization); ``-O1`` is where fusion and pipelining passes will go.
+    """
+    return [
+        ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}}}"),
+        ("ascend", "convert-tile-to-ascend,ascend-insert-sync"),
+    ]
+
+
+def _check_options(soc_version: str, precision_mode: str, opt_level: int) -> None:
+    load_soc(soc_version)
+    if precision_mode not in PRECISION_MODES:
+        raise CannError("--precision_mode", f"unknown precision mode '{precision_mode}' "
+                                            f"(known: {', '.join(PRECISION_MODES)})")
+    if opt_level not in (0, 1):
+        raise CannError("-O", f"unknown optimization level {opt_level} (known: 0, 1)")
+
+
+def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
+          precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
+          out_nodes: list[str] | None = None, opt_level: int = 1, until: str = "ascend",
+          fusion_switch_file: str | None = None) -> ModuleOp:
+    """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
+
+    Raises:
+        CannError: bad options, a malformed or unsupported model.
+    """
+    from cann.frontend.onnx import import_onnx
+    from cann.passes import ALL_PASSES
+
+    _check_options(soc_version, precision_mode, opt_level)
+    if fusion_switch_file is not None and not Path(fusion_switch_file).is_file():
+        raise CannError("--fusion_switch_file", f"no such file: {fusion_switch_file}")
+    module = import_onnx(model, input_shape=input_shape, out_nodes=out_nodes)
+    ctx = make_context()
+    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level):
+        if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
+            break
+        PassPipeline.parse_spec(ALL_PASSES, spec).apply(ctx, module)
+    return module
+
+
+def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
+            precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
+            out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None):
+    """Compile an ONNX model (a path or a ``ModelProto``) for the modeled AI Core.
+
+    Returns:
+        cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
+
+    Raises:
+        CannError: bad options, a malformed model, unsupported operators (one diagnostic per node).
+    """
+    from cann.codegen.offline import build_offline_model
+    from cann.runtime import Model
+
+    module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
+                   out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file)
+    return Model(build_offline_model(module))
+
+
+def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | str | os.PathLike, **options) -> None:
+    """Write the text of ``stage`` (``graph``, ``tile``, ``ascend`` or ``asm``) to ``out``.
+
+    For a path, large constants go to ``<out>.npz`` next to it (docs/ir-text.md); on a stream
+    they are written inline only if small, otherwise as handles whose blobs are not saved.
+    """
+    from cann.dialects.weights import print_module
+
+    if stage not in STAGES:
+        raise CannError("--emit", f"unknown stage '{stage}' (known: {', '.join(STAGES)})")
+    module = lower(model, until=stage, **options)
+    if stage == "asm":
+        from cann.codegen.disasm import disassemble_code
+        from cann.codegen.encode import module_kernels
+
+        text = io.StringIO()
+        for name, block_dim, num_args, code in module_kernels(module):
+            text.write(f"kernel {name} (block_dim={block_dim}, num_args={num_args}):\n")
+            text.write(disassemble_code(code, name))
+        data = text.getvalue()
+        if isinstance(out, (str, os.PathLike)):
+            Path(out).write_text(data)
+        else:
+            out.write(data)
+        return
+    if isinstance(out, (str, os.PathLike)):
+        with open(out, "w") as f:
+            print_module(module, f, weights_path=str(out) + ".npz")
+    else:
+        print_module(module, out, weights_path=None)

@@ -1,0 +1,271 @@
+"""Shared machinery of the graph -> tile lowering: device tensors, the lowering context and the
+kernel builder.
+
+Device tensors live in global memory (GM) in one of two formats:
+
+* ``ND``: the logical shape in C order (NCHW for 4-D tensors);
+* ``NC1HWC0``: 4-D activations as ``[N][C1][H][W][C0]`` with ``C0 = cube.n0`` (16) and
+  ``C1 = ceil(C / C0)``; padding channels hold zeros. This is the layout the cube's img2col reads
+  (ascend-core.md §2.3).
+
+Consumers ask for the format they need with :meth:`Lowering.as_format`; the conversion kernel
+(``trans_data``) is made once per value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    IntegerAttr,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    f16,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from cann.dialects import tile
+from cann.dialects.tile import Space
+from cann.errors import CannError
+from cann.hw.config import SocSpec
+
+ND = "ND"
+NC1HWC0 = "NC1HWC0"
+
+_ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32}
+
+
+def elem_type(dtype: np.dtype) -> Attribute:
+    """The xDSL element type of a numpy dtype (float16 or float32).
+
+    Raises:
+        CannError: another dtype (not supported on the AI Core in this version).
+    """
+    try:
+        return _ELEM[np.dtype(dtype)]
+    except KeyError:
+        raise CannError("", f"dtype {np.dtype(dtype).name} is not supported on the AI Core") from None
+
+
+def np_dtype(t: Attribute) -> np.dtype:
+    """The numpy dtype of an xDSL float element type."""
+    return np.dtype(np.float16) if t == f16 else np.dtype(np.float32)
+
+
+@dataclass(frozen=True)
+class DevTensor:
+    """A tensor in GM: ``mem`` (a flat memref value of @main), logical ``shape``, ``fmt``, ``dtype``."""
+
+    mem: SSAValue
+    shape: tuple[int, ...]
+    fmt: str
+    dtype: np.dtype
+
+    @property
+    def c1(self) -> int:
+        return math.ceil(self.shape[1] / 16)
+
+    @property
+    def storage_shape(self) -> tuple[int, ...]:
+        if self.fmt == NC1HWC0:
+            n, c, h, w = self.shape
+            return (n, math.ceil(c / 16), h, w, 16)
+        return self.shape
+
+    @property
+    def size(self) -> int:
+        """Elements in storage (including NC1HWC0 padding channels)."""
+        return math.prod(self.storage_shape)
+
+
+def storage_size(shape: tuple[int, ...], fmt: str) -> int:
+    if fmt == NC1HWC0:
+        n, c, h, w = shape
+        return n * math.ceil(c / 16) * h * w * 16
+    return math.prod(shape)
+
+
+class KernelBuilder:
+    """Builds one kernel: a ``func.func`` marked ``tile.kernel`` over flat GM buffer arguments."""
+
+    def __init__(self, lowering: "Lowering", name: str, loc: Attribute | None, tiling: dict[str, int]):
+        self.lowering = lowering
+        self.name = name
+        self.loc = loc
+        self.tiling = dict(tiling)
+        self.block = Block()
+        self.gm_args: list[DevTensor] = []
+        self._arg_of: dict[int, SSAValue] = {}
+
+    @property
+    def soc(self) -> SocSpec:
+        return self.lowering.soc
+
+    def arg(self, t: DevTensor) -> SSAValue:
+        """The kernel argument bound to device tensor ``t`` (added on first use)."""
+        key = id(t.mem)
+        if key not in self._arg_of:
+            ty = tile.buffer_type(Space.GM, elem_type(t.dtype), t.size)
+            self._arg_of[key] = self.block.insert_arg(ty, len(self.block.args))
+            self.gm_args.append(t)
+        return self._arg_of[key]
+
+    def alloc(self, space: Space, count: int, dtype: np.dtype) -> SSAValue:
+        """An on-chip buffer of ``count`` elements (rounded up to 256 B)."""
+        itemsize = np.dtype(dtype).itemsize
+        count = max(1, math.ceil(count * itemsize / 256) * 256 // itemsize)
+        op = tile.AllocOp(space, elem_type(dtype), count)
+        self.block.add_op(op)
+        return op.res
+
+    def emit(self, op):
+        self.block.add_op(op)
+        return op
+
+    # -- shorthand for the common tile ops ------------------------------------------------------
+    def copy(self, src: SSAValue, dst: SSAValue, *, src_offset: int = 0, dst_offset: int = 0, nburst: int = 1,
+             burst: int, src_stride: int | None = None, dst_stride: int | None = None) -> None:
+        """Burst copy (elements). Strides default to ``burst`` (contiguous)."""
+        if nburst <= 0 or burst <= 0:
+            return
+        self.emit(tile.CopyOp(src, dst, src_offset=src_offset, dst_offset=dst_offset, nburst=nburst, burst=burst,
+                              src_stride=burst if src_stride is None else src_stride,
+                              dst_stride=burst if dst_stride is None else dst_stride))
+
+    def vec(self, op: str, dst: SSAValue, src0: SSAValue | None = None, src1: SSAValue | None = None, *,
+            count: int, unit: int = 1, dst_offset: int = 0, src0_offset: int = 0, src1_offset: int = 0,
+            dst_stride: int | None = None, src0_stride: int | None = None, src1_stride: int | None = None,
+            scalar: float = 0.0) -> None:
+        """A vector op (see ``tile.vec``); strides default to ``unit`` (dense)."""
+        if count <= 0:
+            return
+        s0 = dst if src0 is None else src0
+        s1 = s0 if src1 is None else src1
+        self.emit(tile.VecOp(dst, s0, s1, op=op, count=count, unit=unit, dst_offset=dst_offset,
+                             src0_offset=src0_offset, src1_offset=src1_offset,
+                             dst_stride=unit if dst_stride is None else dst_stride,
+                             src0_stride=unit if src0_stride is None else src0_stride,
+                             src1_stride=unit if src1_stride is None else src1_stride, scalar=scalar))
+
+    def finish(self) -> func.FuncOp:
+        self.block.add_op(func.ReturnOp())
+        fn = func.FuncOp(self.name, ([a.type for a in self.block.args], []), Region(self.block))
+        fn.attributes["tile.kernel"] = UnitAttr()
+        fn.attributes["tile.block_dim"] = IntegerAttr(1, i64)
+        fn.attributes["tile.tiling"] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in sorted(self.tiling.items())})
+        if self.loc is not None:
+            fn.location = self.loc
+        return fn
+
+
+@dataclass
+class Lowering:
+    """State of one graph -> tile conversion: the SoC, the device dtype, the new @main's block,
+    the kernels made so far and the format conversions already made."""
+
+    soc: SocSpec
+    dtype: np.dtype
+    main: Block
+    tiling_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
+    kernels: list[func.FuncOp] = field(default_factory=list)
+    _names: dict[str, int] = field(default_factory=dict)
+    _converted: dict[tuple[int, str, str], DevTensor] = field(default_factory=dict)
+
+    # -- budgets (bytes) ------------------------------------------------------------------------
+    def usable(self, buf: str) -> int:
+        return self.soc.buffer(buf).usable
+
+    @property
+    def lanes(self) -> int:
+        """Elements of the device dtype per vector repeat."""
+        return self.soc.vector.repeat_bytes // self.dtype.itemsize
+
+    def lanes_of(self, dtype: np.dtype) -> int:
+        return self.soc.vector.repeat_bytes // np.dtype(dtype).itemsize
+
+    # -- host program ---------------------------------------------------------------------------
+    def gm_tensor(self, shape: tuple[int, ...], fmt: str, dtype: np.dtype | None = None) -> DevTensor:
+        dtype = np.dtype(self.dtype if dtype is None else dtype)
+        size = storage_size(tuple(shape), fmt)
+        op = tile.GmAllocOp.create(
+            properties={"format": StringAttr(fmt), "shape": DenseArrayBase.from_list(i64, list(shape))},
+            result_types=[tile.buffer_type(Space.GM, elem_type(dtype), size)],
+        )
+        self.main.add_op(op)
+        return DevTensor(op.res, tuple(shape), fmt, dtype)
+
+    def constant(self, array: np.ndarray, fmt: str, logical_shape: tuple[int, ...] | None = None) -> DevTensor:
+        """A device-format constant (``array`` already in its storage layout and dtype)."""
+        array = np.ascontiguousarray(array)
+        flat_t = TensorType(elem_type(array.dtype), [array.size])
+        value = DenseIntOrFPElementsAttr(flat_t, BytesAttr(array.tobytes()))
+        op = tile.ConstantOp.create(
+            properties={"format": StringAttr(fmt), "value": value},
+            result_types=[tile.buffer_type(Space.GM, elem_type(array.dtype), array.size)],
+        )
+        self.main.add_op(op)
+        shape = tuple(logical_shape) if logical_shape is not None else tuple(array.shape)
+        return DevTensor(op.res, shape, fmt, array.dtype)
+
+    def view(self, t: DevTensor, shape: tuple[int, ...]) -> DevTensor:
+        """The same ND bytes with another shape (Reshape/Flatten)."""
+        assert t.fmt == ND
+        op = tile.ViewOp.create(
+            operands=[t.mem],
+            properties={"format": StringAttr(ND), "shape": DenseArrayBase.from_list(i64, list(shape))},
+            result_types=[t.mem.type],
+        )
+        self.main.add_op(op)
+        return DevTensor(op.res, tuple(shape), ND, t.dtype)
+
+    def kernel(self, hint: str, loc: Attribute | None, tiling: dict[str, int] | None = None) -> KernelBuilder:
+        n = self._names.get(hint, 0)
+        self._names[hint] = n + 1
+        name = f"{hint}_{n}"
+        merged = dict(tiling or {})
+        merged.update(self.tiling_overrides.get(name, {}))
+        return KernelBuilder(self, name, loc, merged)
+
+    def launch(self, kb: KernelBuilder) -> None:
+        self.kernels.append(kb.finish())
+        self.main.add_op(tile.LaunchOp(kb.name, [t.mem for t in kb.gm_args]))
+
+    # -- formats --------------------------------------------------------------------------------
+    def as_format(self, t: DevTensor, fmt: str, dtype: np.dtype | None = None, loc: Attribute | None = None) -> DevTensor:
+        """``t`` in format ``fmt`` and ``dtype`` (default: unchanged), converting once if needed."""
+        dtype = np.dtype(t.dtype if dtype is None else dtype)
+        if t.fmt == fmt and t.dtype == dtype:
+            return t
+        key = (id(t.mem), fmt, dtype.name)
+        if key not in self._converted:
+            from cann.lowering.data import trans_data
+
+            self._converted[key] = trans_data(self, t, fmt, dtype, loc)
+        return self._converted[key]
+
+
+def ub_chunk(lowering: Lowering, bytes_per_elem: int, align_elems: int = 256) -> int:
+    """Elements per UB chunk when each element needs ``bytes_per_elem`` bytes of UB in total."""
+    n = lowering.usable("ub") // max(1, bytes_per_elem)
+    return max(align_elems, n // align_elems * align_elems)
+
+
+def unsupported(loc: Attribute | None, what: str) -> CannError:
+    from cann.lowering.convert_graph_to_tile import loc_name
+
+    return CannError(loc_name(loc), what)
+
+
+__all__ = ["ND", "NC1HWC0", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
+           "unsupported", "DiagnosticException"]

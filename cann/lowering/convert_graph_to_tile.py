@@ -1,0 +1,262 @@
+"""``convert-graph-to-tile``: graph-dialect model -> tile-dialect kernels and host program.
+
+One kernel per graph op at this level (fusion is a later pass); each op's lowering lives in
+``cube.py`` (Conv, Gemm), ``vector.py`` (elementwise, BatchNormalization, pooling, Softmax, LRN)
+or ``data.py`` (format conversion, Concat, Transpose, Reshape). Model inputs arrive in GM in
+their ONNX layout and dtype; model outputs leave in theirs (ND, float32): the conversions are
+explicit ``trans_data`` kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    MemRefType,
+    ModuleOp,
+    i64,
+    NameLoc,
+    StringAttr,
+    TensorType,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+
+from cann.dialects import graph
+from cann.dialects.tile import Space, SpaceAttr, ViewOp
+from cann.errors import CannError, Diagnostic
+from cann.hw.config import load_soc
+from cann.lowering import cube, data, vector
+from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, elem_type, np_dtype
+
+#: device dtype of float tensors per precision mode
+PRECISION_MODES = {
+    "force_fp16": np.float16,
+    "allow_fp32_to_fp16": np.float16,
+    "must_keep_origin_dtype": np.float32,
+    "force_fp32": np.float32,
+}
+
+
+def loc_name(loc: Attribute | None) -> str:
+    """The ONNX node name carried by an op's location ('' if none)."""
+    if isinstance(loc, NameLoc):
+        return loc.name_loc.data if hasattr(loc, "name_loc") else str(loc)
+    return ""
+
+
+def _ints(op: Operation, name: str) -> tuple[int, ...]:
+    return tuple(op.properties[name].get_values())
+
+
+def _int(op: Operation, name: str) -> int:
+    return op.properties[name].value.data
+
+
+def _float(op: Operation, name: str) -> float:
+    return op.properties[name].value.data
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+class _Converter:
+    def __init__(self, lw: Lowering, main_in: func.FuncOp):
+        self.lw = lw
+        self.values: dict[SSAValue, DevTensor] = {}
+        self.consts: dict[SSAValue, np.ndarray] = {}
+        self.main_in = main_in
+
+    def const(self, v: SSAValue | None) -> np.ndarray | None:
+        if v is None:
+            return None
+        if v not in self.consts:
+            raise CannError(loc_name(v.owner.location) if isinstance(v.owner, Operation) else "",
+                            "expected a constant operand (weights must be initializers)")
+        return self.consts[v]
+
+    def tensor(self, v: SSAValue, loc) -> DevTensor:
+        if v in self.values:
+            return self.values[v]
+        if v in self.consts:  # a constant used as a tensor operand
+            arr = self.consts[v].astype(self.lw.dtype)
+            t = self.lw.constant(arr.reshape(-1), ND, arr.shape)
+            self.values[v] = t
+            return t
+        raise CannError(loc_name(loc), "operand has no value")
+
+    def binary(self, op: Operation, kind: str) -> DevTensor:
+        a, b = op.operands
+        loc = op.location
+        out_shape = _shape(op.results[0])
+        ca, cb = self.consts.get(a), self.consts.get(b)
+        if cb is None and ca is not None and kind in ("add", "mul"):
+            a, b, ca, cb = b, a, cb, ca
+        if cb is not None and ca is None:
+            x = self.tensor(a, loc)
+            if cb.size == 1:
+                s = float(cb.reshape(-1)[0])
+                if kind == "sub":
+                    kind, s = "add", -s
+                if kind == "div":
+                    kind, s = "mul", 1.0 / s
+                return vector.eltwise(self.lw, kind, loc, [x], [(kind + "s", "y", "x0", None, s)])
+            if len(x.shape) == 4 and cb.size == x.shape[1] and _shape(a) == out_shape:
+                vals = cb.reshape(-1).astype(np.float32)
+                if kind == "sub":
+                    kind, vals = "add", -vals
+                if kind == "div":
+                    kind, vals = "mul", 1.0 / vals
+                return vector.eltwise(self.lw, kind, loc, [x], [(kind, "y", "x0", "c0")], [vals])
+        xa, xb = self.tensor(a, loc), self.tensor(b, loc)
+        if xa.shape != xb.shape:
+            raise CannError(loc_name(loc), f"{kind}: broadcasting {list(xa.shape)} with {list(xb.shape)} is not "
+                                           "supported yet")
+        if xb.fmt != xa.fmt:
+            xb = self.lw.as_format(xb, xa.fmt, None, loc)
+        return vector.eltwise(self.lw, kind, loc, [xa, xb], [(kind, "y", "x0", "x1")])
+
+    def lower(self, op: Operation) -> DevTensor | None:
+        lw, loc, name = self.lw, op.location, op.name
+        out_shape = _shape(op.results[0]) if op.results else ()
+        if name == "graph.conv2d":
+            if len(out_shape) != 4:
+                raise CannError(loc_name(loc), "Conv: only 2-D convolutions are supported")
+            return cube.conv2d(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32),
+                               self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
+                               _int(op, "group"), out_shape, loc)
+        if name == "graph.gemm":
+            if _int(op, "trans_a"):
+                raise CannError(loc_name(loc), "Gemm: attribute transA=1 is not supported yet")
+            b = self.const(op.b).astype(np.float32)
+            b = (b.T if _int(op, "trans_b") else b) * _float(op, "alpha")
+            c = self.const(op.c)
+            bias = None
+            if c is not None:
+                if c.size not in (1, b.shape[1]):
+                    raise CannError(loc_name(loc), f"Gemm: bias C of shape {list(c.shape)} is not supported yet")
+                bias = np.broadcast_to(c.reshape(-1).astype(np.float32), (b.shape[1],)) * _float(op, "beta")
+            return cube.gemm(lw, self.tensor(op.a, loc), b, bias, loc)
+        if name == "graph.matmul":
+            if op.b not in self.consts or len(_shape(op.a)) != 2:
+                raise CannError(loc_name(loc), "MatMul: only a 2-D input times a constant matrix is supported yet")
+            return cube.gemm(lw, self.tensor(op.a, loc), self.const(op.b).astype(np.float32), None, loc,
+                             kernel_hint="matmul")
+        if name == "graph.batch_norm":
+            c = [self.const(v).astype(np.float32).reshape(-1) for v in (op.scale, op.bias, op.mean, op.var)]
+            return vector.batch_norm(lw, self.tensor(op.x, loc), *c, _float(op, "epsilon"), loc)
+        if name == "graph.relu":
+            return vector.eltwise(lw, "relu", loc, [self.tensor(op.operands[0], loc)], [("relu", "y", "x0")])
+        if name in ("graph.add", "graph.sub", "graph.mul", "graph.div"):
+            return self.binary(op, name.split(".")[1])
+        if name in ("graph.max_pool", "graph.avg_pool"):
+            kind = "max" if name == "graph.max_pool" else "avg"
+            cip = bool(_int(op, "count_include_pad")) if kind == "avg" else False
+            return vector.pool(lw, self.tensor(op.x, loc), kind, _ints(op, "kernel_shape"), _ints(op, "strides"),
+                               _ints(op, "pads"), _ints(op, "dilations"), cip, out_shape, loc)
+        if name == "graph.global_avg_pool":
+            return vector.global_avg_pool(lw, self.tensor(op.x, loc), loc)
+        if name == "graph.softmax":
+            return vector.softmax(lw, self.tensor(op.operands[0], loc), _int(op, "axis"), loc)
+        if name == "graph.lrn":
+            return vector.lrn(lw, self.tensor(op.operands[0], loc), _int(op, "size"), _float(op, "alpha"),
+                              _float(op, "beta"), _float(op, "bias"), loc)
+        if name == "graph.concat":
+            return data.concat(lw, [self.tensor(v, loc) for v in op.operands], _int(op, "axis"), out_shape, loc)
+        if name == "graph.reshape":
+            return data.reshape(lw, self.tensor(op.operands[0], loc), out_shape, loc)
+        if name == "graph.transpose":
+            return data.transpose(lw, self.tensor(op.operands[0], loc), _ints(op, "perm"), loc)
+        raise CannError(loc_name(loc), f"no AI Core lowering for {name}")
+
+
+def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
+                   tiling: dict[str, dict[str, int]] | None = None) -> None:
+    """Rewrite ``module`` (graph dialect) in place into the tile-level module.
+
+    Raises:
+        CannError: an op or configuration the lowering does not support (naming the ONNX node).
+    """
+    if precision_mode not in PRECISION_MODES:
+        raise CannError("--precision_mode", f"unknown precision mode '{precision_mode}' "
+                                            f"(known: {', '.join(PRECISION_MODES)})")
+    soc = load_soc(soc_name)
+    mains = [op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
+    if not mains:
+        raise CannError("", "the module has no func.func @main")
+    main_in = mains[0]
+    block = Block()
+    lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {})
+    conv = _Converter(lw, main_in)
+    in_block = main_in.body.block
+    arg_types = []
+    for arg in in_block.args:
+        t = arg.type
+        dt = np_dtype(t.element_type)
+        mem = block.insert_arg(MemRefType(elem_type(dt), t.get_shape(), memory_space=SpaceAttr(Space.GM)),
+                               len(block.args))
+        arg_types.append(mem.type)
+        conv.values[arg] = DevTensor(mem, tuple(t.get_shape()), ND, dt)
+    outs: list[SSAValue] = []
+    errors: list[Diagnostic] = []
+    for op in in_block.ops:
+        if isinstance(op, func.ReturnOp):
+            for v in op.operands:
+                t = conv.tensor(v, op.location)
+                final = lw.as_format(t, ND, np_dtype(v.type.element_type), op.location)
+                shaped = MemRefType(elem_type(final.dtype), v.type.get_shape(), memory_space=SpaceAttr(Space.GM))
+                view = ViewOp.create(operands=[final.mem], result_types=[shaped], properties={
+                    "format": StringAttr(ND), "shape": DenseArrayBase.from_list(i64, list(v.type.get_shape()))})
+                block.add_op(view)
+                outs.append(view.res)
+            continue
+        if op.name == "graph.constant":
+            conv.consts[op.results[0]] = np.asarray(graph.constant_value(op))
+            continue
+        try:
+            res = conv.lower(op)
+        except CannError as e:
+            errors.extend(e.diagnostics)
+            continue
+        if res is not None:
+            conv.values[op.results[0]] = res
+    if errors:
+        raise CannError.many(errors)
+    block.add_op(func.ReturnOp(*outs))
+    new_main = func.FuncOp("main", (arg_types, [v.type for v in outs]), Region(block),
+                           arg_attrs=main_in.arg_attrs, res_attrs=main_in.res_attrs)
+    for op in list(module.ops):
+        module.body.block.detach_op(op)
+    for k in lw.kernels:
+        module.body.block.add_op(k)
+    module.body.block.add_op(new_main)
+    module.attributes["tile.soc"] = StringAttr(soc.name)
+    module.attributes["tile.precision_mode"] = StringAttr(precision_mode)
+
+
+@dataclass(frozen=True)
+class ConvertGraphToTilePass(ModulePass):
+    """Lower a graph-dialect model to tile-level kernels (one per op) and a host program.
+
+    Options: ``soc`` (SoC description name), ``precision-mode`` (force_fp16, allow_fp32_to_fp16,
+    must_keep_origin_dtype, force_fp32), ``tiling`` (JSON: kernel name -> {field: value}, pins a
+    kernel's tiling, e.g. ``{"conv2d_0": {"m": 64}}``).
+    """
+
+    name = "convert-graph-to-tile"
+    soc: str = "Ascend910"
+    precision_mode: str = "force_fp16"
+    tiling: str = ""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        try:
+            pins = json.loads(self.tiling) if self.tiling else {}
+        except json.JSONDecodeError as e:
+            raise CannError("tiling", f"not valid JSON: {e}") from None
+        convert_module(op, self.soc, self.precision_mode, pins)

@@ -1,0 +1,295 @@
+"""``convert-tile-to-ascend``: tile-level kernels -> ``ascend.kernel`` instruction streams.
+
+Per kernel: on-chip buffers get addresses (bump allocation per buffer, aligned as the SoC
+description demands, checked against capacity); each tile op becomes instructions: DMA paths are
+chosen by the buffers' spaces, vector ops are encoded into repeats of 256 B with masks and
+block/repeat strides (at most ``max_repeat`` repeats per instruction), reductions become trees
+of ``vcmax``/``vcadd``. The host program (``func.func @main``) is kept as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import SSAValue
+from xdsl.passes import ModulePass
+
+from cann.dialects import tile
+from cann.dialects.ascend import KernelOp, instr_to_op
+from cann.dialects.tile import Space, space_of
+from cann.errors import CannError
+from cann.hw import isa
+from cann.hw.config import SocSpec, load_soc
+from cann.lowering.common import np_dtype
+
+_BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin"}
+_SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "dup": "vdup"}
+_UNARY = {"relu": "vrelu", "exp": "vexp", "ln": "vln", "rec": "vrec", "sqrt": "vsqrt", "abs": "vabs", "mov": "vmov"}
+_DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to_ub",
+        (Space.UB, Space.GM): "copy_ub_to_gm"}
+
+
+class _Kernel:
+    def __init__(self, fn: func.FuncOp, soc: SocSpec):
+        self.fn, self.soc = fn, soc
+        self.name = fn.sym_name.data
+        self.args = {a: i for i, a in enumerate(fn.body.block.args)}
+        self.addr: dict[SSAValue, int] = {}
+        self.out: list[isa.Instr] = []
+        self.vec = soc.vector
+
+    def error(self, msg: str) -> CannError:
+        return CannError(f"@{self.name}", msg)
+
+    def allocate(self) -> None:
+        top = {s: 0 for s in Space if s != Space.GM}
+        for op in self.fn.body.block.ops:
+            if isinstance(op, tile.AllocOp):
+                space = space_of(op.res)
+                spec = self.soc.buffer(space.value)
+                align = max(spec.align, self.vec.block_bytes)
+                base = -(-top[space] // align) * align
+                size = op.res.type.get_shape()[0] * np_dtype(op.res.type.element_type).itemsize
+                top[space] = base + size
+                self.addr[op.res] = base
+        for space, used in top.items():
+            cap = self.soc.buffer(space.value).usable
+            if used > cap:
+                raise self.error(f"buffers in {space.value.upper()} need {used} bytes, capacity is {cap}")
+
+    # -- helpers ----------------------------------------------------------------------------
+    def isz(self, v: SSAValue) -> int:
+        return np_dtype(v.type.element_type).itemsize
+
+    def code(self, v: SSAValue) -> int:
+        return isa.DTYPE_CODES[np_dtype(v.type.element_type)]
+
+    def byte(self, v: SSAValue, elems: int) -> int:
+        return self.addr[v] + elems * self.isz(v)
+
+    def emit(self, mnemonic: str, **f) -> None:
+        self.out.append(isa.make(mnemonic, **f))
+
+    # -- ops --------------------------------------------------------------------------------
+    def lower(self) -> list[isa.Instr]:
+        self.allocate()
+        for op in self.fn.body.block.ops:
+            if isinstance(op, (tile.AllocOp, func.ReturnOp)):
+                continue
+            handler = getattr(self, "_" + op.name.split(".", 1)[1], None)
+            if handler is None:
+                raise self.error(f"cannot lower {op.name}")
+            handler(op)
+        return self.out
+
+    def _copy(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        key = (space_of(src), space_of(dst))
+        if key not in _DMA:
+            raise self.error(f"no DMA path from {key[0].value} to {key[1].value}")
+        e = self.isz(src)
+        f = {k: op.field(k) * e for k in ("burst", "src_stride", "dst_stride")}
+        f["nburst"] = op.field("nburst")
+        if key[0] == Space.GM:
+            f.update(src_arg=self.args[src], src=op.field("src_offset") * e, dst=self.byte(dst, op.field("dst_offset")))
+        else:
+            f.update(dst_arg=self.args[dst], dst=op.field("dst_offset") * e, src=self.byte(src, op.field("src_offset")))
+        self.emit(_DMA[key], **f)
+
+    def _copy_nd2nz(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        e = self.isz(src)
+        self.emit("copy_gm_to_l1_nd2nz", dtype=self.code(src), dst=self.byte(dst, op.field("dst_offset")),
+                  src_arg=self.args[src], src=op.field("src_offset") * e, rows=op.field("rows"),
+                  cols=op.field("cols"), src_row_stride=op.field("src_row_stride") * e)
+
+    def _load2d(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        e = self.isz(src)
+        self.emit("load2d", dst_space=isa.L0A if space_of(dst) == Space.L0A else isa.L0B,
+                  dst=self.byte(dst, op.field("dst_offset")), src=self.byte(src, op.field("src_offset")),
+                  repeat=op.field("count"), src_stride=op.field("src_stride") * e,
+                  dst_stride=op.field("dst_stride") * e)
+
+    def _img2col(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        f = {k: op.field(k) for k in op.INTS if k not in ("src_offset", "dst_offset")}
+        self.emit("img2col", dtype=self.code(src), dst=self.byte(dst, op.field("dst_offset")),
+                  src=self.byte(src, op.field("src_offset")), **f)
+
+    def _mmad(self, op) -> None:
+        a, b, c = op.operand("a"), op.operand("b"), op.operand("c")
+        self.emit("mmad", dtype=self.code(a), dst=self.byte(c, op.field("c_offset")),
+                  a=self.byte(a, op.field("a_offset")), b=self.byte(b, op.field("b_offset")),
+                  m=op.field("m"), k=op.field("k"), n=op.field("n"), init=op.field("init"))
+
+    def _copy_l0c_to_ub(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        self.emit("copy_l0c_to_ub", dtype=self.code(dst), dst=self.byte(dst, op.field("dst_offset")),
+                  src=self.byte(src, op.field("src_offset")), n1=op.field("n1"), m=op.field("m"),
+                  src_m=op.field("src_m"))
+
+    def _vec(self, op) -> None:
+        kind = op.field("op")
+        dst, s0, s1 = op.operand("dst"), op.operand("src0"), op.operand("src1")
+        count, unit = op.field("count"), op.field("unit")
+        offs = [op.field("dst_offset"), op.field("src0_offset"), op.field("src1_offset")]
+        strides = [op.field("dst_stride"), op.field("src0_stride"), op.field("src1_stride")]
+        bufs = [dst, s0, s1]
+        if kind == "cast":
+            return self._cast(dst, s0, offs[0], offs[1], count * unit)
+        if kind in _BINARY:
+            mn, used = _BINARY[kind], 3
+        elif kind in _SCALAR:
+            mn, used = _SCALAR[kind], 1 if kind == "dup" else 2
+        elif kind in _UNARY:
+            mn, used = _UNARY[kind], 2
+        else:
+            raise self.error(f"unknown vector op '{kind}'")
+        isz = self.isz(dst)
+        lanes = self.vec.repeat_bytes // isz
+        bb, bpr, maxr = self.vec.block_bytes, self.vec.blocks_per_repeat, self.vec.max_repeat
+        base = {"dtype": self.code(dst), "scalar": op.field("scalar")}
+        names = ("dst", "src0", "src1")
+        dense = all(strides[i] in (unit, 0) for i in range(used)) and strides[0] == unit
+        if dense:
+            total = count * unit
+            bcast = [strides[i] == 0 for i in range(3)]
+            for i in range(used):
+                if bcast[i] and lanes % unit:
+                    raise self.error("a broadcast operand needs a unit dividing one repeat")
+            pos = 0
+            while pos < total:
+                left = total - pos
+                rep = min(maxr, left // lanes) if left >= lanes else 1
+                mask = lanes if left >= lanes else left
+                f = dict(base, repeat=rep, mask=mask)
+                for i, nm in enumerate(names):
+                    if i >= used:
+                        f[nm] = f["dst"]
+                        continue
+                    adv = 0 if bcast[i] else pos
+                    f[nm] = self.byte(bufs[i], offs[i] + adv)
+                    f[f"{nm}_blk"] = 1
+                    f[f"{nm}_rep"] = 0 if bcast[i] else bpr
+                self.emit(mn, **f)
+                pos += rep * lanes if left >= lanes else left
+            return
+        # strided: units of whole 32 B blocks, 8 units per repeat, one instruction per block column
+        if (unit * isz) % bb or any((strides[i] * isz) % bb for i in range(used)):
+            raise self.error(f"strided vector op needs 32-byte units and strides (unit {unit}, strides {strides})")
+        per_block = bb // isz
+        for col in range(unit * isz // bb):
+            u = 0
+            while u < count:
+                left = count - u
+                rep = min(maxr, left // bpr) if left >= bpr else 1
+                n_units = rep * bpr if left >= bpr else left
+                f = dict(base, repeat=rep, mask=lanes if left >= bpr else left * per_block)
+                for i, nm in enumerate(names):
+                    if i >= used:
+                        f[nm] = f["dst"]
+                        continue
+                    f[nm] = self.byte(bufs[i], offs[i] + u * strides[i] + col * per_block)
+                    f[f"{nm}_blk"] = strides[i] * isz // bb
+                    f[f"{nm}_rep"] = bpr * strides[i] * isz // bb
+                self.emit(mn, **f)
+                u += n_units
+
+    def _cast(self, dst, src, doff: int, soff: int, total: int) -> None:
+        sd, dd = np_dtype(src.type.element_type), np_dtype(dst.type.element_type)
+        if sd == dd:
+            raise self.error("cast between equal dtypes")
+        mn = "vconv_f322f16" if sd == np.float32 else "vconv_f162f32"
+        per = self.vec.repeat_bytes // 4
+        bb = self.vec.block_bytes
+        pos = 0
+        while pos < total:
+            left = total - pos
+            rep = min(self.vec.max_repeat, left // per) if left >= per else 1
+            mask = per if left >= per else left
+            self.emit(mn, dtype=isa.DTYPE_CODES[sd], dst=self.byte(dst, doff + pos), src0=self.byte(src, soff + pos),
+                      src1=self.byte(src, soff + pos), repeat=rep, mask=mask, dst_rep=per * dd.itemsize // bb,
+                      src0_rep=per * sd.itemsize // bb, src1_rep=per * sd.itemsize // bb)
+            pos += rep * per if left >= per else left
+
+    def _reduce(self, op) -> None:
+        dst, src, scratch = op.operand("dst"), op.operand("src"), op.operand("scratch")
+        kind = op.field("op")
+        mn, comb = ("vcmax", "vmax") if kind == "max" else ("vcadd", "vadd")
+        isz = self.isz(src)
+        lanes = self.vec.repeat_bytes // isz
+        per_block = self.vec.block_bytes // isz
+        chunk = self.vec.max_repeat // per_block * per_block  # keeps every output chunk 32 B aligned
+        code = self.code(src)
+        scr = self.byte(scratch, op.field("scratch_offset"))
+        levels = 2 * math.ceil(op.field("count") / lanes)
+        region = [scr, scr + -(-levels // 2 * isz // 32) * 32 + 32]
+        slot = region[1] + -(-levels // 2 * isz // 32) * 32 + 32
+
+        def vc(d: int, s: int, rep: int, mask: int) -> None:
+            self.emit(mn, dtype=code, dst=d, src0=s, src1=s, repeat=rep, mask=mask, dst_blk=1, src0_blk=1,
+                      src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
+
+        def reduce(s: int, n: int, d: int, level: int) -> None:
+            full, tail = divmod(n, lanes)
+            if full == 0:
+                vc(d, s, 1, tail)
+                return
+            if full == 1:
+                vc(d, s, 1, lanes)
+            else:
+                tmp = region[level % 2]
+                for r0 in range(0, full, chunk):
+                    vc(tmp + r0 * isz, s + r0 * lanes * isz, min(chunk, full - r0), lanes)
+                reduce(tmp, full, d, level + 1)
+            if tail:
+                vc(slot, s + full * lanes * isz, 1, tail)
+                self.emit(comb, dtype=code, dst=d, src0=d, src1=slot, repeat=1, mask=1, dst_blk=1, src0_blk=1,
+                          src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
+
+        reduce(self.byte(src, op.field("src_offset")), op.field("count"), self.byte(dst, op.field("dst_offset")), 0)
+
+    def _broadcast(self, op) -> None:
+        dst, src = op.operand("dst"), op.operand("src")
+        self.emit("vbrcb", dtype=self.code(dst), dst=self.byte(dst, op.field("dst_offset")),
+                  src0=self.byte(src, op.field("src_offset")), src1=self.byte(src, op.field("src_offset")),
+                  repeat=op.field("count"), mask=self.vec.repeat_bytes // self.isz(dst), dst_blk=1, src0_blk=1,
+                  src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
+
+
+def convert_module(module: ModuleOp, soc_name: str | None = None) -> None:
+    """Replace every ``tile.kernel`` function of ``module`` by an ``ascend.kernel`` in place.
+
+    Raises:
+        CannError: a kernel whose buffers exceed the SoC's capacities, or an unsupported tile op.
+    """
+    soc_attr = module.attributes.get("tile.soc")
+    soc = load_soc(soc_name or (soc_attr.data if isinstance(soc_attr, StringAttr) else "Ascend910"))
+    for op in list(module.body.block.ops):
+        if isinstance(op, func.FuncOp) and "tile.kernel" in op.attributes:
+            instrs = _Kernel(op, soc).lower()
+            block_dim = op.attributes["tile.block_dim"].value.data
+            k = KernelOp(op.sym_name.data, block_dim, len(op.body.block.args), [instr_to_op(i) for i in instrs])
+            k.attributes["tile.tiling"] = op.attributes["tile.tiling"]
+            k.location = op.location
+            module.body.block.insert_op_before(k, op)
+            module.body.block.erase_op(op)
+
+
+@dataclass(frozen=True)
+class ConvertTileToAscendPass(ModulePass):
+    """Lower tile-level kernels to ascend instructions (addresses, repeats, masks, strides).
+
+    Option ``soc``: SoC description (default: the module's ``tile.soc`` attribute)."""
+
+    name = "convert-tile-to-ascend"
+    soc: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        convert_module(op, self.soc)

@@ -1,0 +1,189 @@
+"""Data-movement kernels: format/dtype conversion (``trans_data``), Concat, Transpose.
+
+All of them stage data through UB with MTE2 (GM -> UB) and MTE3 (UB -> GM) burst copies; layout
+changes that move single elements (NCHW <-> NC1HWC0) use element-sized bursts, which the cost
+model charges per burst.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Attribute
+
+from cann.dialects.tile import Space
+from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
+
+
+def _cast_chunk(kb, src_buf, dst_buf, n: int) -> None:
+    kb.vec("cast", dst_buf, src_buf, count=n)
+
+
+def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attribute | None) -> DevTensor:
+    """Convert ``t`` to ``fmt`` (ND or NC1HWC0) and ``dtype``; returns the new GM tensor."""
+    if fmt == NC1HWC0 and len(t.shape) != 4:
+        raise unsupported(loc, f"NC1HWC0 needs a 4-D tensor, got shape {list(t.shape)}")
+    out = lw.gm_tensor(t.shape, fmt, dtype)
+    cast = t.dtype != out.dtype
+    kb = lw.kernel("trans_data", loc)
+    src, dst = kb.arg(t), kb.arg(out)
+    per_elem = t.dtype.itemsize + (out.dtype.itemsize * 2 if cast else 0) + out.dtype.itemsize
+    chunk = ub_chunk(lw, per_elem)
+    kb.tiling["chunk"] = chunk
+    a = kb.alloc(Space.UB, chunk, t.dtype)
+    b = kb.alloc(Space.UB, chunk, out.dtype) if cast else a
+
+    def move(src_off, dst_off, n, src_gather=1, dst_scatter=1):
+        """n elements: GM src (every src_gather-th) -> UB -> GM dst (every dst_scatter-th)."""
+        kb.copy(src, a, src_offset=src_off, nburst=n if src_gather > 1 else 1,
+                burst=1 if src_gather > 1 else n, src_stride=src_gather, dst_stride=1)
+        if cast:
+            _cast_chunk(kb, a, b, n)
+        kb.copy(b, dst, dst_offset=dst_off, nburst=n if dst_scatter > 1 else 1,
+                burst=1 if dst_scatter > 1 else n, src_stride=1, dst_stride=dst_scatter)
+
+    if t.fmt == out.fmt:  # dtype change only: same storage order
+        for p0 in range(0, t.size, chunk):
+            move(p0, p0, min(chunk, t.size - p0))
+    elif out.fmt == NC1HWC0:  # ND (NCHW) -> NC1HWC0
+        n_, c_, h_, w_ = t.shape
+        hw, c1 = h_ * w_, out.c1
+        zero = None
+        if c_ % 16:
+            zero = kb.alloc(Space.UB, chunk, out.dtype)
+            kb.vec("dup", zero, count=chunk, scalar=0.0)
+        for n in range(n_):
+            if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
+                for c0 in range(0, c_, chunk):
+                    move(n * c_ + c0, n * c1 * 16 + c0, min(chunk, c_ - c0))
+                if zero is not None:
+                    kb.copy(zero, dst, dst_offset=n * c1 * 16 + c_, burst=c1 * 16 - c_)
+                continue
+            for c in range(c1 * 16):
+                for p0 in range(0, hw, chunk):
+                    p = min(chunk, hw - p0)
+                    dst_off = ((n * c1 + c // 16) * hw + p0) * 16 + c % 16
+                    if c < c_:
+                        move((n * c_ + c) * hw + p0, dst_off, p, dst_scatter=16)
+                    else:
+                        kb.copy(zero, dst, dst_offset=dst_off, nburst=p, burst=1, src_stride=1, dst_stride=16)
+    else:  # NC1HWC0 -> ND (NCHW)
+        n_, c_, h_, w_ = t.shape
+        hw, c1 = h_ * w_, t.c1
+        for n in range(n_):
+            if hw == 1:
+                for c0 in range(0, c_, chunk):
+                    move(n * c1 * 16 + c0, n * c_ + c0, min(chunk, c_ - c0))
+                continue
+            for c in range(c_):
+                for p0 in range(0, hw, chunk):
+                    p = min(chunk, hw - p0)
+                    move(((n * c1 + c // 16) * hw + p0) * 16 + c % 16, (n * c_ + c) * hw + p0, p, src_gather=16)
+    lw.launch(kb)
+    return out
+
+
+def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[int, ...], loc) -> DevTensor:
+    """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D) or any axis of ND tensors."""
+    if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs):
+        ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
+        out = lw.gm_tensor(out_shape, NC1HWC0)
+        kb = lw.kernel("concat", loc)
+        dst = kb.arg(out)
+        chunk = ub_chunk(lw, lw.dtype.itemsize)
+        kb.tiling["chunk"] = chunk
+        buf = kb.alloc(Space.UB, chunk, lw.dtype)
+        n_, _, h_, w_ = out_shape
+        hw, c1o = h_ * w_, out.c1
+        off = 0
+        for t in ins:
+            src = kb.arg(t)
+            c_, c1 = t.shape[1], t.c1
+            for n in range(n_):
+                if off % 16 == 0:  # whole C0 blocks: contiguous [C1][H][W][16] run
+                    total = c1 * hw * 16
+                    for p0 in range(0, total, chunk):
+                        p = min(chunk, total - p0)
+                        kb.copy(src, buf, src_offset=n * c1 * hw * 16 + p0, burst=p)
+                        kb.copy(buf, dst, dst_offset=(n * c1o + off // 16) * hw * 16 + p0, burst=p)
+                else:  # channel by channel
+                    for c in range(c_):
+                        oc = off + c
+                        for p0 in range(0, hw, chunk):
+                            p = min(chunk, hw - p0)
+                            kb.copy(src, buf, src_offset=((n * c1 + c // 16) * hw + p0) * 16 + c % 16,
+                                    nburst=p, burst=1, src_stride=16, dst_stride=1)
+                            kb.copy(buf, dst, dst_offset=((n * c1o + oc // 16) * hw + p0) * 16 + oc % 16,
+                                    nburst=p, burst=1, src_stride=1, dst_stride=16)
+            off += c_
+        lw.launch(kb)
+        return out
+    ins = [lw.as_format(t, ND, lw.dtype, loc) for t in inputs]
+    out = lw.gm_tensor(out_shape, ND)
+    kb = lw.kernel("concat", loc)
+    dst = kb.arg(out)
+    outer = math.prod(out_shape[:axis])
+    inner_out = math.prod(out_shape[axis:])
+    chunk = ub_chunk(lw, lw.dtype.itemsize)
+    buf = kb.alloc(Space.UB, chunk, lw.dtype)
+    off = 0
+    for t in ins:
+        src = kb.arg(t)
+        inner = math.prod(t.shape[axis:])
+        for o in range(outer):
+            for p0 in range(0, inner, chunk):
+                p = min(chunk, inner - p0)
+                kb.copy(src, buf, src_offset=o * inner + p0, burst=p)
+                kb.copy(buf, dst, dst_offset=o * inner_out + off + p0, burst=p)
+        off += inner
+    lw.launch(kb)
+    return out
+
+
+def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTensor:
+    """Transpose of an ND tensor: the longest run contiguous in both layouts moves as one burst,
+    the next output axis is the burst count, the remaining axes are unrolled."""
+    t = lw.as_format(t, ND, lw.dtype, loc)
+    shape = t.shape
+    out_shape = tuple(shape[p] for p in perm)
+    out = lw.gm_tensor(out_shape, ND)
+    src_strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    # collapse the trailing output axes that are also trailing, in order, in the input
+    run, k = 1, len(perm)
+    while k > 0 and perm[k - 1] == len(shape) - (len(perm) - k) - 1:
+        run *= out_shape[k - 1]
+        k -= 1
+    kb = lw.kernel("transpose", loc)
+    src, dst = kb.arg(t), kb.arg(out)
+    chunk = ub_chunk(lw, lw.dtype.itemsize)
+    buf = kb.alloc(Space.UB, chunk, lw.dtype)
+    if k == 0:  # identity permutation
+        for p0 in range(0, t.size, chunk):
+            p = min(chunk, t.size - p0)
+            kb.copy(src, buf, src_offset=p0, burst=p)
+            kb.copy(buf, dst, dst_offset=p0, burst=p)
+        lw.launch(kb)
+        return out
+    if run > chunk:
+        raise unsupported(loc, f"transpose with a contiguous run of {run} elements larger than UB")
+    nb_axis = k - 1  # output axis used as the burst count
+    nb, nb_stride = out_shape[nb_axis], src_strides[perm[nb_axis]]
+    per = max(1, chunk // run)
+    outer_axes = list(range(nb_axis))
+    for idx in np.ndindex(*[out_shape[a] for a in outer_axes]) if outer_axes else [()]:
+        src_base = sum(i * src_strides[perm[a]] for i, a in zip(idx, outer_axes))
+        dst_base = sum(i * math.prod(out_shape[a + 1:]) for i, a in zip(idx, outer_axes))
+        for b0 in range(0, nb, per):
+            cnt = min(per, nb - b0)
+            kb.copy(src, buf, src_offset=src_base + b0 * nb_stride, nburst=cnt, burst=run,
+                    src_stride=nb_stride, dst_stride=run)
+            kb.copy(buf, dst, dst_offset=dst_base + b0 * run, burst=cnt * run)
+    lw.launch(kb)
+    return out
+
+
+def reshape(lw: Lowering, t: DevTensor, shape: tuple[int, ...], loc) -> DevTensor:
+    """Reshape/Flatten: a view of the ND bytes (converting from NC1HWC0 first if needed)."""
+    t = lw.as_format(t, ND, None, loc)
+    return lw.view(t, shape)

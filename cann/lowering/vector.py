@@ -1,0 +1,233 @@
+"""Vector kernels: elementwise chains (with per-channel or scalar constants), BatchNormalization,
+pooling, Softmax and LRN.
+
+Elementwise kernels run over the storage of their operands in UB-sized chunks. Per-channel
+constants of an NC1HWC0 tensor are stored as one 256-byte vector repeat per C0 block (the 16
+channel values repeated), read with a repeat stride of 0 so that every repeat sees them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cann.dialects import tile
+from cann.dialects.tile import Space
+from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.cube import bias_table, conv2d
+
+#: a step of an elementwise program: (op, dst, src0, src1, scalar); names: "x<i>" inputs,
+#: "c<i>" per-channel tables, "t" a temporary, "y" the output
+Step = tuple
+
+
+def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[Step],
+            tables: list[np.ndarray] = (), out_shape: tuple[int, ...] | None = None) -> DevTensor:
+    """Run ``steps`` over same-shaped ``inputs``; ``tables`` are per-channel [C] constants."""
+    shape = inputs[0].shape
+    if any(t.shape != shape for t in inputs):
+        raise unsupported(loc, f"elementwise operands of shapes {[list(t.shape) for t in inputs]}: "
+                               "only equal shapes, per-channel and scalar constants are supported")
+    fmt = NC1HWC0 if tables else inputs[0].fmt
+    if tables and len(shape) != 4:
+        raise unsupported(loc, f"per-channel constant on a {len(shape)}-D tensor")
+    ins = [lw.as_format(t, fmt, lw.dtype, loc) for t in inputs]
+    out = lw.gm_tensor(shape, fmt)
+    kb = lw.kernel(hint, loc)
+    srcs = [kb.arg(t) for t in ins]
+    dst = kb.arg(out)
+    lanes = lw.lanes
+    tabs = [kb.arg(lw.constant(bias_table(v, shape[1], lanes, lw.dtype), "ND")) for v in tables]
+    names = {v for s in steps for v in s[1:4] if isinstance(v, str)}
+    nbuf = len(ins) + (1 if "t" in names else 0) + 1
+    chunk = ub_chunk(lw, nbuf * lw.dtype.itemsize + 1, 256)
+    if fmt == NC1HWC0:
+        plane = out.storage_shape[2] * out.storage_shape[3] * 16
+        nplanes = out.storage_shape[0] * out.storage_shape[1]
+        chunk = min(chunk, plane)
+    else:
+        plane, nplanes = out.size, 1
+        chunk = min(chunk, plane)
+    kb.tiling["chunk"] = chunk
+    bufs = {f"x{i}": kb.alloc(Space.UB, chunk, lw.dtype) for i in range(len(ins))}
+    bufs["y"] = kb.alloc(Space.UB, chunk, lw.dtype)
+    if "t" in names:
+        bufs["t"] = kb.alloc(Space.UB, chunk, lw.dtype)
+    for i in range(len(tabs)):
+        bufs[f"c{i}"] = kb.alloc(Space.UB, lanes, lw.dtype)
+    unit = 16 if fmt == NC1HWC0 else 1
+    c1 = out.storage_shape[1] if fmt == NC1HWC0 else 1
+    for p in range(nplanes):
+        for i, tb in enumerate(tabs):
+            kb.copy(tb, bufs[f"c{i}"], src_offset=(p % c1) * lanes, burst=lanes)
+        for q0 in range(0, plane, chunk):
+            q = min(chunk, plane - q0)
+            base = p * plane + q0
+            for i, s in enumerate(srcs):
+                kb.copy(s, bufs[f"x{i}"], src_offset=base, burst=q)
+            for op, d, s0, *more in steps:
+                s1 = more[0] if more else None
+                scalar = more[1] if len(more) > 1 else 0.0
+                is_tab = isinstance(s1, str) and s1.startswith("c")
+                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=q // unit, unit=unit,
+                       src1_stride=0 if is_tab else None, scalar=scalar)
+            kb.copy(bufs["y"], dst, dst_offset=base, burst=q)
+    lw.launch(kb)
+    return out
+
+
+def batch_norm(lw: Lowering, x: DevTensor, scale, bias, mean, var, eps: float, loc) -> DevTensor:
+    """Inference BatchNormalization: y = x * s + t with s = scale / sqrt(var + eps), t = bias - mean * s."""
+    s = (scale / np.sqrt(var + eps)).astype(np.float32)
+    t = (bias - mean * s).astype(np.float32)
+    return eltwise(lw, "batch_norm", loc, [x], [("mul", "y", "x0", "c0"), ("add", "y", "y", "c1")], [s, t])
+
+
+def _window_counts(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int, include_pad: bool) -> np.ndarray:
+    starts = np.arange(out) * s - p0
+    taps = starts[:, None] + np.arange(k)[None, :] * d
+    lo, hi = (-p0, size + p1) if include_pad else (0, size)
+    return ((taps >= lo) & (taps < hi)).sum(axis=1)
+
+
+def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations, count_include_pad: bool,
+         out_shape: tuple[int, ...], loc) -> DevTensor:
+    """MaxPool / AveragePool over an NC1HWC0 tensor, one vector op per window tap and output row."""
+    x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
+    n_, c_, h_, w_ = x.shape
+    _, _, ho_, wo_ = out_shape
+    kh_, kw_ = kernel
+    sh, sw = strides
+    pt, pl, pb, pr = pads
+    dh, dw = dilations
+    c1 = x.c1
+    wp = max(w_ + pl + pr, (wo_ - 1) * sw + dw * (kw_ - 1) + 1)
+    isz = lw.dtype.itemsize
+    cnt_h = _window_counts(h_, ho_, kh_, sh, dh, pt, pb, count_include_pad)
+    cnt_w = _window_counts(w_, wo_, kw_, sw, dw, pl, pr, count_include_pad)
+    uniform = kind == "max" or (cnt_h.min() == cnt_h.max() == kh_ and cnt_w.min() == cnt_w.max() == kw_)
+    per_row = lambda r: (((r - 1) * sh + dh * (kh_ - 1) + 1) * wp + r * wo_ * (1 if uniform else 2)) * 16 * isz
+    rows = ho_
+    while rows > 1 and per_row(rows) > lw.usable("ub"):
+        rows -= 1
+    if per_row(rows) > lw.usable("ub"):
+        raise unsupported(loc, f"pool: one output row ({wo_} wide) does not fit in UB")
+    kb = lw.kernel(f"{kind}_pool", loc, {"rows": rows})
+    rows = kb.tiling["rows"]
+    y = lw.gm_tensor(out_shape, NC1HWC0)
+    xa, ya = kb.arg(x), kb.arg(y)
+    rin_max = (rows - 1) * sh + dh * (kh_ - 1) + 1
+    inb = kb.alloc(Space.UB, rin_max * wp * 16, lw.dtype)
+    outb = kb.alloc(Space.UB, rows * wo_ * 16, lw.dtype)
+    fill = float(np.finfo(lw.dtype).min) if kind == "max" else 0.0
+    op = "max" if kind == "max" else "add"
+    if not uniform:
+        div = (1.0 / (cnt_h[:, None] * cnt_w[None, :])).astype(np.float32)
+        dtab = kb.arg(lw.constant(np.repeat(div[:, :, None], 16, axis=2).astype(lw.dtype), "ND"))
+        divb = kb.alloc(Space.UB, rows * wo_ * 16, lw.dtype)
+    for n in range(n_):
+        for c in range(c1):
+            plane = (n * c1 + c) * h_ * w_ * 16
+            for ho0 in range(0, ho_, rows):
+                ho1 = min(ho_, ho0 + rows)
+                r = ho1 - ho0
+                in_start = ho0 * sh - pt
+                rin = (r - 1) * sh + dh * (kh_ - 1) + 1
+                r0, r1 = max(in_start, 0), min(in_start + rin, h_)
+                kb.vec("dup", inb, count=rin * wp, unit=16, scalar=fill)
+                if r1 > r0:
+                    kb.copy(xa, inb, src_offset=plane + r0 * w_ * 16, dst_offset=((r0 - in_start) * wp + pl) * 16,
+                            nburst=r1 - r0, burst=w_ * 16, src_stride=w_ * 16, dst_stride=wp * 16)
+                kb.vec("dup", outb, count=r * wo_, unit=16, scalar=fill)
+                for i in range(kh_):
+                    for j in range(kw_):
+                        for ho in range(r):
+                            kb.vec(op, outb, outb, inb, count=wo_, unit=16, dst_offset=ho * wo_ * 16,
+                                   src0_offset=ho * wo_ * 16, src1_offset=((ho * sh + i * dh) * wp + j * dw) * 16,
+                                   src1_stride=sw * 16)
+                if kind == "avg":
+                    if uniform:
+                        kb.vec("muls", outb, outb, count=r * wo_, unit=16, scalar=1.0 / (kh_ * kw_))
+                    else:
+                        kb.copy(dtab, divb, src_offset=ho0 * wo_ * 16, burst=r * wo_ * 16)
+                        kb.vec("mul", outb, outb, divb, count=r * wo_, unit=16)
+                kb.copy(outb, ya, dst_offset=((n * c1 + c) * ho_ + ho0) * wo_ * 16, burst=r * wo_ * 16)
+    lw.launch(kb)
+    return y
+
+
+def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
+    """GlobalAveragePool: per C0 block, a halving tree of vector adds over the H*W positions."""
+    x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
+    n_, c_, h_, w_ = x.shape
+    hw, c1 = h_ * w_, x.c1
+    plane = hw * 16
+    if plane * lw.dtype.itemsize > lw.usable("ub"):
+        return pool(lw, x, "avg", (h_, w_), (1, 1), (0, 0, 0, 0), (1, 1), True, (n_, c_, 1, 1), loc)
+    group = max(1, min(n_ * c1, lw.usable("ub") // (plane * lw.dtype.itemsize)))
+    kb = lw.kernel("global_avg_pool", loc, {"planes": group})
+    y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
+    xa, ya = kb.arg(x), kb.arg(y)
+    buf = kb.alloc(Space.UB, group * plane, lw.dtype)
+    total = n_ * c1
+    for p0 in range(0, total, group):
+        g = min(group, total - p0)
+        kb.copy(xa, buf, src_offset=p0 * plane, burst=g * plane)
+        for q in range(g):
+            n = hw
+            while n > 1:
+                h = n // 2
+                kb.vec("add", buf, buf, buf, count=h, unit=16, dst_offset=q * plane, src0_offset=q * plane,
+                       src1_offset=q * plane + (n - h) * 16)
+                n -= h
+            kb.vec("muls", buf, buf, count=1, unit=16, dst_offset=q * 16, src0_offset=q * plane, scalar=1.0 / hw)
+        kb.copy(buf, ya, dst_offset=p0 * 16, burst=g * 16)
+    lw.launch(kb)
+    return y
+
+
+def softmax(lw: Lowering, x: DevTensor, axis: int, loc) -> DevTensor:
+    """Softmax over the last axis of an ND tensor: max, subtract, exp, sum, divide (per row)."""
+    x = lw.as_format(x, ND, lw.dtype, loc)
+    if axis != len(x.shape) - 1:
+        raise unsupported(loc, f"Softmax over axis {axis} of a {len(x.shape)}-D tensor (only the last axis)")
+    cols = x.shape[-1]
+    rows = math.prod(x.shape[:-1])
+    lanes = lw.lanes
+    if (cols + 3 * lanes) * lw.dtype.itemsize > lw.usable("ub"):
+        raise unsupported(loc, f"Softmax over {cols} elements does not fit in UB")
+    kb = lw.kernel("softmax", loc)
+    y = lw.gm_tensor(x.shape, ND)
+    xa, ya = kb.arg(x), kb.arg(y)
+    xb = kb.alloc(Space.UB, cols, lw.dtype)
+    bc = kb.alloc(Space.UB, lanes, lw.dtype)
+    red = kb.alloc(Space.UB, lanes, lw.dtype)
+    scratch = kb.alloc(Space.UB, 2 * math.ceil(cols / lanes) + 2 * lanes, lw.dtype)
+    for r in range(rows):
+        kb.copy(xa, xb, src_offset=r * cols, burst=cols)
+        kb.emit(tile.ReduceOp(red, xb, scratch, count=cols, op="max"))
+        kb.emit(tile.BroadcastOp(bc, red, count=1))
+        kb.vec("sub", xb, xb, bc, count=cols, src1_stride=0)
+        kb.vec("exp", xb, xb, count=cols)
+        kb.emit(tile.ReduceOp(red, xb, scratch, count=cols, op="add"))
+        kb.emit(tile.BroadcastOp(bc, red, count=1))
+        kb.vec("div", xb, xb, bc, count=cols, src1_stride=0)
+        kb.copy(xb, ya, dst_offset=r * cols, burst=cols)
+    lw.launch(kb)
+    return y
+
+
+def lrn(lw: Lowering, x: DevTensor, size: int, alpha: float, beta: float, bias: float, loc) -> DevTensor:
+    """LRN across channels: the windowed sum of squares is a 1x1 convolution with a band matrix
+    on the cube; the rest is y = x * exp(-beta * ln(bias + alpha / size * sumsq))."""
+    n_, c_, h_, w_ = x.shape
+    sq = eltwise(lw, "lrn_square", loc, [x], [("mul", "y", "x0", "x0")])
+    lo, hi = (size - 1) // 2, math.ceil((size - 1) / 2)
+    idx = np.arange(c_)
+    band = ((idx[None, :] >= idx[:, None] - lo) & (idx[None, :] <= idx[:, None] + hi)).astype(np.float32)
+    s = conv2d(lw, sq, band.reshape(c_, c_, 1, 1), None, (1, 1), (0, 0, 0, 0), (1, 1), 1, x.shape, loc,
+               kernel_hint="lrn_sum")
+    steps = [("muls", "t", "x0", None, alpha / size), ("adds", "t", "t", None, bias), ("ln", "t", "t", None),
+             ("muls", "t", "t", None, -beta), ("exp", "t", "t", None), ("mul", "y", "x1", "t")]
+    return eltwise(lw, "lrn", loc, [s, lw.as_format(x, NC1HWC0, lw.dtype, loc)], steps)

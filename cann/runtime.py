@@ -1,0 +1,62 @@
+"""A compiled model: run it on the simulated AI Core, save it as ``.om``, load it back."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from cann.codegen.om import IoTensor, OfflineModel, read_om, write_om
+
+
+class Model:
+    """An offline model bound to the simulator.
+
+    ``inputs`` / ``outputs`` describe the model's tensors (name, shape, dtype); after ``run``,
+    ``last_run`` holds the simulation statistics (``cycles``, ``instructions``, per kernel).
+    """
+
+    def __init__(self, om: OfflineModel):
+        self.om = om
+        self.last_run = None
+
+    @property
+    def inputs(self) -> tuple[IoTensor, ...]:
+        return self.om.inputs
+
+    @property
+    def outputs(self) -> tuple[IoTensor, ...]:
+        return self.om.outputs
+
+    @property
+    def precision_mode(self) -> str:
+        return self.om.precision_mode
+
+    @property
+    def soc_version(self) -> str:
+        return self.om.soc_version
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Simulate one inference: ``inputs`` by name (shapes and dtypes as declared) -> outputs by name.
+
+        Raises:
+            CannError: a missing or unknown input, or a shape/dtype mismatch; a simulator fault.
+        """
+        from cann.sim.executor import run_model
+
+        outputs, stats = run_model(self.om, inputs)
+        self.last_run = stats
+        return outputs
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the ``.om`` file atomically (nothing is left behind on failure)."""
+        write_om(self.om, path)
+
+
+def load(path: str | os.PathLike) -> Model:
+    """Read an ``.om`` file.
+
+    Raises:
+        CannError: not an offline model, a truncated or corrupted file, an unsupported version.
+    """
+    return Model(read_om(path))
