@@ -1,0 +1,63 @@
+"""Benchmark: light ResNet-50 with generated weights, compiled and simulated, against onnxruntime.
+
+    python benchmarks/resnet50.py [--precision-mode force_fp16|must_keep_origin_dtype] [--seed 0]
+
+Prints plain ``name: value`` lines: compile, simulation and onnxruntime wall-clock seconds (same
+input, same process; onnxruntime's session creation is reported separately from its run, CPU
+execution provider), simulated cycles, instruction count and the error of every output (the
+probabilities and the exposed logits) against onnxruntime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import cann
+from cann.compiler import PRECISION_MODES
+from cann.testing import random_inputs, test_model
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--precision-mode", default="force_fp16", choices=PRECISION_MODES)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the input (weights always use seed 0)")
+    args = ap.parse_args()
+
+    model = test_model("resnet50")
+    inputs = random_inputs(model, seed=args.seed)
+
+    t0 = time.perf_counter()
+    compiled = cann.compile(model, precision_mode=args.precision_mode)
+    t1 = time.perf_counter()
+    outputs = compiled.run(inputs)
+    t2 = time.perf_counter()
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    t3 = time.perf_counter()
+    names = [o.name for o in sess.get_outputs()]
+    reference = dict(zip(names, sess.run(names, inputs)))
+    t4 = time.perf_counter()
+
+    print("model: light_resnet50 (generated weights, seed 0)")
+    print(f"precision_mode: {args.precision_mode}")
+    print(f"compile_seconds: {t1 - t0:.2f}")
+    print(f"simulate_seconds: {t2 - t1:.2f}")
+    print(f"onnxruntime_session_seconds: {t3 - t2:.3f}")
+    print(f"onnxruntime_seconds: {t4 - t3:.3f}")
+    print(f"cycles: {compiled.last_run.cycles}")
+    print(f"instructions: {compiled.last_run.instructions}")
+    for out in model.graph.output:
+        y = outputs[out.name].astype(np.float64).reshape(-1)
+        r = reference[out.name].astype(np.float64).reshape(-1)
+        print(f"{out.name}_max_abs_err: {float(np.max(np.abs(y - r))):.3e}")
+        print(f"{out.name}_rel_l2_err: {float(np.linalg.norm(y - r) / max(np.linalg.norm(r), 1e-30)):.3e}")
+
+
+if __name__ == "__main__":
+    main()
