@@ -112,7 +112,7 @@ def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | 
     """Write the text of ``stage`` (``graph``, ``tile``, ``ascend`` or ``asm``) to ``out``.
 
     For a path, large constants go to ``<out>.npz`` next to it (docs/ir-text.md); on a stream
-    they are written inline only if small, otherwise as handles whose blobs are not saved.
+    small ones are inline and large ones are handles whose blobs are not saved.
     """
     from cann.dialects.weights import print_module
 

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
+    DenseResourceAttr,
     FloatAttr,
     IntegerAttr,
     MemRefType,
@@ -33,6 +34,7 @@ from xdsl.ir import Attribute, Dialect, Operation, SSAValue, SpacedOpaqueSyntaxA
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
+    base,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -245,7 +247,7 @@ class ConstantOp(IRDLOperation):
 
     name = "tile.constant"
     format = prop_def(StringAttr)
-    value = prop_def(DenseIntOrFPElementsAttr)
+    value = prop_def(base(DenseIntOrFPElementsAttr) | base(DenseResourceAttr))
     res = result_def(MemRefType)
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict `:` type($res)"

@@ -102,14 +102,21 @@ def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
 
 def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_LIMIT) -> tuple[ModuleOp, dict[str, np.ndarray]]:
     """A copy of ``module`` whose large constants are ``dense_resource`` handles, and their blobs."""
-    from cann.dialects.graph import ConstantOp, constant_value
+    from cann.dialects.graph import ConstantOp, constant_value, numpy_dtype
+    from cann.dialects.tile import ConstantOp as TileConstantOp
+
+    def value_of(op) -> np.ndarray:
+        if isinstance(op, ConstantOp):
+            return constant_value(op)
+        t = op.value.type
+        return np.frombuffer(op.value.data.data, numpy_dtype(t.get_element_type())).reshape(t.get_shape())
 
     clone = module.clone()
     blobs: dict[str, np.ndarray] = {}
     used: set[str] = set()
     pending = []
     for old, new in zip(module.walk(), clone.walk()):
-        if isinstance(new, ConstantOp):
+        if isinstance(new, (ConstantOp, TileConstantOp)):
             if isinstance(new.value, DenseResourceAttr):
                 used.add(new.value.resource_handle.data)
             elif math.prod(new.value.type.get_shape()) > limit and not _is_splat(new.value):
@@ -121,11 +128,9 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
             i += 1
             key = f"{base}_{i}"
         used.add(key)
-        blobs[key] = np.ascontiguousarray(constant_value(new))
+        blobs[key] = np.ascontiguousarray(value_of(new))
         new.properties["value"] = DenseResourceAttr.from_params(key, new.value.type)
-    if blobs:
-        if weights_name is None:
-            raise CannError("", "module has large constants: printing it needs a weights (.npz) path")
+    if blobs and weights_name is not None:
         clone.attributes[WEIGHTS_ATTR] = StringAttr(weights_name)
     return clone, blobs
 
@@ -145,8 +150,7 @@ def print_module(
     """
     name = os.path.basename(os.fspath(weights_path)) if weights_path is not None else None
     clone, blobs = externalize(module, name, limit)
-    if blobs:
-        assert weights_path is not None
+    if blobs and weights_path is not None:
         write_npz(weights_path, blobs)
     Printer(stream=stream, print_generic_format=print_generic_format).print_op(clone)
     stream.write("\n")
