@@ -46,7 +46,7 @@ PRECISION_MODES = {
 def loc_name(loc: Attribute | None) -> str:
     """The ONNX node name carried by an op's location ('' if none)."""
     if isinstance(loc, NameLoc):
-        return loc.name_loc.data if hasattr(loc, "name_loc") else str(loc)
+        return loc.desc.data
     return ""
 
 
@@ -205,8 +205,11 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
         conv.values[arg] = DevTensor(mem, tuple(t.get_shape()), ND, dt)
     outs: list[SSAValue] = []
     errors: list[Diagnostic] = []
+    failed: set[SSAValue] = set()
     for op in in_block.ops:
         if isinstance(op, func.ReturnOp):
+            if errors:
+                break
             for v in op.operands:
                 t = conv.tensor(v, op.location)
                 final = lw.as_format(t, ND, np_dtype(v.type.element_type), op.location)
@@ -219,10 +222,14 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
         if op.name == "graph.constant":
             conv.consts[op.results[0]] = np.asarray(graph.constant_value(op))
             continue
+        if any(v in failed for v in op.operands):  # downstream of a reported problem
+            failed.update(op.results)
+            continue
         try:
             res = conv.lower(op)
         except CannError as e:
             errors.extend(e.diagnostics)
+            failed.update(op.results)
             continue
         if res is not None:
             conv.values[op.results[0]] = res
