@@ -22,6 +22,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
+from cann.fileio import atomic_write_bytes
 from cann.errors import CannError
 from cann.hw.config import load_soc
 
@@ -127,14 +128,10 @@ def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | 
         for name, block_dim, num_args, code in module_kernels(module):
             text.write(f"kernel {name} (block_dim={block_dim}, num_args={num_args}):\n")
             text.write(disassemble_code(code, name))
-        data = text.getvalue()
-        if isinstance(out, (str, os.PathLike)):
-            Path(out).write_text(data)
-        else:
-            out.write(data)
-        return
-    if isinstance(out, (str, os.PathLike)):
-        with open(out, "w") as f:
-            print_module(module, f, weights_path=str(out) + ".npz")
     else:
-        print_module(module, out, weights_path=None)
+        text = io.StringIO()
+        print_module(module, text, weights_path=str(out) + ".npz" if isinstance(out, (str, os.PathLike)) else None)
+    if isinstance(out, (str, os.PathLike)):
+        atomic_write_bytes(out, text.getvalue().encode())
+    else:
+        out.write(text.getvalue())

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from cann.errors import CannError
+from cann.fileio import atomic_write_bytes
 
 MAGIC = b"CANNOM\0\0"
 VERSION = 1
@@ -125,27 +125,6 @@ def write_om(model: OfflineModel, path: str | os.PathLike) -> None:
     """Write ``model`` to ``path`` atomically: on any failure no file (and no temp file) is left."""
     data = encode_om(model)
     atomic_write_bytes(path, data)
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to a temp file next to ``path`` and rename it over ``path``."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    except OSError as e:
-        raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
-        raise
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
     f64,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue, SpacedOpaqueSyntaxAttribute
+from xdsl.ir import Attribute, Dialect, SSAValue, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,

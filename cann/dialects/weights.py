@@ -93,11 +93,17 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
-    """A splat stores one element: it prints short (``dense<0.02>``), so it stays inline."""
+    """A splat (one stored element, or all elements equal) prints short (``dense<0.02>``): it stays inline."""
     from cann.dialects.graph import numpy_dtype
 
     t = attr.type
-    return len(attr.data.data) == numpy_dtype(t.get_element_type()).itemsize and math.prod(t.get_shape()) > 1
+    dt = numpy_dtype(t.get_element_type())
+    if math.prod(t.get_shape()) <= 1:
+        return False
+    if len(attr.data.data) == dt.itemsize:
+        return True
+    a = np.frombuffer(attr.data.data, dt)
+    return bool((a.view(np.uint8).reshape(a.size, -1) == a.view(np.uint8)[: dt.itemsize]).all())
 
 
 def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_LIMIT) -> tuple[ModuleOp, dict[str, np.ndarray]]:
@@ -165,8 +171,10 @@ def module_to_text(module: ModuleOp, weights_path: str | os.PathLike | None = No
 def resolve_weights(module: ModuleOp, weights_dir: str | os.PathLike | None) -> None:
     """Replace every ``dense_resource`` constant by its value from the module's ``graph.weights`` file."""
     from cann.dialects.graph import ConstantOp, dense_attr, numpy_dtype
+    from cann.dialects.tile import ConstantOp as TileConstantOp
 
-    ops = [op for op in module.walk() if isinstance(op, ConstantOp) and isinstance(op.value, DenseResourceAttr)]
+    ops = [op for op in module.walk()
+           if isinstance(op, (ConstantOp, TileConstantOp)) and isinstance(op.value, DenseResourceAttr)]
     if not ops:
         return
     attr = module.attributes.get(WEIGHTS_ATTR)

@@ -22,7 +22,6 @@ from xdsl.dialects.builtin import (
     i64,
     NameLoc,
     StringAttr,
-    TensorType,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -32,7 +31,7 @@ from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
 from cann.lowering import cube, data, vector
-from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, elem_type, np_dtype
+from cann.lowering.common import ND, DevTensor, Lowering, elem_type, np_dtype
 
 #: device dtype of float tensors per precision mode
 PRECISION_MODES = {

@@ -7,14 +7,10 @@ else is a bug: ``internal error: ...`` with the traceback, exit 1.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sys
-import tempfile
 import traceback
-from collections.abc import Iterator, Sequence
-from pathlib import Path
-from typing import IO, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 
@@ -80,21 +76,3 @@ def _exit(code: int) -> NoReturn:
     sys.exit(code)
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
-    """Open a temp file next to ``path``; rename it over ``path`` only if the block succeeds."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise CannError(str(path), f"cannot write: {e.strerror or e}") from None
-        raise

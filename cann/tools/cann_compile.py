@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from cann.errors import CannError
-from cann.tools._cli import atomic_output, run_command
+from cann.tools._cli import run_command
 
 PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
 STAGES = ("graph", "tile", "ascend", "asm")
@@ -139,9 +139,8 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         if output == "-":
             emit_stage(model, emit, sys.stdout, **options)
             sys.stdout.flush()
-        else:
-            with atomic_output(output, "w") as f:
-                emit_stage(model, emit, f, **options)
+        else:  # written atomically; large constants go to OUTPUT.npz beside it
+            emit_stage(model, emit, output, **options)
             print(f"{output}: {emit} IR written", file=sys.stderr)
         return 0
 

@@ -15,6 +15,8 @@ Additions to xDSL's flags:
 from __future__ import annotations
 
 import argparse
+import os
+from io import StringIO
 import io
 import re
 import sys
@@ -143,10 +145,30 @@ class CannOptMain(xDSLOptMain):
         self._current_pass = next_
         self._timer = time.perf_counter()
 
+    def _weights_dir(self) -> str:
+        f = self.args.input_file
+        return os.path.dirname(os.path.abspath(f)) if f else os.getcwd()
+
     def apply_passes(self, prog: ModuleOp):
+        from cann.dialects.weights import WEIGHTS_ATTR, resolve_weights
+
+        if WEIGHTS_ATTR in prog.attributes and self.pipeline.passes:
+            resolve_weights(prog, self._weights_dir())  # passes may need the values (docs/ir-text.md)
         self._timer = time.perf_counter()
         self._current_pass = None
         self.pipeline.apply(self.ctx, prog)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        """The default target prints large constants as ``dense_resource`` handles: with ``-o FILE``
+        their blobs go to ``FILE.npz`` (docs/ir-text.md); on stdout they are not saved."""
+        from cann.dialects.weights import print_module
+
+        if self.args.target != "mlir" or self.args.print_op_generic or self.args.print_no_properties:
+            return super().output_resulting_program(prog)
+        out = StringIO()
+        weights = f"{self.args.output_file}.npz" if self.args.output_file else None
+        print_module(prog, out, weights)
+        return out.getvalue()
 
     # -- running ------------------------------------------------------------------------------
 
@@ -162,7 +184,7 @@ class CannOptMain(xDSLOptMain):
         try:
             super().run()
             if self._buffer is not None:
-                from cann.tools._cli import atomic_output
+                from cann.fileio import atomic_output
 
                 with atomic_output(self.args.output_file, "w") as f:
                     f.write(self._buffer.getvalue())

@@ -19,7 +19,8 @@ import click
 import numpy as np
 
 from cann.errors import CannError
-from cann.tools._cli import atomic_output, run_command
+from cann.fileio import atomic_output
+from cann.tools._cli import run_command
 
 FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
 

@@ -1,4 +1,4 @@
-"""Shared helpers for the command-line tool tests: small ONNX models with generated weights."""
+"""Shared test helpers: small ONNX models with generated weights (DESIGN.md recipe)."""
 
 import numpy as np
 import onnx
