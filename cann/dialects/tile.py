@@ -210,7 +210,36 @@ ReduceOp = _instr("reduce", ("dst", "src", "scratch"), ("dst_offset", "src_offse
 BroadcastOp = _instr("broadcast", ("dst", "src"), ("dst_offset", "src_offset", "count"),
                      doc="dst[0:count*lanes] = src element (count repeats of 256 B).")
 
-TILE_INSTRS = (CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp)
+BlockOffsetOp = _instr("block_offset", ("buf",), ("stride",),
+                      doc="SPMD: for the rest of the kernel, GM argument buf is seen block_idx * stride elements "
+                          "further on each core.")
+
+TILE_INSTRS = (BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp)
+
+
+@irdl_op_definition
+class BlockIfOp(IRDLOperation):
+    """``tile.block_if {lo = 0 : i64, hi = 3 : i64}``: what follows, up to ``tile.block_endif``, runs
+    only on the cores with ``lo <= block_idx < hi`` (SPMD tails)."""
+
+    name = "tile.block_if"
+    lo = prop_def(IntegerAttr)
+    hi = prop_def(IntegerAttr)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, lo: int, hi: int):
+        super().__init__(properties={"lo": IntegerAttr(lo, i64), "hi": IntegerAttr(hi, i64)})
+
+
+@irdl_op_definition
+class BlockEndifOp(IRDLOperation):
+    """``tile.block_endif``: ends the innermost ``tile.block_if``."""
+
+    name = "tile.block_endif"
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    assembly_format = "attr-dict"
 
 
 @irdl_op_definition
@@ -284,6 +313,6 @@ class LaunchOp(IRDLOperation):
 
 Tile = Dialect(
     "tile",
-    [*TILE_INSTRS, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
+    [*TILE_INSTRS, BlockIfOp, BlockEndifOp, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
     [SpaceAttr],
 )

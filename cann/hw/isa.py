@@ -68,7 +68,7 @@ class InstrDef:
     pipe: Pipe
     fields: tuple[Field, ...]
     doc: str
-    group: str  # "dma", "load2d", "img2col", "mmad", "fixpipe", "vector", "reduce", "sync", ...
+    group: str  # "dma", "load2d", "img2col", "mmad", "fixpipe", "vector", "reduce", "sync", "spmd", ...
 
     @cached_property
     def struct(self) -> struct.Struct:
@@ -132,6 +132,12 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("set_flag", Pipe.S, _FLAG, "sync", "after all earlier work of src_pipe, set flag (src_pipe, dst_pipe, event)"),
     ("wait_flag", Pipe.S, _FLAG, "sync", "dst_pipe waits until flag (src_pipe, dst_pipe, event) is set, then clears it"),
     ("pipe_barrier", Pipe.S, _f("pipe"), "sync", "orders everything on pipe (ALL: every pipe) before what follows"),
+    # SPMD control, resolved by the scalar unit of each core (DESIGN.md principle 5)
+    ("block_offset", Pipe.S, _f("arg", "stride"), "spmd",
+     "for the rest of the kernel, kernel argument arg's GM base is moved by block_idx * stride bytes"),
+    ("block_if", Pipe.S, _f("lo", "hi"), "spmd",
+     "the instructions up to the matching block_endif run only on cores with lo <= block_idx < hi"),
+    ("block_endif", Pipe.S, (), "spmd", "ends the innermost block_if"),
 ]
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(

@@ -14,6 +14,7 @@ Consumers ask for the format they need with :meth:`Lowering.as_format`; the conv
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -107,6 +108,7 @@ class KernelBuilder:
         self.block = Block()
         self.gm_args: list[DevTensor] = []
         self._arg_of: dict[int, SSAValue] = {}
+        self.block_dim = 1
 
     @property
     def soc(self) -> SocSpec:
@@ -158,11 +160,53 @@ class KernelBuilder:
                              src0_stride=unit if src0_stride is None else src0_stride,
                              src1_stride=unit if src1_stride is None else src1_stride, scalar=scalar))
 
+    # -- SPMD ------------------------------------------------------------------------------------
+    def partition(self, tiles: int) -> tuple[int, int]:
+        """Spread ``tiles`` uniform work items round-robin over the SoC's cores (at most the pinned
+        ``block_dim``): returns ``(block_dim, rounds)``; core ``b`` does items ``r*block_dim + b``."""
+        cap = self.tiling.get("block_dim", self.soc.ai_core_count)
+        self.block_dim = max(1, min(cap, self.soc.ai_core_count, tiles))
+        self.tiling["block_dim"] = self.block_dim
+        return self.block_dim, math.ceil(tiles / self.block_dim)
+
+    def block_offset(self, buf: SSAValue, stride: int) -> None:
+        """Core ``b`` sees GM argument ``buf`` ``b * stride`` elements further on (emit at kernel start)."""
+        if self.block_dim > 1 and stride:
+            self.emit(tile.BlockOffsetOp(buf, stride=stride))
+
+    def for_tiles(self, tiles: int, body, partial_last: bool = False) -> None:
+        """Emit ``body(first)`` once per round (``first``: the round's first item, core 0's); the
+        last round is guarded to the cores that have an item. With ``partial_last`` the very last
+        item gets its own section, ``body(first, last=True)``, run only by its core."""
+        b_dim = self.block_dim
+        rounds = math.ceil(tiles / b_dim)
+        for r in range(rounds):
+            hi = min(b_dim, tiles - r * b_dim)
+            if partial_last and r == rounds - 1:
+                if hi > 1:
+                    with self.guard(0, hi - 1):
+                        body(r * b_dim)
+                with self.guard(hi - 1, hi):
+                    body(r * b_dim, last=True)
+            else:
+                with self.guard(0, hi):
+                    body(r * b_dim)
+
+    @contextlib.contextmanager
+    def guard(self, lo: int, hi: int):
+        """Instructions emitted inside run only on cores ``lo <= block_idx < hi``."""
+        if lo == 0 and hi >= self.block_dim:
+            yield
+            return
+        self.emit(tile.BlockIfOp(lo, hi))
+        yield
+        self.emit(tile.BlockEndifOp())
+
     def finish(self) -> func.FuncOp:
         self.block.add_op(func.ReturnOp())
         fn = func.FuncOp(self.name, ([a.type for a in self.block.args], []), Region(self.block))
         fn.attributes["tile.kernel"] = UnitAttr()
-        fn.attributes["tile.block_dim"] = IntegerAttr(1, i64)
+        fn.attributes["tile.block_dim"] = IntegerAttr(self.block_dim, i64)
         fn.attributes["tile.tiling"] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in sorted(self.tiling.items())})
         if self.loc is not None:
             fn.location = self.loc

@@ -87,6 +87,16 @@ class _Kernel:
             handler(op)
         return self.out
 
+    def _block_offset(self, op) -> None:
+        buf = op.operand("buf")
+        self.emit("block_offset", arg=self.args[buf], stride=op.field("stride") * self.isz(buf))
+
+    def _block_if(self, op) -> None:
+        self.emit("block_if", lo=op.lo.value.data, hi=op.hi.value.data)
+
+    def _block_endif(self, op) -> None:
+        self.emit("block_endif")
+
     def _copy(self, op) -> None:
         src, dst = op.operand("src"), op.operand("dst")
         key = (space_of(src), space_of(dst))

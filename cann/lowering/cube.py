@@ -77,14 +77,22 @@ class _CubeTiles:
                    src0_offset=j * valid * 16, src1_offset=j * lanes, src1_stride=0)
 
 
-def _default_tiles(lw: Lowering, m_hint: int, n_total: int, k_total: int, k0: int) -> tuple[int, int, int]:
-    """(m, n, k) filling L0A / L0B (ascend-core.md §2.1 sizes via the SoC description)."""
+def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int) -> tuple[int, int, int]:
+    """(m, n, k): ``n`` (a divisor of the padded N, at most 128) small enough that the N tiles
+    occupy every core, ``m`` up to 128, ``k`` filling L0A / L0B (ascend-core.md §2.1 via the SoC)."""
     isz = lw.dtype.itemsize
-    n = min(128, _ceil(n_total, 16))
+    target = max(1, min(8, n1 // min(lw.soc.ai_core_count, n1)))
+    n = 16 * max(d for d in range(1, target + 1) if n1 % d == 0)
     m = min(128, _ceil(m_hint, 16))
     k = min(lw.usable("l0a") // (m * isz), lw.usable("l0b") // (n * isz))
     k = max(k0, k // k0 * k0)
     return m, n, min(k, _ceil(k_total, k0))
+
+
+def _n_tiles(np_: int, n_t: int, loc) -> int:
+    if n_t % 16 or np_ % n_t:
+        raise unsupported(loc, f"tiling: n = {n_t} must be a multiple of 16 dividing {np_}")
+    return np_ // n_t
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -115,9 +123,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     dh, dw = dilations
     _, _, ho_, wo_ = out_shape
 
-    m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, cout, kdim, k0)
+    m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, n1, kdim, k0)
     kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t})
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
+    n_tiles = _n_tiles(np_, n_t, loc)
+    kb.partition(n_tiles)  # SPMD over output-channel tiles
     # output rows per L1 tile: the accumulators of a row tile stay in L0C
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16
     rows = kb.tiling.get("rows") or max(1, m_cap // wo_)
@@ -133,6 +143,9 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     bt = lw.constant(bias_table(b, cout, lw.lanes, dt), "ND")
     y = lw.gm_tensor(out_shape, NC1HWC0)
     xa, wa, ba, ya = kb.arg(x), kb.arg(wz), kb.arg(bt), kb.arg(y)
+    kb.block_offset(wa, n_t * k0)
+    kb.block_offset(ba, n_t // 16 * lw.lanes)
+    kb.block_offset(ya, n_t // 16 * ho_ * wo_ * 16)
     tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0)
     l1_fm = kb.alloc(Space.L1, c1in * rin_max * w_ * 16, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
@@ -149,8 +162,9 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             nrows = r1 - r0
             kb.copy(xa, l1_fm, src_offset=(n * c1in * h_ + r0) * w_ * 16, nburst=c1in, burst=nrows * w_ * 16,
                     src_stride=h_ * w_ * 16, dst_stride=nrows * w_ * 16)
-            for nt0 in range(0, np_, n_t):
-                nt = min(n_t, np_ - nt0)
+            def body(first: int, last: bool = False, n=n, ho0=ho0, m_valid=m_valid, m_pad=m_pad,
+                     in_start=in_start, in_end=in_end, r0=r0, r1=r1, nrows=nrows) -> None:
+                nt0, nt = first * n_t, n_t
                 for kt0 in range(0, kdim, k_t):
                     kt = min(k_t, kdim - kt0)
                     tiles.load_weights(wa, n1, kt0, kt, nt0, nt)
@@ -172,6 +186,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     tiles.epilogue(l0c, ms0 * nt, n1t, valid, ms)
                     kb.copy(tiles.ub_out, ya, dst_offset=((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + ms0) * 16,
                             nburst=n1t, burst=valid * 16, dst_stride=ho_ * wo_ * 16)
+
+            kb.for_tiles(n_tiles, body)
     lw.launch(kb)
     return y
 
@@ -191,21 +207,27 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     kp = _ceil(k_, k0)
     n1 = math.ceil(n_ / 16)
     np_ = n1 * 16
-    m_t, n_t, k_t = _default_tiles(lw, m_, n_, kp, k0)
+    m_t, n_t, k_t = _default_tiles(lw, m_, n1, kp, k0)
     kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t})
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
+    n_tiles = _n_tiles(np_, n_t, loc)
+    kb.partition(n_tiles)  # SPMD over output-column tiles
     wz = lw.constant(fractal_z(bmat, k0, dt), "FRACTAL_Z", (kp, np_))
     bt = lw.constant(bias_table(bias, n_, lw.lanes, dt), "ND")
     y = lw.gm_tensor((m_, n_), ND)
     aa, wa, ba, ya = kb.arg(a), kb.arg(wz), kb.arg(bt), kb.arg(y)
+    kb.block_offset(wa, n_t * k0)
+    kb.block_offset(ba, n_t // 16 * lw.lanes)
+    kb.block_offset(ya, n_t)
     tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0)
     l1_a = kb.alloc(Space.L1, k_t * m_t, dt)
     l0c = kb.alloc(Space.L0C, m_t * n_t, np.dtype(np.float32))
     for mt0 in range(0, m_, m_t):
         rows = min(m_t, m_ - mt0)
         m_pad = _ceil(rows, 16)
-        for nt0 in range(0, np_, n_t):
-            nt = min(n_t, np_ - nt0)
+
+        def body(first: int, last: bool = False, mt0=mt0, rows=rows, m_pad=m_pad) -> None:
+            nt0, nt = first * n_t, n_t
             for kt0 in range(0, kp, k_t):
                 kt = min(k_t, kp - kt0)
                 k1t = kt // k0
@@ -219,10 +241,13 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
             tiles.load_bias(ba, nt0, nt)
             n1t = nt // 16
             tiles.epilogue(l0c, 0, n1t, rows, m_pad)
+            actual0 = (n_tiles - 1) * n_t if last else nt0  # the last tile's columns (its own core)
             for j in range(n1t):
-                cols = min(16, n_ - (nt0 + j * 16))
+                cols = min(16, n_ - (actual0 + j * 16))
                 if cols > 0:
                     kb.copy(tiles.ub_out, ya, src_offset=j * rows * 16, dst_offset=mt0 * n_ + nt0 + j * 16,
                             nburst=rows, burst=cols, src_stride=16, dst_stride=n_)
+
+        kb.for_tiles(n_tiles, body, partial_last=n_ % n_t != 0)
     lw.launch(kb)
     return y

@@ -57,22 +57,44 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
     for i in range(len(tabs)):
         bufs[f"c{i}"] = kb.alloc(Space.UB, lanes, lw.dtype)
     unit = 16 if fmt == NC1HWC0 else 1
-    c1 = out.storage_shape[1] if fmt == NC1HWC0 else 1
-    for p in range(nplanes):
-        for i, tb in enumerate(tabs):
-            kb.copy(tb, bufs[f"c{i}"], src_offset=(p % c1) * lanes, burst=lanes)
-        for q0 in range(0, plane, chunk):
-            q = min(chunk, plane - q0)
-            base = p * plane + q0
-            for i, s in enumerate(srcs):
-                kb.copy(s, bufs[f"x{i}"], src_offset=base, burst=q)
-            for op, d, s0, *more in steps:
-                s1 = more[0] if more else None
-                scalar = more[1] if len(more) > 1 else 0.0
-                is_tab = isinstance(s1, str) and s1.startswith("c")
-                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=q // unit, unit=unit,
-                       src1_stride=0 if is_tab else None, scalar=scalar)
-            kb.copy(bufs["y"], dst, dst_offset=base, burst=q)
+
+    def chunk_ops(base: int, q: int) -> None:
+        for i, src in enumerate(srcs):
+            kb.copy(src, bufs[f"x{i}"], src_offset=base, burst=q)
+        for op, d, s0, *more in steps:
+            s1 = more[0] if more else None
+            scalar = more[1] if len(more) > 1 else 0.0
+            is_tab = isinstance(s1, str) and s1.startswith("c")
+            kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=q // unit, unit=unit,
+                   src1_stride=0 if is_tab else None, scalar=scalar)
+        kb.copy(bufs["y"], dst, dst_offset=base, burst=q)
+
+    if fmt == NC1HWC0:  # SPMD over the C1 planes of each image
+        c1 = out.storage_shape[1]
+        kb.partition(c1)
+        for v in (*srcs, dst):
+            kb.block_offset(v, plane)
+        for tb in tabs:
+            kb.block_offset(tb, lanes)
+        for n in range(nplanes // c1):
+            def body(first: int, last: bool = False, n=n) -> None:
+                for i, tb in enumerate(tabs):
+                    kb.copy(tb, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
+                for q0 in range(0, plane, chunk):
+                    chunk_ops((n * c1 + first) * plane + q0, min(chunk, plane - q0))
+
+            kb.for_tiles(c1, body)
+    else:  # SPMD over equal chunks; the last, shorter one runs on its own core
+        size = out.size
+        n_chunks = math.ceil(size / chunk)
+        kb.partition(n_chunks)
+        for v in (*srcs, dst):
+            kb.block_offset(v, chunk)
+
+        def body(first: int, last: bool = False) -> None:
+            chunk_ops(first * chunk, size - (n_chunks - 1) * chunk if last else chunk)
+
+        kb.for_tiles(n_chunks, body, partial_last=size % chunk != 0)
     lw.launch(kb)
     return out
 
@@ -126,33 +148,40 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
         div = (1.0 / (cnt_h[:, None] * cnt_w[None, :])).astype(np.float32)
         dtab = kb.arg(lw.constant(np.repeat(div[:, :, None], 16, axis=2).astype(lw.dtype), "ND"))
         divb = kb.alloc(Space.UB, rows * wo_ * 16, lw.dtype)
+    kb.partition(c1)  # SPMD over the C1 planes of each image
+    kb.block_offset(xa, h_ * w_ * 16)
+    kb.block_offset(ya, ho_ * wo_ * 16)
+
+    def body(first: int, last: bool = False, n: int = 0) -> None:
+        c = first
+        plane = (n * c1 + c) * h_ * w_ * 16
+        for ho0 in range(0, ho_, rows):
+            ho1 = min(ho_, ho0 + rows)
+            r = ho1 - ho0
+            in_start = ho0 * sh - pt
+            rin = (r - 1) * sh + dh * (kh_ - 1) + 1
+            r0, r1 = max(in_start, 0), min(in_start + rin, h_)
+            kb.vec("dup", inb, count=rin * wp, unit=16, scalar=fill)
+            if r1 > r0:
+                kb.copy(xa, inb, src_offset=plane + r0 * w_ * 16, dst_offset=((r0 - in_start) * wp + pl) * 16,
+                        nburst=r1 - r0, burst=w_ * 16, src_stride=w_ * 16, dst_stride=wp * 16)
+            kb.vec("dup", outb, count=r * wo_, unit=16, scalar=fill)
+            for i in range(kh_):
+                for j in range(kw_):
+                    for ho in range(r):
+                        kb.vec(op, outb, outb, inb, count=wo_, unit=16, dst_offset=ho * wo_ * 16,
+                               src0_offset=ho * wo_ * 16, src1_offset=((ho * sh + i * dh) * wp + j * dw) * 16,
+                               src1_stride=sw * 16)
+            if kind == "avg":
+                if uniform:
+                    kb.vec("muls", outb, outb, count=r * wo_, unit=16, scalar=1.0 / (kh_ * kw_))
+                else:
+                    kb.copy(dtab, divb, src_offset=ho0 * wo_ * 16, burst=r * wo_ * 16)
+                    kb.vec("mul", outb, outb, divb, count=r * wo_, unit=16)
+            kb.copy(outb, ya, dst_offset=((n * c1 + c) * ho_ + ho0) * wo_ * 16, burst=r * wo_ * 16)
+
     for n in range(n_):
-        for c in range(c1):
-            plane = (n * c1 + c) * h_ * w_ * 16
-            for ho0 in range(0, ho_, rows):
-                ho1 = min(ho_, ho0 + rows)
-                r = ho1 - ho0
-                in_start = ho0 * sh - pt
-                rin = (r - 1) * sh + dh * (kh_ - 1) + 1
-                r0, r1 = max(in_start, 0), min(in_start + rin, h_)
-                kb.vec("dup", inb, count=rin * wp, unit=16, scalar=fill)
-                if r1 > r0:
-                    kb.copy(xa, inb, src_offset=plane + r0 * w_ * 16, dst_offset=((r0 - in_start) * wp + pl) * 16,
-                            nburst=r1 - r0, burst=w_ * 16, src_stride=w_ * 16, dst_stride=wp * 16)
-                kb.vec("dup", outb, count=r * wo_, unit=16, scalar=fill)
-                for i in range(kh_):
-                    for j in range(kw_):
-                        for ho in range(r):
-                            kb.vec(op, outb, outb, inb, count=wo_, unit=16, dst_offset=ho * wo_ * 16,
-                                   src0_offset=ho * wo_ * 16, src1_offset=((ho * sh + i * dh) * wp + j * dw) * 16,
-                                   src1_stride=sw * 16)
-                if kind == "avg":
-                    if uniform:
-                        kb.vec("muls", outb, outb, count=r * wo_, unit=16, scalar=1.0 / (kh_ * kw_))
-                    else:
-                        kb.copy(dtab, divb, src_offset=ho0 * wo_ * 16, burst=r * wo_ * 16)
-                        kb.vec("mul", outb, outb, divb, count=r * wo_, unit=16)
-                kb.copy(outb, ya, dst_offset=((n * c1 + c) * ho_ + ho0) * wo_ * 16, burst=r * wo_ * 16)
+        kb.for_tiles(c1, lambda first, last=False, n=n: body(first, last, n))
     lw.launch(kb)
     return y
 

@@ -67,6 +67,8 @@ def insert_barriers(kernel: KernelOp) -> int:
         if is_sync(op):
             syncs.append(op)
             continue
+        if op.DEFN.group == "spmd":  # per-core control resolved by the scalar unit: no data moves
+            continue
         pipe = op.exec_pipe
         if prev_pipe is not None and pipe != prev_pipe and not _ordered_by(syncs, prev_pipe, pipe):
             Rewriter.insert_op(_barrier(), InsertPoint.before(op))

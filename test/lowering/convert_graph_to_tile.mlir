@@ -8,7 +8,7 @@
 // CHECK:      func.func @trans_data_0(%{{.*}}: memref<48xf32, #tile<space gm>>, %{{.*}}: memref<256xf16, #tile<space gm>>)
 // CHECK:        tile.vec {{.*}} op = "cast"
 // CHECK:        tile.copy {{.*}}nburst = 16, burst = 1, src_stride = 1, dst_stride = 16
-// CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {k = 16 : i64, m = 16 : i64, n = 16 : i64, rows = {{[0-9]+}} : i64}}
+// CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {block_dim = 1 : i64, k = 16 : i64, m = 16 : i64, n = 16 : i64, rows = {{[0-9]+}} : i64}}
 // CHECK-DAG:    %[[L1:.*]] = tile.alloc : memref<{{[0-9]+}}xf16, #tile<space l1>>
 // CHECK-DAG:    %[[L0A:.*]] = tile.alloc : memref<256xf16, #tile<space l0a>>
 // CHECK-DAG:    %[[L0B:.*]] = tile.alloc : memref<256xf16, #tile<space l0b>>

@@ -174,6 +174,12 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
             _check_flag(v)
         elif defn.mnemonic == "pipe_barrier":
             _check_barrier(v)
+        elif g == "spmd":
+            if defn.mnemonic == "block_offset":
+                _in(v, "arg", 0)
+            elif defn.mnemonic == "block_if":
+                _in(v, "lo", 0)
+                _in(v, "hi", v["lo"])
         else:  # a new group in the table without checks here is a bug
             raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
     except _Bad as e:

@@ -1,0 +1,39 @@
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
+// RUN: cann-opt %s -p 'convert-graph-to-tile,convert-tile-to-ascend' | filecheck %s --check-prefix=ASM
+
+// SPMD: 64 output channels are 4 C0 blocks; the conv kernel spreads its 16-channel tiles over 4
+// cores; each core moves its weight, bias and output pointers by block_idx * tile. 4 planes of
+// the relu likewise. 1000 Gemm columns are 63 tiles on 32 cores: two rounds, the second guarded,
+// the last (partial, 8 columns) tile on its own core.
+
+// CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64, tile.tiling = {block_dim = 4 : i64, k = 16 : i64, m = 16 : i64, n = 16 : i64
+// CHECK:        tile.block_offset %1 {stride = 256}
+// CHECK-NEXT:   tile.block_offset %2 {stride = 128}
+// CHECK-NEXT:   tile.block_offset %3 {stride = 256}
+// CHECK-NOT:    tile.block_if
+// CHECK:      func.func @relu_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64
+// CHECK:      func.func @gemm_0({{.*}}) attributes {tile.kernel, tile.block_dim = 32 : i64
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 30 : i64}
+// CHECK:        tile.block_endif
+// CHECK:        tile.block_if {lo = 30 : i64, hi = 31 : i64}
+// CHECK:        tile.copy {{.*}}nburst = 1, burst = 8, src_stride = 16, dst_stride = 1000}
+// CHECK:        tile.block_endif
+
+// ASM:        ascend.kernel @conv2d_0 attributes {block_dim = 4 : i64, num_args = 4 : i64
+// ASM-NEXT:     ascend.block_offset arg=1, stride=512
+// ASM:        ascend.kernel @gemm_0 attributes {block_dim = 32 : i64
+// ASM:          ascend.block_if lo=30, hi=31
+// ASM:          ascend.block_endif
+
+builtin.module {
+  func.func @main(%x: tensor<1x1x4x4xf32> {graph.name = "x"}) -> (tensor<1x1000xf32> {graph.name = "y"}) {
+    %w = graph.constant dense<5.000000e-01> : tensor<64x1x1x1xf32>
+    %b = graph.constant dense<1.000000e-01> : tensor<64xf32>
+    %c = graph.conv2d %x, %w, %b {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 1 : i64} : (tensor<1x1x4x4xf32>, tensor<64x1x1x1xf32>, tensor<64xf32>) -> tensor<1x64x4x4xf32>
+    %r = graph.relu %c : tensor<1x64x4x4xf32>
+    %f = graph.reshape %r : tensor<1x64x4x4xf32> -> tensor<1x1024xf32>
+    %fw = graph.constant dense<1.000000e-02> : tensor<1024x1000xf32>
+    %y = graph.gemm %f, %fw {alpha = 1.000000e+00 : f32, beta = 1.000000e+00 : f32, trans_a = 0 : i64, trans_b = 0 : i64} : (tensor<1x1024xf32>, tensor<1024x1000xf32>) -> tensor<1x1000xf32>
+    func.return %y : tensor<1x1000xf32>
+  }
+}
