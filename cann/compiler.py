@@ -45,14 +45,16 @@ def make_context() -> Context:
     return ctx
 
 
-def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1) -> list[tuple[str, str]]:
+def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
+                    aicore_num: int = 0) -> list[tuple[str, str]]:
     """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
 
     ``-O0`` and ``-O1`` currently build the same conservative program (one kernel per op,
     barrier synchronization); ``-O1`` is where fusion and pipelining passes will go.
     """
     return [
-        ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}}}"),
+        ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
+                 + (f" aicore_num={aicore_num}" if aicore_num else "") + "}"),
         ("ascend", "convert-tile-to-ascend,ascend-insert-sync"),
     ]
 
@@ -69,7 +71,7 @@ def _check_options(soc_version: str, precision_mode: str, opt_level: int) -> Non
 def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
           precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
           out_nodes: list[str] | None = None, opt_level: int = 1, until: str = "ascend",
-          fusion_switch_file: str | None = None) -> ModuleOp:
+          fusion_switch_file: str | None = None, aicore_num: int | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
 
     Raises:
@@ -83,7 +85,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
         raise CannError("--fusion_switch_file", f"no such file: {fusion_switch_file}")
     module = import_onnx(model, input_shape=input_shape, out_nodes=out_nodes)
     ctx = make_context()
-    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level):
+    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level, aicore_num or 0):
         if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
             break
         PassPipeline.parse_spec(ALL_PASSES, spec).apply(ctx, module)
@@ -92,8 +94,11 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
 
 def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
             precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
-            out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None):
+            out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None,
+            aicore_num: int | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``) for the modeled AI Core.
+
+    ``aicore_num`` caps the cores each kernel is spread over (default: all of the SoC's).
 
     Returns:
         cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
@@ -105,7 +110,8 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "A
     from cann.runtime import Model
 
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
-                   out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file)
+                   out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
+                   aicore_num=aicore_num)
     return Model(build_offline_model(module))
 
 

@@ -164,8 +164,8 @@ class KernelBuilder:
     def partition(self, tiles: int) -> tuple[int, int]:
         """Spread ``tiles`` uniform work items round-robin over the SoC's cores (at most the pinned
         ``block_dim``): returns ``(block_dim, rounds)``; core ``b`` does items ``r*block_dim + b``."""
-        cap = self.tiling.get("block_dim", self.soc.ai_core_count)
-        self.block_dim = max(1, min(cap, self.soc.ai_core_count, tiles))
+        cap = self.tiling.get("block_dim", self.lowering.cores)
+        self.block_dim = max(1, min(cap, self.lowering.cores, tiles))
         self.tiling["block_dim"] = self.block_dim
         return self.block_dim, math.ceil(tiles / self.block_dim)
 
@@ -222,6 +222,7 @@ class Lowering:
     dtype: np.dtype
     main: Block
     tiling_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
+    cores: int = 1  # AI cores a kernel may be spread over (SPMD block_dim at most this)
     kernels: list[func.FuncOp] = field(default_factory=list)
     _names: dict[str, int] = field(default_factory=dict)
     _converted: dict[tuple[int, str, str], DevTensor] = field(default_factory=dict)

@@ -81,7 +81,7 @@ def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int) ->
     """(m, n, k): ``n`` (a divisor of the padded N, at most 128) small enough that the N tiles
     occupy every core, ``m`` up to 128, ``k`` filling L0A / L0B (ascend-core.md §2.1 via the SoC)."""
     isz = lw.dtype.itemsize
-    target = max(1, min(8, n1 // min(lw.soc.ai_core_count, n1)))
+    target = max(1, min(8, n1 // min(lw.cores, n1)))
     n = 16 * max(d for d in range(1, target + 1) if n1 % d == 0)
     m = min(128, _ceil(m_hint, 16))
     k = min(lw.usable("l0a") // (m * isz), lw.usable("l0b") // (n * isz))

@@ -95,6 +95,19 @@ def _configure_logging(level: str) -> None:
     logger.setLevel(LOG_LEVELS[level])
 
 
+def parse_aicore_num(text: str) -> int:
+    """ATC's ``--aicore_num``: ``N`` or ``N|`` (cube cores; the vector count after '|' is ignored
+    on a coupled core).
+
+    Raises:
+        CannError: not a positive integer.
+    """
+    head = text.split("|", 1)[0].strip()
+    if not head.isdigit() or int(head) < 1:
+        raise CannError("--aicore_num", f"expected a positive core count like '8' or '8|', got '{text}'")
+    return int(head)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model_arg", metavar="MODEL", required=False)
 @click.option("--model", "model_opt", metavar="PATH", help="Model file (ATC spelling of MODEL).")
@@ -106,11 +119,12 @@ def _configure_logging(level: str) -> None:
 @click.option("--out_nodes", metavar="NAME;...", help="Model outputs to keep, ';'-separated.")
 @click.option("--log", "log_level", type=click.Choice(tuple(LOG_LEVELS)), default="warning", show_default=True)
 @click.option("--fusion_switch_file", metavar="PATH", help="ATC fusion switch file (JSON).")
+@click.option("--aicore_num", metavar="N|", help="AI cores a kernel may use (ATC form 'N' or 'N|'; default: all).")
 @click.option("--emit", type=click.Choice(STAGES), help="Write this stage's text instead of an .om.")
 @click.option("-O", "opt_level", type=click.Choice(["0", "1"]), default="1", show_default=True,
               help="-O0: conservative baseline code; -O1: optimized.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
-        log_level, fusion_switch_file, emit, opt_level) -> int:
+        log_level, fusion_switch_file, aicore_num, emit, opt_level) -> int:
     """Compile MODEL (ONNX) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
         raise CannError("--model", f"two different models given: '{model_arg}' and '{model_opt}'")
@@ -132,6 +146,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         out_nodes=parse_out_nodes(out_nodes) if out_nodes is not None else None,
         opt_level=int(opt_level),
         fusion_switch_file=fusion_switch_file,
+        aicore_num=parse_aicore_num(aicore_num) if aicore_num is not None else None,
     )
     if emit:
         from cann.compiler import emit as emit_stage
