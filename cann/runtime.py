@@ -36,15 +36,20 @@ class Model:
     def soc_version(self) -> str:
         return self.om.soc_version
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: dict[str, np.ndarray], *, sim_checks: str = "error") -> dict[str, np.ndarray]:
         """Simulate one inference: ``inputs`` by name (shapes and dtypes as declared) -> outputs by name.
+
+        ``sim_checks="warn"`` downgrades the simulator's race/deadlock/double-set errors to
+        warnings ("off" skips the race detector); see :func:`cann.sim.executor.run_model`.
+        ``last_run`` then holds a :class:`cann.sim.executor.RunStats` (per-launch records with
+        cycles, pipe ratios, GM bytes, roofline; see docs/core-model.md).
 
         Raises:
             CannError: a missing or unknown input, or a shape/dtype mismatch; a simulator fault.
         """
         from cann.sim.executor import run_model
 
-        outputs, stats = run_model(self.om, inputs)
+        outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks)
         self.last_run = stats
         return outputs
 

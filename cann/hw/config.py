@@ -67,7 +67,11 @@ class VectorSpec:
 
 @dataclass(frozen=True)
 class BandwidthSpec:
-    """Per-path bandwidths in bytes per cycle per core."""
+    """Per-path bandwidths in bytes per cycle per core; 0 = the path does not exist on this SoC.
+
+    ``gm_total`` is the whole chip's global-memory bandwidth in bytes per cycle, shared by the cores
+    moving data at the same time (docs/core-model.md, "GM sharing").
+    """
 
     gm_to_l1: int
     gm_to_ub: int
@@ -75,6 +79,9 @@ class BandwidthSpec:
     l1_to_l0b: int
     l0c_to_ub: int
     ub_to_gm: int
+    gm_total: int
+    l0c_to_gm: int = 0  # FixPipe (separated cores)
+    l0c_to_l1: int = 0  # FixPipe (separated cores)
 
 
 @dataclass(frozen=True)
@@ -94,8 +101,8 @@ class SocSpec:
 
     name: str
     arch: str
-    core_type: str
-    ai_core_count: int
+    core_type: str  # "coupled" (one core: cube + vector) or "separated" (AIC cube cores, AIV vector cores)
+    ai_core_count: int  # cores a kernel's blocks are spread over (coupled: AI Cores; separated: AIC)
     clock_mhz: int
     buffers: tuple[tuple[str, BufferSpec], ...]
     cube: CubeSpec
@@ -103,10 +110,24 @@ class SocSpec:
     bandwidth: BandwidthSpec
     latency: LatencySpec
     event_ids: int
+    cube_core_count: int = 0  # cores holding a cube unit (coupled: = ai_core_count)
+    vector_core_count: int = 0  # stand-alone vector cores (AIV; 0 on coupled parts)
+    reserved_event_ids: int = 0  # the highest event ids kept for the runtime (not for manual use)
+    has_fixpipe: bool = False  # FixPipe pipe (PIPE_FIX) on the cube core
 
     def buffer(self, name: str) -> BufferSpec:
         """The spec of on-chip buffer ``name`` (one of ``BUFFER_NAMES``)."""
         return dict(self.buffers)[name]
+
+    @property
+    def coupled(self) -> bool:
+        return self.core_type == "coupled"
+
+    def core_count(self, kind: str) -> int:
+        """Cores of ``kind`` ("aicore" on coupled parts; "aic" or "aiv" on separated ones)."""
+        if kind == "aiv":
+            return self.vector_core_count
+        return self.cube_core_count
 
 
 def available_socs() -> list[str]:
@@ -139,10 +160,52 @@ def load_soc(name: str) -> SocSpec:
             bandwidth=BandwidthSpec(**raw["bandwidth"]),
             latency=LatencySpec(**raw["latency"]),
             event_ids=int(raw["sync"]["event_ids"]),
+            cube_core_count=int(raw.get("cube_core_count", raw["ai_core_count"])),
+            vector_core_count=int(raw.get("vector_core_count", 0)),
+            reserved_event_ids=int(raw["sync"].get("reserved_event_ids", 0)),
+            has_fixpipe=bool(raw.get("has_fixpipe", False)),
         )
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise CannError(str(path), f"invalid SoC description: {e}") from None
+    _validate(spec, str(path))
+    return spec
+
+
+def _validate(spec: SocSpec, where: str) -> None:
+    def bad(msg: str):
+        raise CannError(where, f"invalid SoC description: {msg}")
+
+    if spec.core_type not in ("coupled", "separated"):
+        bad(f"core_type must be 'coupled' or 'separated', got '{spec.core_type}'")
+    if spec.ai_core_count < 1 or spec.clock_mhz < 1 or spec.event_ids < 1:
+        bad("ai_core_count, clock_mhz and sync.event_ids must be >= 1")
+    if not 0 <= spec.reserved_event_ids < spec.event_ids:
+        bad("sync.reserved_event_ids must be in [0, event_ids)")
+    if spec.coupled:
+        if spec.vector_core_count != 0 or spec.cube_core_count != spec.ai_core_count:
+            bad("a coupled SoC has cube_core_count = ai_core_count and no separate vector cores")
+        if spec.has_fixpipe:
+            bad("a coupled SoC has no FixPipe (L0C -> UB goes through the vector unit)")
+    else:
+        if spec.cube_core_count != spec.ai_core_count or spec.vector_core_count < 1:
+            bad("a separated SoC has cube_core_count = ai_core_count and vector_core_count >= 1")
+        if not spec.has_fixpipe or spec.bandwidth.l0c_to_gm <= 0:
+            bad("a separated SoC needs has_fixpipe = true and a positive bandwidth.l0c_to_gm")
+    bw = spec.bandwidth
+    for f in ("gm_to_l1", "gm_to_ub", "l1_to_l0a", "l1_to_l0b", "ub_to_gm", "gm_total"):
+        if getattr(bw, f) <= 0:
+            bad(f"bandwidth.{f} must be > 0")
+    for f in ("l0c_to_ub", "l0c_to_gm", "l0c_to_l1"):
+        if getattr(bw, f) < 0:
+            bad(f"bandwidth.{f} must be >= 0 (0: no such path)")
+    if spec.coupled and bw.l0c_to_ub <= 0:
+        bad("a coupled SoC needs bandwidth.l0c_to_ub > 0")
+    for name, v in (("cube", spec.cube), ("vector", spec.vector), ("latency", spec.latency)):
+        for f, x in vars(v).items():
+            if not isinstance(x, int) or x < 0:
+                bad(f"{name}.{f} must be a non-negative integer, got {x!r}")
     for bname, b in spec.buffers:
         if b.size <= 0 or b.align <= 0 or b.size % b.align:
-            raise CannError(str(path), f"buffer {bname}: size must be a positive multiple of align")
-    return spec
+            bad(f"buffer {bname}: size must be a positive multiple of align")
+        if not 0 <= b.reserved < b.size:
+            bad(f"buffer {bname}: reserved must be in [0, size)")

@@ -11,9 +11,10 @@ is off-limits; GM operands inside the arena), on-chip base addresses aligned to 
 ``align``, field values valid. A violation raises :class:`SimError` located at
 ``<kernel>: instruction <i> `<asm>``` and naming the buffer, the byte range and the limit.
 
-Timing (this model): each instruction costs :class:`~cann.sim.cost.CostModel` cycles on its pipe
-and the kernel's cycles are the sum over all instructions (pipes fully serialized);
-``KernelStats.busy_by_pipe`` keeps the per-pipe totals for the parallel-pipe model.
+Timing: after the functional run, :func:`cann.sim.timing.schedule` times the same instructions on
+parallel in-order pipes (S, V, M, MTE1, MTE2, MTE3) ordered across pipes only by flags and barriers,
+each instruction costing :class:`~cann.sim.cost.CostModel` cycles, and checks the synchronization:
+races, deadlocking waits, flags set twice (errors, or warnings with ``checks="warn"``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import L0C_ITEMSIZE, CostModel
+from cann.sim.timing import PIPES, Timing, schedule
 
 _F32 = np.dtype(np.float32)
 _U8 = np.dtype(np.uint8)
-_PIPE_NAMES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
+_PIPE_NAMES = PIPES
 _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
@@ -47,11 +49,25 @@ class _Fault(Exception):
 
 @dataclass
 class KernelStats:
-    """Cycles (serialized model), instruction count and per-pipe busy cycles of one kernel run."""
+    """One kernel run on one core.
+
+    ``cycles``: the parallel-pipe schedule's length; ``busy_by_pipe``: cycles each pipe is busy
+    (S, V, M, MTE1, MTE2, MTE3); ``busy_full_by_pipe``: the same with GM copies at the full
+    per-core rate (no sharing among cores: the roofline's pipe terms); ``serial_cycles``: the sum of
+    all costs (the fully serialized model); ``timing``: per-instruction start/end/pipe;
+    ``problems``: sync/race findings reported as warnings (``checks="warn"``).
+    """
 
     cycles: int
     instructions: int
     busy_by_pipe: dict[str, int] = field(default_factory=dict)
+    busy_full_by_pipe: dict[str, int] = field(default_factory=dict)
+    gm_read_bytes: int = 0
+    gm_write_bytes: int = 0
+    serial_cycles: int = 0
+    timing: Timing | None = field(default=None, repr=False)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
@@ -66,8 +82,11 @@ class AICore:
     runs unless :meth:`reset` is called.
     """
 
-    def __init__(self, spec: SocSpec):
+    def __init__(self, spec: SocSpec, block_idx: int = 0):
         self.spec = spec
+        #: this core's block index in the current launch (SPMD; 0 for block_dim 1)
+        self.block_idx = block_idx
+        self._cost_models: dict[int, CostModel] = {}
         self.bufs: dict[str, np.ndarray] = {n: np.zeros(b.size, np.uint8) for n, b in spec.buffers}
         self.limit: dict[str, int] = {n: b.usable for n, b in spec.buffers}
         self.align: dict[str, int] = {n: b.align for n, b in spec.buffers}
@@ -95,35 +114,47 @@ class AICore:
         for b in self.bufs.values():
             b.fill(0)
 
-    def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
-            kernel_name: str = "kernel") -> KernelStats:
-        """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8).
+    def cost_model(self, active_cores: int = 1) -> CostModel:
+        """The cost model with GM bandwidth shared among ``active_cores`` cores."""
+        cm = self._cost_models.get(active_cores)
+        if cm is None:
+            cm = self._cost_models[active_cores] = self.costs if active_cores == 1 else CostModel(self.spec, active_cores)
+        return cm
 
-        ``args[i]`` is the GM byte offset bound to kernel argument ``i``.
+    def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
+            kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1) -> KernelStats:
+        """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
+        then time them on parallel pipes and check their synchronization.
+
+        ``args[i]`` is the GM byte offset bound to kernel argument ``i``. ``checks``: "error"
+        (default), "warn" (report races, deadlocks and double sets as :class:`SimWarning` and in
+        ``KernelStats.problems``) or "off" (no race detector; sync errors still raise).
+        ``active_cores``: cores of the launch sharing the GM bandwidth.
 
         Raises:
-            SimError: the first invalid instruction (bounds, alignment, field values).
+            SimError: the first invalid instruction (bounds, alignment, field values); with
+                ``checks="error"`` a race, a deadlocking wait or a flag set twice.
         """
         if gm.dtype != _U8 or gm.ndim != 1 or not gm.flags.c_contiguous or not gm.flags.writeable:
             raise ValueError("gm must be a writable 1-D contiguous uint8 array")
         self.gm = gm
         self.args = tuple(int(a) for a in args)
-        busy = [0] * len(_PIPE_NAMES)
-        execs, costs = self._exec, self._cost
+        execs = self._exec
         i = -1
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
-                    d = ins.defn
-                    v = ins.values
-                    execs[d.mnemonic](v)
-                    pipe = d.pipe if d.group != "sync" else ins.pipe
-                    busy[pipe] += costs[d.mnemonic](v)
+                    execs[ins.defn.mnemonic](ins.values)
         except _Fault as e:
             raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
         finally:
             self.gm = np.zeros(0, np.uint8)
-        return KernelStats(sum(busy), len(instrs), dict(zip(_PIPE_NAMES, busy)))
+        full = self._cost
+        shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
+        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError)
+        return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
+                           dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
+                           sum(t.busy), t, t.problems, instrs)
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -140,6 +171,13 @@ class AICore:
             return lambda v: self._reduce(v, m == "vcmax")
         if d.group == "sync":
             return self._pipe_barrier if m == "pipe_barrier" else self._flag
+        if d.group == "spmd":  # resolved per core before the run (cann.sim.spmd); scalar cost only
+            return lambda v: None
+        if d.group == "fixpipe" and self.spec.bandwidth.l0c_to_ub <= 0:
+            def absent(v):
+                raise _Fault(f"{m}: {self.spec.name} has no L0C -> UB path ({self.spec.core_type} cores; "
+                             f"see docs/core-model.md)")
+            return absent
         return {"nd2nz": self._nd2nz, "load2d": self._load2d, "img2col": self._img2col, "mmad": self._mmad,
                 "fixpipe": self._l0c_to_ub, "broadcast": self._vbrcb}[d.group]
 

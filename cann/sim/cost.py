@@ -6,7 +6,9 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 
 * DMA (``copy_gm_to_l1``, ``copy_gm_to_ub``, ``copy_ub_to_gm``):
   ``mte_startup + ceil(nburst*burst / bw) + burst_overhead*(nburst - 1)`` with ``bw`` the path's
-  bandwidth (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``).
+  bandwidth (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``). With ``active_cores`` cores of a launch
+  moving data, a GM path's bandwidth is ``min(bw, gm_total / active_cores)``:
+  ``ceil(bytes / bw)`` becomes ``max(ceil(bytes / bw), ceil(bytes * active_cores / gm_total))``.
 * ``copy_gm_to_l1_nd2nz``: a DMA of ``rows`` bursts of ``cols*itemsize`` bytes on ``gm_to_l1``.
 * ``load2d``: ``mte_startup + ceil(repeat*fractal_bytes / bw)``, ``bw`` = ``l1_to_l0a`` or ``l1_to_l0b``.
 * ``img2col``: ``mte_startup + ceil(m_count*k_count*itemsize / l1_to_l0a)`` (bytes written).
@@ -14,7 +16,7 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 * ``copy_l0c_to_ub``: ``vector_startup + ceil(n1*m*n0*4 / l0c_to_ub)`` (fp32 bytes read from L0C).
 * vector, vconv, reduce, broadcast: ``vector_startup + repeat*cycles_per_repeat``
   (``cycles_per_repeat_transcendental`` for :data:`cann.hw.isa.TRANSCENDENTAL`).
-* sync (``set_flag``, ``wait_flag``, ``pipe_barrier``): ``latency.scalar``.
+* sync (``set_flag``, ``wait_flag``, ``pipe_barrier``) and SPMD control (``block_*``): ``latency.scalar``.
 """
 
 from __future__ import annotations
@@ -40,20 +42,27 @@ def _itemsize(code: int) -> int:
 class CostModel:
     """Per-instruction cycle costs for one SoC: ``cost(instr) -> int``."""
 
-    def __init__(self, spec: SocSpec):
+    def __init__(self, spec: SocSpec, active_cores: int = 1):
         self.spec = spec
+        self.active_cores = active_cores = max(1, int(active_cores))
         lat, bw, cube, vec = spec.latency, spec.bandwidth, spec.cube, spec.vector
         dma_bw = {"copy_gm_to_l1": bw.gm_to_l1, "copy_gm_to_ub": bw.gm_to_ub, "copy_ub_to_gm": bw.ub_to_gm}
+        gm_total = bw.gm_total
+        shared = active_cores * max(bw.gm_to_l1, bw.gm_to_ub, bw.ub_to_gm) > gm_total
+
+        def gm_cycles(nbytes: int, bwidth: int) -> int:
+            c = _cdiv(nbytes, bwidth)
+            return max(c, _cdiv(nbytes * active_cores, gm_total)) if shared else c
 
         def dma(bwidth: int) -> Callable:
             def f(v):  # fields: dst/dst_arg, src_arg/dst, src, nburst, burst, src_stride, dst_stride
                 nburst, burst = v[3], v[4]
-                return lat.mte_startup + _cdiv(nburst * burst, bwidth) + lat.burst_overhead * max(nburst - 1, 0)
+                return lat.mte_startup + gm_cycles(nburst * burst, bwidth) + lat.burst_overhead * max(nburst - 1, 0)
             return f
 
         def nd2nz(v):  # dtype, dst, src_arg, src, rows, cols, src_row_stride
             rows, row_bytes = v[4], v[5] * _itemsize(v[0])
-            return lat.mte_startup + _cdiv(rows * row_bytes, bw.gm_to_l1) + lat.burst_overhead * max(rows - 1, 0)
+            return lat.mte_startup + gm_cycles(rows * row_bytes, bw.gm_to_l1) + lat.burst_overhead * max(rows - 1, 0)
 
         def load2d(v):  # dst_space, dst, src, repeat, src_stride, dst_stride
             b = bw.l1_to_l0a if v[0] == isa.L0A else bw.l1_to_l0b
@@ -67,8 +76,8 @@ class CostModel:
             c = _cdiv(v[4], cube.m0) * _cdiv(v[5], cube.k0(isz)) * _cdiv(v[6], cube.n0)
             return lat.cube_startup + c * (cube.fp32_rate_divisor if isz == 4 else 1)
 
-        def l0c_to_ub(v):  # dtype, dst, src, n1, m, src_m
-            return lat.vector_startup + _cdiv(v[3] * v[4] * cube.n0 * L0C_ITEMSIZE, bw.l0c_to_ub)
+        def l0c_to_ub(v):  # dtype, dst, src, n1, m, src_m (the path is absent when l0c_to_ub = 0)
+            return lat.vector_startup + _cdiv(v[3] * v[4] * cube.n0 * L0C_ITEMSIZE, max(bw.l0c_to_ub, 1))
 
         def vector(v):  # repeat is field 4
             return lat.vector_startup + v[4] * vec.cycles_per_repeat
@@ -81,7 +90,7 @@ class CostModel:
 
         by_group = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad,
                     "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
-                    "broadcast": vector, "sync": sync}
+                    "broadcast": vector, "sync": sync, "spmd": sync}
         self._fn: dict[str, Callable] = {}
         for d in isa.INSTRUCTIONS:
             if d.group == "dma":

@@ -1,10 +1,14 @@
-"""Run an offline model (:class:`cann.codegen.om.OfflineModel`) on the simulated AI Core.
+"""Run an offline model (:class:`cann.codegen.om.OfflineModel`) on the simulated AI Cores.
 
 :func:`run_model` allocates the global-memory arena, loads the weights, places the inputs, runs
-every launch in order on one :class:`~cann.sim.core.AICore` and copies the outputs out.
+every launch in order and copies the outputs out. A launch of a kernel with ``block_dim`` B runs
+its instruction stream once per block index ``0..B-1`` (SPMD), block ``b`` on core
+``b % cores`` (each core its own :class:`~cann.sim.core.AICore` with ``block_idx = b``), in waves of
+``cores`` blocks; the launch's time is the sum over waves of the slowest core's cycles, and the GM
+bandwidth is shared among the ``min(B, cores)`` active cores (docs/core-model.md).
 
 Core state between launches: the on-chip buffers are *not* cleared between launches (kernels never
-rely on leftover state; the compiler initialises everything it reads), but a fresh core is used for
+rely on leftover state; the compiler initialises everything it reads), but fresh cores are used for
 every :func:`run_model` call, so a model's results never depend on an earlier run.
 """
 
@@ -17,17 +21,120 @@ import numpy as np
 from cann.codegen.om import OfflineModel
 from cann.errors import CannError, Diagnostic
 from cann.hw import isa
-from cann.hw.config import load_soc
+from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats
+from cann.sim.timing import CHECK_MODES, PIPES
+
+try:  # SPMD control instructions (block_offset, block_if): resolved per core before it runs
+    from cann.sim.spmd import specialize
+except ImportError:  # pragma: no cover - an ISA without them: every core runs the same stream
+    def specialize(prog, block_idx, args):
+        return prog, args
+
+_CUBE_PIPES = {isa.Pipe.M, isa.Pipe.MTE1}
+
+
+#: msprof PipeUtilization columns: (column, core kind, pipe) -- kind "aic" for cube-side pipes,
+#: "aiv" for vector-side ones; on a coupled core the cube-side pipes fill the aic_* columns and the
+#: vector unit fills aiv_vec_ratio; aic_fixpipe_ratio has no pipe in this ISA (no FixPipe
+#: instructions yet) and is 0 on parts with a FixPipe, empty on parts without one.
+RATIO_COLUMNS = (
+    ("aic_cube_ratio", "aic", "M"), ("aic_mte1_ratio", "aic", "MTE1"), ("aic_mte2_ratio", "aic", "MTE2"),
+    ("aic_mte3_ratio", "aic", "MTE3"), ("aic_scalar_ratio", "aic", "S"), ("aic_fixpipe_ratio", "aic", "FIX"),
+    ("aiv_vec_ratio", "aiv", "V"), ("aiv_mte2_ratio", "aiv", "MTE2"), ("aiv_mte3_ratio", "aiv", "MTE3"),
+    ("aiv_scalar_ratio", "aiv", "S"),
+)
+#: the binding resource named after a pipe
+RESOURCE = {"S": "scalar", "V": "vector", "M": "cube", "MTE1": "mte1", "MTE2": "mte2", "MTE3": "mte3"}
+
+
+@dataclass
+class LaunchStats:
+    """One kernel launch: its per-core runs and the profile derived from them.
+
+    ``cycles``: the launch's time (sum over waves of the slowest core); ``instructions``: executed
+    over all cores; ``core_kind``: "aicore" (coupled), "aic" or "aiv" (separated);
+    ``lower_bound``: the roofline lower bound in cycles, ``bound``: its binding resource.
+    """
+
+    index: int
+    name: str
+    block_dim: int
+    core_kind: str
+    clock_mhz: int
+    cycles: int
+    instructions: int
+    cores: list[KernelStats] = field(default_factory=list, repr=False)
+    waves: list[list[int]] = field(default_factory=list, repr=False)  # block indices per wave
+    gm_read_bytes: int = 0
+    gm_write_bytes: int = 0
+    lower_bound: int = 0
+    bound: str = ""
+    busy_by_pipe: dict[str, float] = field(default_factory=dict)  # mean over blocks
+    has_fixpipe: bool = False
+
+    @property
+    def time_us(self) -> float:
+        return self.cycles / self.clock_mhz
+
+    @property
+    def roofline_pct(self) -> float:
+        return 100.0 * self.lower_bound / self.cycles if self.cycles else 100.0
+
+    @property
+    def busy_by_pipe_ratio(self) -> dict[str, float]:
+        return {p: (b / self.cycles if self.cycles else 0.0) for p, b in self.busy_by_pipe.items()}
+
+    def ratios(self) -> dict[str, float | None]:
+        """The msprof PipeUtilization ratios (:data:`RATIO_COLUMNS`); None where the core has no such unit."""
+        r = self.busy_by_pipe_ratio
+        out: dict[str, float | None] = {}
+        for col, kind, pipe in RATIO_COLUMNS:
+            if pipe == "FIX":
+                out[col] = 0.0 if self.has_fixpipe and self.core_kind == "aic" else None
+            elif self.core_kind == "aicore":
+                out[col] = r[pipe] if (kind == "aic" and pipe != "V") or pipe == "V" else None
+            elif self.core_kind == kind:
+                out[col] = r[pipe]
+            else:
+                out[col] = None
+        return out
+
+    def profile(self) -> dict[str, object]:
+        """One profile row: launch, kernel, block_dim, core_kind, cycles, time_us, the ratios,
+        gm_read_bytes, gm_write_bytes, lower_bound_cycles, roofline_pct, bound."""
+        return {"launch": self.index, "kernel": self.name, "block_dim": self.block_dim, "core_kind": self.core_kind,
+                "cycles": self.cycles, "time_us": self.time_us, **self.ratios(),
+                "gm_read_bytes": self.gm_read_bytes, "gm_write_bytes": self.gm_write_bytes,
+                "lower_bound_cycles": self.lower_bound, "roofline_pct": self.roofline_pct, "bound": self.bound}
 
 
 @dataclass
 class RunStats:
-    """Totals over all launches (serialized model) and the per-launch kernel stats."""
+    """Totals over all launches and the per-launch records (``kernels``, also ``launches``)."""
 
     cycles: int
     instructions: int
-    kernels: list[KernelStats] = field(default_factory=list)
+    kernels: list[LaunchStats] = field(default_factory=list)
+    soc: str = ""
+    clock_mhz: int = 1
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def launches(self) -> list[LaunchStats]:
+        return self.kernels
+
+    @property
+    def time_us(self) -> float:
+        return self.cycles / self.clock_mhz
+
+    @property
+    def lower_bound(self) -> int:
+        return sum(k.lower_bound for k in self.kernels)
+
+    @property
+    def roofline_pct(self) -> float:
+        return 100.0 * self.lower_bound / self.cycles if self.cycles else 100.0
 
 
 def _place_inputs(om: OfflineModel, inputs: dict[str, np.ndarray], gm: np.ndarray) -> None:
@@ -57,17 +164,61 @@ def _place_inputs(om: OfflineModel, inputs: dict[str, np.ndarray], gm: np.ndarra
         raise CannError.many([Diagnostic(loc, msg) for loc, msg in problems])
 
 
-def run_model(om: OfflineModel, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunStats]:
+def core_kind(spec: SocSpec, prog: list[isa.Instr], name: str) -> str:
+    """Which cores run ``prog``: "aicore" on a coupled SoC; on a separated one "aic" for a kernel
+    using the cube side (M, MTE1, L1/L0 buffers) and "aiv" for a vector-only kernel.
+
+    Raises:
+        CannError: a kernel using both the cube and the vector unit on a separated SoC.
+    """
+    if spec.coupled:
+        return "aicore"
+    cube = vec = False
+    for ins in prog:
+        d = ins.defn
+        if d.group == "sync":
+            continue
+        if d.pipe in _CUBE_PIPES or d.mnemonic in ("copy_gm_to_l1", "copy_gm_to_l1_nd2nz"):
+            cube = True
+        elif d.pipe == isa.Pipe.V:
+            vec = True
+    if cube and vec:
+        raise CannError(f"kernel '{name}'", f"uses both the cube and the vector unit: {spec.name} has separated "
+                                            f"cube (AIC) and vector (AIV) cores that share data only through GM")
+    return "aic" if cube else "aiv"
+
+
+def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, runs: list[KernelStats],
+                  waves: list[list[int]]) -> LaunchStats:
+    cycles = sum(max(runs[b].cycles for b in w) for w in waves)
+    gm_r = sum(r.gm_read_bytes for r in runs)
+    gm_w = sum(r.gm_write_bytes for r in runs)
+    terms = {RESOURCE[p]: sum(max(runs[b].busy_full_by_pipe[p] for b in w) for w in waves) for p in PIPES}
+    gm_total = spec.bandwidth.gm_total
+    terms["gm_bandwidth"] = -(-(gm_r + gm_w) // gm_total)
+    bound = max(terms, key=lambda k: terms[k])
+    busy = {p: sum(r.busy_by_pipe[p] for r in runs) / len(runs) for p in PIPES}
+    return LaunchStats(li, name, block_dim, kind, spec.clock_mhz, cycles, sum(r.instructions for r in runs),
+                       runs, waves, gm_r, gm_w, terms[bound], bound, busy, spec.has_fixpipe)
+
+
+def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *,
+              sim_checks: str = "error") -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
 
     Inputs must match the declared shape and dtype exactly, except that float64 arrays are cast to
-    the declared float dtype.
+    the declared float dtype. ``sim_checks``: "error" (default) makes races, deadlocking waits and
+    flags set twice errors; "warn" reports them as :class:`cann.sim.timing.SimWarning` warnings
+    (also in ``RunStats.problems``) and goes on; "off" skips the race detector.
 
     Raises:
-        CannError: bad inputs (naming each input, expected vs got), an undecodable kernel, a
-            kernel with ``block_dim != 1`` (multi-core is a later model).
-        SimError: an invalid instruction (bounds, alignment, fields), located at the instruction.
+        CannError: bad inputs (naming each input, expected vs got), an undecodable kernel, a kernel
+            mixing cube and vector work on a separated SoC, a bad ``sim_checks``.
+        SimError: an invalid instruction (bounds, alignment, fields), located at the instruction;
+            with ``sim_checks="error"`` a race, deadlock or double set.
     """
+    if sim_checks not in CHECK_MODES:
+        raise CannError("--sim-checks", f"must be one of {', '.join(CHECK_MODES)}, got '{sim_checks}'")
     spec = load_soc(om.soc_version)
     gm = np.zeros(om.gm_size, np.uint8)
     if om.weights:
@@ -77,28 +228,43 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray]) -> tuple[dict[str
         gm[om.weights_offset:om.weights_offset + w.size] = w
     _place_inputs(om, inputs, gm)
 
-    core = AICore(spec)
-    decoded: dict[int, list[isa.Instr]] = {}
-    stats = RunStats(0, 0, [])
+    cores: dict[tuple[str, int], AICore] = {}
+    decoded: dict[int, tuple[list[isa.Instr], str]] = {}
+    stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
     for li, la in enumerate(om.launches):
         if not 0 <= la.kernel < len(om.kernels):
             raise CannError(f"launch {li}", f"kernel index {la.kernel} outside [0, {len(om.kernels)})")
         k = om.kernels[la.kernel]
-        if k.block_dim != 1:
-            raise CannError(f"kernel '{k.name}'", f"block_dim {k.block_dim} is not supported by the simulator yet "
-                                                  f"(only 1)")
         if len(la.args) != k.num_args:
             raise CannError(f"launch {li}", f"{len(la.args)} arguments for kernel '{k.name}' taking {k.num_args}")
-        prog = decoded.get(la.kernel)
-        if prog is None:
+        entry = decoded.get(la.kernel)
+        if entry is None:
             try:
-                prog = decoded[la.kernel] = isa.decode(k.code)
+                prog = isa.decode(k.code)
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"cannot decode: {e}") from None
-        ks = core.run(prog, gm, tuple(la.args), k.name)
-        stats.kernels.append(ks)
-        stats.cycles += ks.cycles
-        stats.instructions += ks.instructions
+            entry = decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
+        prog, kind = entry
+        ncores = spec.core_count("aiv" if kind == "aiv" else "aic")
+        active = min(k.block_dim, ncores)
+        runs: list[KernelStats] = []
+        for b in range(k.block_dim):
+            core = cores.get((kind, b % ncores))
+            if core is None:
+                core = cores[(kind, b % ncores)] = AICore(spec)
+            core.block_idx = b
+            try:
+                bprog, bargs = specialize(prog, b, tuple(la.args))
+            except ValueError as e:
+                raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
+            runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",
+                                 checks=sim_checks, active_cores=active))
+            stats.problems += runs[-1].problems
+        waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
+        ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves)
+        stats.kernels.append(ls)
+        stats.cycles += ls.cycles
+        stats.instructions += ls.instructions
 
     outputs = {}
     for t in om.outputs:

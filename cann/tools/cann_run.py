@@ -3,6 +3,7 @@
     cann-run model.om                                   # seeded standard-normal inputs
     cann-run model.om --input x=x.npy --output out.npz
     cann-run model.om --input inputs.npz --compare model.onnx
+    cann-run model.om --profile --profile-csv prof.csv --trace trace.json
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
 ``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1.
@@ -11,6 +12,7 @@ A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
 from __future__ import annotations
 
 import sys
+import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -159,15 +161,22 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
 @click.option("--tolerance", type=float, help="Largest rel_l2_err accepted by --compare "
               "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
-def cli(om, input_specs, seed, output, compare, tolerance) -> int:
+@click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
+              "GM bytes, roofline lower bound, binding resource) and a total line.")
+@click.option("--profile-csv", metavar="PATH", help="Write the profile as CSV, one row per launch.")
+@click.option("--trace", metavar="PATH", help="Write a Chrome trace-event JSON timeline (opens in Perfetto).")
+@click.option("--sim-checks", type=click.Choice(["error", "warn", "off"]), default="error", show_default=True,
+              help="Simulator race/deadlock/double-set checks: errors, warnings, or no race detector.")
+def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
 
     model = cann.load(om)
-    if output:
-        parent = Path(output).parent
-        if not parent.is_dir():
-            raise CannError(output, f"cannot write: directory {parent} does not exist")
+    for path in (output, profile_csv, trace):
+        if path:
+            parent = Path(path).parent
+            if not parent.is_dir():
+                raise CannError(path, f"cannot write: directory {parent} does not exist")
     sess = reference_session(compare) if compare else None
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
@@ -175,7 +184,16 @@ def cli(om, input_specs, seed, output, compare, tolerance) -> int:
         inputs = random_inputs(model.inputs, seed)
         print(f"note: no --input given: using standard-normal inputs (seed {seed})", file=sys.stderr)
     inputs = check_inputs(inputs, model.inputs)
-    outputs = model.run(inputs)
+    if sim_checks == "error":
+        outputs = model.run(inputs)
+    else:
+        from cann.sim.timing import SimWarning
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SimWarning)
+            outputs = model.run(inputs, sim_checks=sim_checks)
+        for loc, msg in getattr(model.last_run, "problems", ()):
+            print(f"warning: {loc}: {msg}", file=sys.stderr)
     outputs = {t.name: np.asarray(outputs[t.name]).astype(t.dtype, copy=False) for t in model.outputs}
     for name, a in outputs.items():
         print(summary(name, a))
@@ -206,6 +224,15 @@ def cli(om, input_specs, seed, output, compare, tolerance) -> int:
     run = getattr(model, "last_run", None)
     if run is not None:
         print(f"cycles: {run.cycles}  instructions: {run.instructions}")
+    if run is not None and (profile or profile_csv or trace):
+        from cann.sim import profile as prof
+
+        if profile:
+            print(prof.format_profile(run))
+        if profile_csv:
+            prof.write_profile_csv(run, profile_csv)
+        if trace:
+            prof.write_trace(run, trace)
     return status
 
 

@@ -16,9 +16,11 @@ def _double_model(block_dim: int = 1, weights: bytes = b"", code_extra=()) -> Of
     n = 256  # float16 elements = 512 B = 2 repeats
     prog = [
         isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=2 * n),
+        isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
         isa.make("vmuls", dtype=0, dst=1024, src0=0, repeat=2, mask=128, dst_blk=1, src0_blk=1, dst_rep=8,
                  src0_rep=8, scalar=2.0),
         *code_extra,
+        isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
         isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=1024, nburst=1, burst=2 * n),
     ]
     return OfflineModel(
@@ -38,7 +40,7 @@ def test_run_model_double_twice():
     # second launch doubles y in place into [1024, 1536); the output y is the first launch's result
     np.testing.assert_array_equal(out["y"], x * np.float16(2))
     assert isinstance(st, RunStats) and len(st.kernels) == 2
-    assert st.instructions == 6 and st.cycles == sum(k.cycles for k in st.kernels) > 0
+    assert st.instructions == 10 and st.cycles == sum(k.cycles for k in st.kernels) > 0
 
 
 def test_float64_input_is_cast():
@@ -60,16 +62,31 @@ def test_bad_inputs(inputs, msg):
     assert msg in str(ei.value)
 
 
-def test_block_dim_must_be_one():
-    with pytest.raises(CannError, match="block_dim 4"):
-        run_model(_double_model(block_dim=4), {"x": np.zeros((2, 128), np.float16)})
+def test_block_dim_runs_every_block():
+    x = np.random.default_rng(0).standard_normal((2, 128)).astype(np.float16)
+    out1, st1 = run_model(_double_model(), {"x": x})
+    out4, st4 = run_model(_double_model(block_dim=4), {"x": x})
+    np.testing.assert_array_equal(out1["y"], out4["y"])
+    k1, k4 = st1.kernels[0], st4.kernels[0]
+    assert len(k4.cores) == 4 and k4.instructions == 4 * k1.instructions and k4.block_dim == 4
+    # 4 active cores x 64 B/cycle < gm_total: no sharing, same time; 4x the GM traffic
+    assert k4.cycles == k1.cycles and k4.gm_read_bytes == 4 * k1.gm_read_bytes
+
+
+def test_block_dim_beyond_the_cores_runs_in_waves():
+    x = np.zeros((2, 128), np.float16)
+    _, st32 = run_model(_double_model(block_dim=32), {"x": x})
+    _, st33 = run_model(_double_model(block_dim=33), {"x": x})
+    k32, k33 = st32.kernels[0], st33.kernels[0]
+    assert [len(w) for w in k33.waves] == [32, 1]
+    assert k33.cycles == k32.cycles + st33.kernels[0].cores[32].cycles
 
 
 def test_weights_loaded_and_sim_error_located():
     w = np.arange(16, dtype=np.float16).tobytes()
     extra = (isa.make("vadd", dtype=0, dst=0, src0=0, src1=UB_BAD, repeat=1, mask=128, dst_blk=1, src0_blk=1,
                       src1_blk=1),)
-    with pytest.raises(SimError, match=r"double: instruction 2 `vadd"):
+    with pytest.raises(SimError, match=r"double: instruction 3 `vadd"):
         run_model(_double_model(weights=w, code_extra=extra), {"x": np.zeros((2, 128), np.float16)})
 
 
@@ -80,8 +97,10 @@ def test_weights_visible_in_gm():
     # a kernel copying the weights to the output
     w = np.arange(256, dtype=np.float16)
     prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=512),
+            isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
             isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=0, nburst=1, burst=512)]
     om = OfflineModel("Ascend910", "force_fp16", (), (IoTensor("y", (256,), "float16", 0),), 4096, 2048,
                       w.tobytes(), (Kernel("k", 1, 2, isa.encode(prog)),), (Launch(0, (2048, 0)),))
     out, _ = run_model(om, {})
     np.testing.assert_array_equal(out["y"], w)
+

@@ -1,0 +1,377 @@
+"""Parallel-pipe timing, sync checking and race detection of one kernel run on one core.
+
+The functional result comes from executing instructions in program order (:mod:`cann.sim.core`);
+this module computes *when* each instruction runs on a model where every pipe (S, V, M, MTE1,
+MTE2, MTE3) executes its own instructions in order and pipes overlap, ordered across pipes only by
+``set_flag``/``wait_flag`` and ``pipe_barrier`` (DESIGN.md principle 4, docs/core-model.md):
+
+* an instruction on pipe ``p`` starts when ``p`` is free and ends ``cost`` cycles later;
+* ``set_flag(src, dst, e)`` runs on ``src`` after its earlier work and sets flag ``(src, dst, e)``
+  at its end; setting a flag that is already set is an error ("set twice without a wait");
+* ``wait_flag(src, dst, e)`` runs on ``dst``: it starts no earlier than the flag's set time, then
+  clears the flag; a wait whose flag no earlier ``set_flag`` has set can never be satisfied in
+  program order: a deadlock error;
+* ``pipe_barrier(ALL)`` starts when every pipe is free and every pipe resumes after it;
+  ``pipe_barrier(X)`` orders instructions within pipe ``X`` (already in order in this model) and
+  occupies ``X`` for its cost.
+
+One pass over the instruction list with per-pipe "free at" times and flag-set times (a max-plus
+recurrence); no per-cycle loop.
+
+Race detection uses vector clocks: every pipe keeps, per other pipe, the count of that pipe's
+instructions known to happen before its current point (advanced by a wait through the clock the
+matching set captured, and joined across all pipes by ``pipe_barrier(ALL)``). Every instruction's
+operand footprints (the bounding byte range of each operand, per buffer; GM by arena address) are
+kept per buffer and pipe in counter order; a new access is compared only with the other pipes'
+accesses newer than what its pipe knows (a bisect), so a synchronized program compares few pairs.
+Any overlapping pair, one of them a write, on different pipes with no happens-before path is a race.
+"""
+
+from __future__ import annotations
+
+import warnings
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cann.errors import CannError
+from cann.hw import isa
+from cann.hw.config import SocSpec
+from cann.sim.cost import L0C_ITEMSIZE
+
+#: pipes of the timing model, indexed by their HIVM number (PIPE_S = 0 ... PIPE_MTE3 = 5)
+PIPES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
+NPIPES = len(PIPES)
+_ALL = isa.Pipe.ALL.value
+#: buffers of the race detector (GM addresses are arena byte addresses)
+BUFS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
+_GM, _L1, _L0A, _L0B, _L0C, _UB = range(6)
+#: checker modes: "error" raises, "warn" reports and continues, "off" skips the race detector
+CHECK_MODES = ("error", "warn", "off")
+_MAX_REPORTS = 20  # problems reported per kernel run in "warn" mode
+
+
+class SimWarning(UserWarning):
+    """A simulator check downgraded to a warning (``sim_checks="warn"``)."""
+
+
+@dataclass
+class Timing:
+    """The schedule of one kernel run on one core."""
+
+    cycles: int
+    busy: list[int]  # per pipe (PIPES order), cycles with the launch's shared GM bandwidth
+    busy_full: list[int]  # per pipe, GM DMA at the full per-core rate (the roofline's pipe terms)
+    gm_read_bytes: int
+    gm_write_bytes: int
+    start: np.ndarray  # per instruction: start cycle
+    end: np.ndarray  # per instruction: end cycle
+    pipe: np.ndarray  # per instruction: pipe index (PIPES)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (location, message) in warn mode
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _isz(code: int) -> int:
+    dt = isa.DTYPES.get(code)
+    return dt.itemsize if dt is not None else 2
+
+
+def _footprints(spec: SocSpec):
+    """mnemonic -> fn(values, args) -> tuple of (buffer, lo, hi, is_write), plus GM byte counts.
+
+    Each operand's footprint is its bounding byte range (strided gaps included).
+    """
+    bb = spec.vector.block_bytes
+    frac = spec.cube.fractal_bytes
+    n0 = spec.cube.n0
+    m0 = spec.cube.m0
+    rep_bytes = spec.vector.repeat_bytes
+    fns = {}
+
+    def dma_in(buf):
+        def f(v, args):
+            dst, a, src, nb, b, ss, ds = v
+            g = args[a] + src
+            return ((_GM, g, g + (nb - 1) * ss + b, False), (buf, dst, dst + (nb - 1) * ds + b, True)), nb * b, 0
+        return f
+
+    def dma_out(v, args):
+        a, dst, src, nb, b, ss, ds = v
+        g = args[a] + dst
+        return ((_UB, src, src + (nb - 1) * ss + b, False), (_GM, g, g + (nb - 1) * ds + b, True)), 0, nb * b
+
+    def nd2nz(v, args):
+        code, dst, a, src, rows, cols, stride = v
+        isz = _isz(code)
+        c0 = bb // isz
+        g = args[a] + src
+        n = _cdiv(cols, c0) * _cdiv(rows, m0) * m0 * c0 * isz
+        return ((_GM, g, g + (rows - 1) * stride + cols * isz, False), (_L1, dst, dst + n, True)), rows * cols * isz, 0
+
+    def load2d(v, args):
+        space, dst, src, r, ss, ds = v
+        buf = _L0A if space == isa.L0A else _L0B
+        return ((_L1, src, src + (r - 1) * ss + frac, False), (buf, dst, dst + (r - 1) * ds + frac, True)), 0, 0
+
+    def img2col(v, args):
+        isz = _isz(v[0])
+        dst, src, c1, fh, fw = v[1], v[2], v[3], v[4], v[5]
+        return ((_L1, src, src + c1 * fh * fw * n0 * isz, False), (_L0A, dst, dst + v[17] * v[19] * isz, True)), 0, 0
+
+    def mmad(v, args):
+        code, dst, a, b, m, k, n, init = v
+        isz = _isz(code)
+        return ((_L0A, a, a + m * k * isz, False), (_L0B, b, b + k * n * isz, False),
+                (_L0C, dst, dst + m * n * L0C_ITEMSIZE, True)), 0, 0
+
+    def l0c_to_ub(v, args):
+        code, dst, src, n1, m, src_m = v
+        return ((_L0C, src, src + n1 * src_m * n0 * L0C_ITEMSIZE, False),
+                (_UB, dst, dst + n1 * m * n0 * _isz(code), True)), 0, 0
+
+    def operand_hi(blk, rep, repeat, mask, e, isz):
+        nfull, rem = divmod(mask, e)
+        last = (repeat - 1) * rep * bb
+        hi = last + (nfull - 1) * blk * bb + bb if nfull else 0
+        if rem:
+            hi = max(hi, last + nfull * blk * bb + rem * isz)
+        return hi
+
+    def vector(nsrc):
+        def f(v, args):
+            code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, _ = v
+            isz = _isz(code)
+            e = bb // isz
+            out = [(_UB, dst, dst + operand_hi(db, dr, repeat, mask, e, isz), True)]
+            if nsrc >= 1:
+                out.append((_UB, s0, s0 + operand_hi(s0b, s0r, repeat, mask, e, isz), False))
+            if nsrc == 2:
+                out.append((_UB, s1, s1 + operand_hi(s1b, s1r, repeat, mask, e, isz), False))
+            return tuple(out), 0, 0
+        return f
+
+    def vconv(sisz, disz):
+        def f(v, args):
+            dst, s0, repeat, mask, dr, s0r = v[1], v[2], v[4], v[5], v[9], v[10]
+            return ((_UB, s0, s0 + (repeat - 1) * s0r * bb + mask * sisz, False),
+                    (_UB, dst, dst + (repeat - 1) * dr * bb + mask * disz, True)), 0, 0
+        return f
+
+    def reduce(v, args):
+        code, dst, s0, _, repeat, mask, _, s0b, _, _, s0r, _, _ = v
+        isz = _isz(code)
+        return ((_UB, s0, s0 + operand_hi(s0b, s0r, repeat, mask, bb // isz, isz), False),
+                (_UB, dst, dst + repeat * isz, True)), 0, 0
+
+    def vbrcb(v, args):
+        code, dst, s0, _, repeat = v[:5]
+        return ((_UB, s0, s0 + _isz(code), False), (_UB, dst, dst + repeat * rep_bytes, True)), 0, 0
+
+    def none(v, args):
+        return (), 0, 0
+
+    binary = {"vadd", "vsub", "vmul", "vdiv", "vmax", "vmin"}
+    for d in isa.INSTRUCTIONS:
+        m, g = d.mnemonic, d.group
+        if m in ("copy_gm_to_l1", "copy_gm_to_ub"):
+            fns[m] = dma_in(_L1 if m == "copy_gm_to_l1" else _UB)
+        elif m == "copy_ub_to_gm":
+            fns[m] = dma_out
+        elif g == "vector":
+            fns[m] = vector(2 if m in binary else 0 if m == "vdup" else 1)
+        elif g == "vconv":
+            fns[m] = vconv(4, 2) if m == "vconv_f322f16" else vconv(2, 4)
+        else:
+            fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
+                      "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none}[g]
+    return fns
+
+
+_FOOTPRINTS: dict[str, dict] = {}
+
+
+def footprints(spec: SocSpec) -> dict:
+    fp = _FOOTPRINTS.get(spec.name)
+    if fp is None:
+        fp = _FOOTPRINTS[spec.name] = _footprints(spec)
+    return fp
+
+
+def _range(buf: int, lo: int, hi: int) -> str:
+    return f"{BUFS[buf].upper()} [{lo}, {hi})"
+
+
+def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
+             kernel_name: str = "kernel", checks: str = "error", SimError=CannError) -> Timing:
+    """Time ``instrs`` (already executed and validated) on parallel in-order pipes and check sync.
+
+    ``costs`` / ``full_costs``: mnemonic -> cost function of the field values, with the launch's
+    shared GM bandwidth and at the full per-core rate. ``checks``: one of :data:`CHECK_MODES`.
+
+    Raises:
+        SimError: (``checks != "warn"``) a race, a wait that can never be satisfied (deadlock) or a
+            flag set twice without a wait, located at the later instruction.
+    """
+    if checks not in CHECK_MODES:
+        raise ValueError(f"checks must be one of {CHECK_MODES}, got {checks!r}")
+    race_on = checks != "off"
+    warn = checks == "warn"
+    problems: list[tuple[str, str]] = []
+    fps = footprints(spec)
+    scalar = spec.latency.scalar
+    n = len(instrs)
+    start = np.zeros(n, np.int64)
+    end = np.zeros(n, np.int64)
+    pipe_of = np.zeros(n, np.int8)
+    free = [0] * NPIPES
+    busy = [0] * NPIPES
+    busy_full = [0] * NPIPES
+    gm_r = gm_w = 0
+    flags: dict[tuple[int, int, int], tuple[int, list[int], int]] = {}
+    cnt = [0] * NPIPES
+    vc = [[0] * NPIPES for _ in range(NPIPES)]
+    # per buffer, per pipe: [counters, lo, hi, instr index] for writes and for reads
+    acc_w = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
+    acc_r = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
+    touched: set[tuple[int, int]] = set()
+    fp_cache: dict[str, dict[tuple, tuple]] = {}
+
+    def loc(i: int) -> str:
+        return f"{kernel_name}: instruction {i} `{instrs[i].asm()}`"
+
+    def problem(i: int, msg: str) -> None:
+        if not warn:
+            raise SimError(loc(i), msg)
+        if len(problems) < _MAX_REPORTS:
+            problems.append((loc(i), msg))
+            warnings.warn(f"{loc(i)}: {msg}", SimWarning, stacklevel=4)
+
+    def race(i: int, p: int, buf: int, lo: int, hi: int, w: bool, j: int, q: int, lo2: int, hi2: int, w2: bool):
+        a = instrs[j]
+        problem(i, f"data race with instruction {j} `{a.asm()}` ({PIPES[q]}): {PIPES[p]} "
+                   f"{'writes' if w else 'reads'} {_range(buf, lo, hi)}, {PIPES[q]} {'writes' if w2 else 'reads'} "
+                   f"{_range(buf, lo2, hi2)}, overlapping {_range(buf, max(lo, lo2), min(hi, hi2))}, with no "
+                   f"happens-before path (missing set_flag/wait_flag or pipe_barrier)")
+
+    for i, ins in enumerate(instrs):
+        d = ins.defn
+        v = ins.values
+        m = d.mnemonic
+        if d.group == "sync":
+            if m == "pipe_barrier":
+                x = v[0]
+                if x == _ALL:
+                    t = max(free) + scalar
+                    free = [t] * NPIPES
+                    p = 0
+                    start[i] = t - scalar
+                    end[i] = t
+                    busy[0] += scalar
+                    busy_full[0] += scalar
+                    cnt[0] += 1
+                    if race_on:
+                        j = [max(col) for col in zip(*vc)]
+                        j[0] = max(j[0], cnt[0])
+                        vc = [list(j) for _ in range(NPIPES)]
+                        for b, q in touched:  # everything before is ordered before everything after
+                            for lst in (acc_w[b][q], acc_r[b][q]):
+                                for x_ in lst:
+                                    x_.clear()
+                        touched.clear()
+                    pipe_of[i] = 0
+                    continue
+                p = x
+            else:
+                sp, dp, ev = v
+                p = sp if m == "set_flag" else dp
+            s = free[p]
+            if m == "wait_flag":
+                key = (sp, dp, ev)
+                f = flags.pop(key, None)
+                if f is None:
+                    problem(i, f"deadlock: wait_flag {PIPES[sp]}->{PIPES[dp]} event {ev} waits for a flag that no "
+                               f"earlier set_flag sets (pipe {PIPES[dp]} would block forever)")
+                else:
+                    if f[0] > s:
+                        s = f[0]
+                    if race_on:
+                        row = vc[dp]
+                        snap = f[1]
+                        for q in range(NPIPES):
+                            if snap[q] > row[q]:
+                                row[q] = snap[q]
+            e = s + scalar
+            free[p] = e
+            start[i] = s
+            end[i] = e
+            pipe_of[i] = p
+            busy[p] += scalar
+            busy_full[p] += scalar
+            cnt[p] += 1
+            vc[p][p] = cnt[p]
+            if m == "set_flag":
+                key = (sp, dp, ev)
+                if key in flags:
+                    problem(i, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} is already set by instruction "
+                               f"{flags[key][2]} with no wait_flag in between (an event id set twice)")
+                flags[key] = (e, list(vc[sp]), i)
+            continue
+
+        p = d.pipe
+        c = costs[m](v)
+        s = free[p]
+        e = s + c
+        free[p] = e
+        start[i] = s
+        end[i] = e
+        pipe_of[i] = p
+        busy[p] += c
+        fn = fps[m]
+        if d.group == "dma" or d.group == "nd2nz":
+            busy_full[p] += full_costs[m](v)
+            accs, r, w = fn(v, args)
+            gm_r += r
+            gm_w += w
+        else:
+            busy_full[p] += c
+            cache = fp_cache.get(m)
+            if cache is None:
+                cache = fp_cache[m] = {}
+            accs = cache.get(v)
+            if accs is None:
+                accs = fn(v, args)[0]
+                if len(cache) < 8192:
+                    cache[v] = accs
+        if not race_on:
+            continue
+        cnt[p] += 1
+        k = cnt[p]
+        row = vc[p]
+        row[p] = k
+        for buf, lo, hi, wr in accs:
+            if hi <= lo:
+                continue
+            wb = acc_w[buf]
+            rb = acc_r[buf]
+            for q in range(NPIPES):
+                if q == p:
+                    continue
+                known = row[q]
+                for (cs, los, his, idx), w2 in (((wb[q], True), (rb[q], False)) if wr else ((wb[q], True),)):
+                    if not cs or cs[-1] <= known:
+                        continue
+                    for t in range(bisect_right(cs, known), len(cs)):
+                        if los[t] < hi and lo < his[t]:
+                            race(i, p, buf, lo, hi, wr, idx[t], q, los[t], his[t], w2)
+                            break
+            lst = (wb if wr else rb)[p]
+            lst[0].append(k)
+            lst[1].append(lo)
+            lst[2].append(hi)
+            lst[3].append(i)
+            touched.add((buf, p))
+    return Timing(max(free) if n else 0, busy, busy_full, gm_r, gm_w, start, end, pipe_of, problems)

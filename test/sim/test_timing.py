@@ -1,0 +1,285 @@
+"""Parallel-pipe timing, sync checking, race detection, GM sharing, profile and trace, on
+hand-written instruction lists (values asserted)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel
+from cann.hw import isa
+from cann.hw.config import available_socs, load_soc
+from cann.sim import profile as prof
+from cann.sim.core import AICore, SimError
+from cann.sim.executor import run_model
+
+SPEC = load_soc("Ascend910")
+L, B = SPEC.latency, SPEC.bandwidth
+P = isa.Pipe
+cdiv = lambda a, b: -(-a // b)  # noqa: E731
+TILE = 16384  # bytes per tile: 8192 fp16, 64 vector repeats
+
+
+def run(prog, checks="error", gm=None, args=(0, 1 << 20)):
+    core = AICore(SPEC)
+    gm = np.zeros(2 << 20, np.uint8) if gm is None else gm
+    return core.run(prog, gm, args, "k", checks=checks)
+
+
+def copy_in(ub, g, n=TILE):
+    return isa.make("copy_gm_to_ub", dst=ub, src_arg=0, src=g, nburst=1, burst=n)
+
+
+def copy_out(ub, g, n=TILE):
+    return isa.make("copy_ub_to_gm", dst_arg=1, dst=g, src=ub, nburst=1, burst=n)
+
+
+def vmuls(ub, n=TILE, dst=None):
+    return isa.make("vmuls", dtype=0, dst=ub if dst is None else dst, src0=ub, repeat=n // 256, mask=128, dst_blk=1,
+                    src0_blk=1, dst_rep=8, src0_rep=8, scalar=2.0)
+
+
+def setf(s, d, e=0):
+    return isa.make("set_flag", src_pipe=s, dst_pipe=d, event=e)
+
+
+def waitf(s, d, e=0):
+    return isa.make("wait_flag", src_pipe=s, dst_pipe=d, event=e)
+
+
+C_IN = L.mte_startup + TILE // B.gm_to_ub
+C_OUT = L.mte_startup + TILE // B.ub_to_gm
+C_V = L.vector_startup + TILE // 256 * SPEC.vector.cycles_per_repeat
+S = L.scalar
+
+
+def test_lone_instruction_costs_its_formula():
+    for ins, c in ((copy_in(0, 0), C_IN), (vmuls(0), C_V), (copy_out(0, 0), C_OUT)):
+        st = run([ins])
+        assert st.cycles == c == st.serial_cycles
+        t = st.timing
+        assert t.start.tolist() == [0] and t.end.tolist() == [c]
+
+
+def test_independent_pipes_overlap():
+    st = run([copy_in(0, 0), vmuls(65536), copy_out(131072, 0)])
+    assert st.cycles == max(C_IN, C_V, C_OUT) and st.serial_cycles == C_IN + C_V + C_OUT
+    assert st.busy_by_pipe == {"S": 0, "V": C_V, "M": 0, "MTE1": 0, "MTE2": C_IN, "MTE3": C_OUT}
+
+
+def test_flag_dependency_serializes_exactly():
+    st = run([copy_in(0, 0), setf(P.MTE2, P.V), waitf(P.MTE2, P.V), vmuls(0)])
+    assert st.cycles == C_IN + S + S + C_V == st.serial_cycles
+    assert st.timing.start.tolist() == [0, C_IN, C_IN + S, C_IN + 2 * S]
+
+
+def test_pipe_all_barrier_orders_everything():
+    st = run([copy_in(0, 0), vmuls(65536), isa.make("pipe_barrier", pipe=P.ALL), copy_out(65536, 0), vmuls(0)])
+    assert st.cycles == max(C_IN, C_V) + S + max(C_OUT, C_V)
+
+
+def test_pipe_barrier_of_one_pipe_does_not_order_across_pipes():
+    with pytest.raises(SimError, match="data race"):
+        run([copy_in(0, 0), isa.make("pipe_barrier", pipe=P.V), vmuls(0)])
+    st = run([copy_in(0, 0), isa.make("pipe_barrier", pipe=P.MTE2), copy_in(0, 0)])
+    assert st.cycles == 2 * C_IN + S  # same pipe: in order, barrier occupies MTE2
+
+
+# ---------------------------------------------------------------------------------------------
+# the double-buffered copy-in -> vector -> copy-out loop
+
+
+def vconv(src, dst, n=TILE):
+    """fp32 -> fp16 of n bytes of fp32 (64 elements per repeat)."""
+    return isa.make("vconv_f322f16", dst=dst, src0=src, repeat=n // 256, mask=64, dst_rep=4, src0_rep=8)
+
+
+def pipeline(n: int, nbuf: int) -> list[isa.Instr]:
+    """n fp32 tiles of TILE bytes through ``nbuf`` UB input buffers IN[b] and output buffers OUT[b]:
+    MTE2 copy-in to IN[b], V converts to fp16 into OUT[b], MTE3 copies OUT[b] out. Flags: MTE2->V
+    (data in), V->MTE3 (result ready), V->MTE2 (IN[b] free for the copy-in nbuf tiles later),
+    MTE3->V (OUT[b] free). Every wait_flag is necessary (no priming or draining flags)."""
+    prog = []
+    for i in range(n):
+        b = i % nbuf
+        ub_in, ub_out = b * TILE, nbuf * TILE + b * TILE // 2
+        if i >= nbuf:
+            prog.append(waitf(P.V, P.MTE2, b))
+        prog += [copy_in(ub_in, i * TILE), setf(P.MTE2, P.V, b), waitf(P.MTE2, P.V, b)]
+        if i >= nbuf:
+            prog.append(waitf(P.MTE3, P.V, b))
+        prog.append(vconv(ub_in, ub_out))
+        if i + nbuf < n:
+            prog.append(setf(P.V, P.MTE2, b))
+        prog += [setf(P.V, P.MTE3, b), waitf(P.V, P.MTE3, b), copy_out(ub_out, i * TILE // 2, TILE // 2)]
+        if i + nbuf < n:
+            prog.append(setf(P.MTE3, P.V, b))
+    return prog
+
+
+def _run_pipeline(prog, n, checks="error"):
+    gm = np.zeros(2 << 20, np.uint8)
+    x = np.random.default_rng(0).standard_normal(n * TILE // 4).astype(np.float32)
+    gm[:x.nbytes] = x.view(np.uint8)
+    st = run(prog, checks=checks, gm=gm)
+    return st, x, gm[1 << 20:(1 << 20) + x.nbytes // 2].view(np.float16)
+
+
+def test_double_buffered_loop_reaches_its_bound():
+    n = 16
+    st, x, y = _run_pipeline(pipeline(n, 2), n)
+    np.testing.assert_array_equal(y, x.astype(np.float16))
+    bound = max(st.busy_by_pipe.values())
+    c_out = L.mte_startup + TILE // 2 // B.ub_to_gm
+    assert bound == st.busy_by_pipe["MTE2"] == n * (C_IN + S) + (n - 2) * S
+    assert st.busy_by_pipe["MTE3"] == n * (c_out + S) + (n - 2) * S
+    assert st.cycles <= bound / 0.9
+    single, x1, y1 = _run_pipeline(pipeline(n, 1), n)
+    np.testing.assert_array_equal(y1, x1.astype(np.float16))
+    assert single.cycles > max(single.busy_by_pipe.values()) / 0.9
+    # single-buffered: each tile's copy-in waits for the previous tile's conversion, whose output
+    # buffer waits for the previous copy-out
+    assert single.cycles >= n * (C_IN + C_V) + c_out
+
+
+@pytest.mark.filterwarnings("ignore::cann.sim.timing.SimWarning")
+def test_removing_any_wait_flag_is_a_race():
+    n = 6
+    prog = pipeline(n, 2)
+    waits = [i for i, ins in enumerate(prog) if ins.mnemonic == "wait_flag"]
+    assert len(waits) == 2 * n + 2 * (n - 2)
+    run(prog)  # the correct program is race-free
+    for j in waits:
+        mutated = prog[:j] + prog[j + 1:]
+        st, _, _ = _run_pipeline(mutated, n, checks="warn")
+        races = [msg for _, msg in st.problems if msg.startswith("data race")]
+        assert races, f"removing instruction {j} `{prog[j].asm()}` was not reported"
+        with pytest.raises(SimError, match="data race"):
+            _run_pipeline(mutated, n)
+
+
+def test_race_report_names_both_instructions_and_range():
+    with pytest.raises(SimError) as ei:
+        run([copy_in(1024, 0, 512), vmuls(0, 2048)])
+    msg = str(ei.value)
+    assert msg.startswith("error: k: instruction 1 `vmuls dtype=0, dst=0, src0=0")
+    assert "data race with instruction 0 `copy_gm_to_ub dst=1024, src_arg=0, src=0, nburst=1, burst=512" in msg
+    assert "(MTE2): V writes UB [0, 2048), MTE2 writes UB [1024, 1536), overlapping UB [1024, 1536)" in msg
+
+
+def test_gm_race_and_read_read_is_not_a_race():
+    with pytest.raises(SimError, match=r"MTE2 reads GM \[1048576, 1049088\).*MTE3 writes GM"):
+        run([copy_out(0, 0, 512), isa.make("copy_gm_to_ub", dst=4096, src_arg=1, src=0, nburst=1, burst=512)])
+    run([vmuls(0, dst=65536), copy_out(0, 0, 512), copy_in(131072, 0)])  # V and MTE3 read UB 0, MTE2 and V GM 0
+
+
+def test_deadlock_and_double_set():
+    with pytest.raises(SimError, match=r"instruction 0 `wait_flag.*deadlock: wait_flag MTE2->V event 3"):
+        run([waitf(P.MTE2, P.V, 3)])
+    with pytest.raises(SimError, match=r"instruction 1 `set_flag.*already set by instruction 0 with no wait_flag"):
+        run([setf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 1)])
+    run([setf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 2), waitf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 1)])
+    with pytest.warns(UserWarning, match="deadlock"):
+        st = run([waitf(P.MTE2, P.V, 3), vmuls(0)], checks="warn")
+    assert len(st.problems) == 1 and st.cycles == S + C_V
+
+
+def test_wait_before_set_in_program_order_is_a_deadlock():
+    with pytest.raises(SimError, match="deadlock"):
+        run([waitf(P.MTE2, P.V), setf(P.MTE2, P.V)])
+
+
+# ---------------------------------------------------------------------------------------------
+# run_model: multi-core, GM sharing, profile, trace
+
+
+def _om(prog, block_dim=1, soc="Ascend910", n=TILE):
+    return OfflineModel(soc, "force_fp16", (IoTensor("x", (n // 2,), "float16", 0),),
+                        (IoTensor("y", (n // 2,), "float16", n),), 2 * n, 2 * n, b"",
+                        (Kernel("k", block_dim, 2, isa.encode(prog)),), (Launch(0, (0, n)),))
+
+
+SYNCED = [copy_in(0, 0), setf(P.MTE2, P.V), waitf(P.MTE2, P.V), vmuls(0), setf(P.V, P.MTE3), waitf(P.V, P.MTE3),
+          copy_out(0, 0)]
+
+
+def test_gm_bandwidth_shared_among_active_cores():
+    x = np.ones(TILE // 2, np.float16)
+    _, st = run_model(_om(SYNCED, 32), {"x": x})
+    k = st.kernels[0]
+    share = lambda nbytes: max(cdiv(nbytes, 64), cdiv(nbytes * 32, B.gm_total))  # noqa: E731
+    cin, cout = L.mte_startup + share(TILE), L.mte_startup + share(TILE)
+    assert cin > C_IN
+    assert k.cycles == cin + 2 * S + C_V + 2 * S + cout
+    assert k.gm_read_bytes == k.gm_write_bytes == 32 * TILE
+    # roofline: pipes at the full per-core rate vs all GM bytes over the chip's bandwidth
+    assert k.lower_bound == max(C_IN + S, C_OUT + S, cdiv(64 * TILE, B.gm_total)) and k.bound == "gm_bandwidth"
+
+
+def test_profile_ratios_and_csv(tmp_path):
+    x = np.ones(TILE // 2, np.float16)
+    out, st = run_model(_om(SYNCED), {"x": x})
+    np.testing.assert_array_equal(out["y"], x * 2)
+    k = st.kernels[0]
+    cyc = C_IN + C_V + C_OUT + 4 * S
+    assert k.cycles == cyc and st.cycles == cyc
+    r = k.profile()
+    assert r["aic_mte2_ratio"] == pytest.approx((C_IN + S) / cyc)
+    assert r["aiv_vec_ratio"] == pytest.approx((C_V + 2 * S) / cyc)
+    assert r["aic_mte3_ratio"] == pytest.approx((C_OUT + S) / cyc)
+    assert r["aic_cube_ratio"] == 0 and r["aic_scalar_ratio"] == 0
+    assert r["aic_fixpipe_ratio"] is None and r["aiv_mte2_ratio"] is None  # coupled core
+    assert r["gm_read_bytes"] == r["gm_write_bytes"] == TILE
+    assert r["lower_bound_cycles"] == C_OUT + S == C_IN + S and r["bound"] == "mte2"  # a tie: the first pipe
+    assert r["roofline_pct"] == pytest.approx(100 * (C_OUT + S) / cyc)
+    assert r["time_us"] == pytest.approx(cyc / SPEC.clock_mhz)
+    text = prof.format_profile(st)
+    assert text.splitlines()[0].split() == list(prof.COLUMNS)
+    assert text.splitlines()[-1].startswith(f"total: launches=1 cycles={cyc} ")
+    path = tmp_path / "p.csv"
+    prof.write_profile_csv(st, path)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 1 and rows[0]["cycles"] == str(cyc) and rows[0]["aiv_mte2_ratio"] == ""
+    assert list(rows[0]) == list(prof.COLUMNS)
+
+
+def test_trace_json(tmp_path):
+    x = np.ones(TILE // 2, np.float16)
+    _, st = run_model(_om(SYNCED, 2), {"x": x})
+    path = tmp_path / "t.json"
+    prof.write_trace(st, path)
+    data = json.loads(path.read_text())
+    ev = data["traceEvents"]
+    xs = [e for e in ev if e["ph"] == "X"]
+    assert len(xs) == 2 * len(SYNCED)
+    for e in xs:
+        assert {"name", "ph", "pid", "tid", "ts", "dur", "args"} <= set(e) and e["dur"] > 0
+        assert e["args"]["asm"].startswith(e["name"] + " ")
+    threads = {(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == {(pid, p) for pid in (0, 1) for p in ("S", "V", "M", "MTE1", "MTE2", "MTE3")}
+    procs = {e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert procs == {"AICore 0", "AICore 1"}
+    last = max(e["ts"] + e["dur"] for e in xs)
+    assert last == pytest.approx(st.cycles / SPEC.clock_mhz)
+
+
+def test_socs_load_and_separated_part():
+    assert {"Ascend910", "Ascend310", "Ascend910B1"} <= set(available_socs())
+    s310, b1 = load_soc("Ascend310"), load_soc("Ascend910B1")
+    assert s310.ai_core_count == 2 and s310.coupled
+    assert (b1.core_type, b1.cube_core_count, b1.vector_core_count, b1.clock_mhz) == ("separated", 24, 48, 1850)
+    assert (b1.buffer("l1").size, b1.buffer("l0c").size, b1.buffer("ub").size) == (512 << 10, 128 << 10, 192 << 10)
+    assert b1.has_fixpipe and b1.bandwidth.l0c_to_ub == 0
+    x = np.ones(TILE // 2, np.float16)
+    out, st = run_model(_om(SYNCED, 48, soc="Ascend910B1"), {"x": x})  # a vector kernel on the AIVs
+    np.testing.assert_array_equal(out["y"], x * 2)
+    k = st.kernels[0]
+    assert k.core_kind == "aiv" and len(k.waves) == 1
+    r = k.profile()
+    assert r["aiv_vec_ratio"] > 0 and r["aic_cube_ratio"] is None
+    mixed = [isa.make("mmad", dtype=0, m=16, k=16, n=16, init=1), isa.make("pipe_barrier", pipe=P.ALL), vmuls(0)]
+    with pytest.raises(Exception, match="separated cube"):
+        run_model(_om(mixed, soc="Ascend910B1"), {"x": x})
