@@ -104,3 +104,25 @@ def test_weights_visible_in_gm():
     out, _ = run_model(om, {})
     np.testing.assert_array_equal(out["y"], w)
 
+
+def test_spmd_block_offset_and_guard():
+    # 3 cores double 3 rows of 128 fp16 each: core b moves both pointers by b rows; a guarded
+    # section runs on core 2 only and scales its row by 3 more
+    prog = [isa.make("block_offset", arg=0, stride=256), isa.make("block_offset", arg=1, stride=256),
+            isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=256),
+            isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
+            isa.make("vmuls", dtype=0, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1,
+                     dst_rep=8, src0_rep=8, src1_rep=8, scalar=2.0),
+            isa.make("block_if", lo=2, hi=3),
+            isa.make("vmuls", dtype=0, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1,
+                     dst_rep=8, src0_rep=8, src1_rep=8, scalar=3.0),
+            isa.make("block_endif"),
+            isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
+            isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=0, nburst=1, burst=256)]
+    x = np.arange(3 * 128, dtype=np.float16).reshape(3, 128) / 64
+    om = OfflineModel("Ascend910", "force_fp16", (IoTensor("x", (3, 128), "float16", 0),),
+                      (IoTensor("y", (3, 128), "float16", 1024),), 2048, 2048, b"",
+                      (Kernel("k", 3, 2, isa.encode(prog)),), (Launch(0, (0, 1024)),))
+    out, stats = run_model(om, {"x": x})
+    np.testing.assert_array_equal(out["y"], x * np.array([[2], [2], [6]], np.float16))
+    assert stats.instructions == 2 * 7 + 10  # cores 0 and 1 skip the guarded section
