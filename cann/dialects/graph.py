@@ -750,9 +750,311 @@ class LRNOp(IRDLOperation):
             raise VerifyException("'graph.lrn' expects size >= 1")
 
 
+# --------------------------------------------------------------------------------------------
+# elementwise math (unary, with optional f32 parameters) and more binary ops
+
+
+class _ParamUnary(_ElementwiseUnary):
+    """A unary elementwise op whose f32 parameters are properties (``PARAMS``: name -> default)."""
+
+    PARAMS: ClassVar[dict[str, float]] = {}
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, x: SSAValue, **params: float):
+        unknown = set(params) - set(self.PARAMS)
+        if unknown:
+            raise TypeError(f"{self.name}: unknown parameters {sorted(unknown)}")
+        props = {k: f32_attr(params.get(k, d)) for k, d in self.PARAMS.items()}
+        IRDLOperation.__init__(self, operands=[x], result_types=[x.type], properties=props)
+
+    def param(self, name: str) -> float:
+        return float(self.properties[name].value.data)
+
+
+def _unary(cls_name: str, op_name: str, doc: str, params: dict[str, float] | None = None) -> type:
+    body: dict = {"name": op_name, "__doc__": doc, "__qualname__": cls_name, "__module__": __name__}
+    base_cls = _ElementwiseUnary
+    if params:
+        base_cls = _ParamUnary
+        body["PARAMS"] = dict(params)
+        body["__annotations__"] = {"PARAMS": ClassVar}
+        for k in params:
+            body[k] = prop_def(FloatAttr)
+    return irdl_op_definition(type(cls_name, (base_cls,), body))
+
+
+SigmoidOp = _unary("SigmoidOp", "graph.sigmoid", "``graph.sigmoid %x : tensor<...>``: 1 / (1 + exp(-x)).")
+TanhOp = _unary("TanhOp", "graph.tanh", "``graph.tanh %x : tensor<...>``")
+ExpOp = _unary("ExpOp", "graph.exp", "``graph.exp %x : tensor<...>``")
+LogOp = _unary("LogOp", "graph.log", "``graph.log %x : tensor<...>`` (natural logarithm)")
+SqrtOp = _unary("SqrtOp", "graph.sqrt", "``graph.sqrt %x : tensor<...>``")
+ReciprocalOp = _unary("ReciprocalOp", "graph.reciprocal", "``graph.reciprocal %x : tensor<...>``: 1 / x.")
+AbsOp = _unary("AbsOp", "graph.abs", "``graph.abs %x : tensor<...>``")
+NegOp = _unary("NegOp", "graph.neg", "``graph.neg %x : tensor<...>``")
+ErfOp = _unary("ErfOp", "graph.erf", "``graph.erf %x : tensor<...>``")
+SoftplusOp = _unary("SoftplusOp", "graph.softplus", "``graph.softplus %x : tensor<...>``: ln(1 + exp(x)).")
+EluOp = _unary("EluOp", "graph.elu", "``graph.elu %x {alpha = 1.0 : f32} : tensor<...>``", {"alpha": 1.0})
+SeluOp = _unary("SeluOp", "graph.selu", "``graph.selu %x {alpha, gamma} : tensor<...>``",
+                {"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875})
+LeakyReluOp = _unary("LeakyReluOp", "graph.leaky_relu", "``graph.leaky_relu %x {alpha = 0.01 : f32} : tensor<...>``",
+                     {"alpha": 0.01})
+HardSigmoidOp = _unary("HardSigmoidOp", "graph.hard_sigmoid",
+                       "``graph.hard_sigmoid %x {alpha, beta} : tensor<...>``: max(0, min(1, alpha*x + beta)).",
+                       {"alpha": 0.2, "beta": 0.5})
+
+
+@irdl_op_definition
+class ClipOp(_ParamUnary):
+    """``graph.clip %x {min = 0.0 : f32, max = 6.0 : f32} : tensor<...>`` (infinite bounds: no bound)."""
+
+    name = "graph.clip"
+    PARAMS: ClassVar[dict[str, float]] = {"min": -math.inf, "max": math.inf}
+    min = prop_def(FloatAttr)
+    max = prop_def(FloatAttr)
+
+
+GELU_APPROXIMATIONS = ("none", "tanh")
+
+
+@irdl_op_definition
+class GeluOp(_ElementwiseUnary):
+    """``graph.gelu %x {approximate = "none"} : tensor<...>`` ("none": erf form, "tanh": tanh form)."""
+
+    name = "graph.gelu"
+    approximate = prop_def(StringAttr)
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def __init__(self, x: SSAValue, approximate: str = "none"):
+        IRDLOperation.__init__(self, operands=[x], result_types=[x.type],
+                               properties={"approximate": StringAttr(approximate)})
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.approximate.data not in GELU_APPROXIMATIONS:
+            raise VerifyException(f"'graph.gelu' approximate must be one of {', '.join(GELU_APPROXIMATIONS)}, "
+                                  f"got '{self.approximate.data}'")
+
+
+@irdl_op_definition
+class MaxOp(_Binary):
+    """``%z = graph.max %x, %y : (...) -> ...`` (elementwise, broadcasting)"""
+
+    name = "graph.max"
+
+
+@irdl_op_definition
+class MinOp(_Binary):
+    name = "graph.min"
+
+
+@irdl_op_definition
+class PowOp(_Binary):
+    name = "graph.pow"
+
+
+# --------------------------------------------------------------------------------------------
+# reductions, layout
+
+
+REDUCE_KINDS = ("sum", "mean", "max", "min", "prod", "l1", "l2", "sum_square", "log_sum", "log_sum_exp")
+
+
+def reduce_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool) -> tuple[int, ...]:
+    ax = set(axes)
+    if keepdims:
+        return tuple(1 if i in ax else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in ax)
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """``graph.reduce %x {kind = "sum", axes = array<i64: 1>, keepdims = 1 : i64} : tensor<...> -> tensor<...>``
+
+    ``axes``: sorted, distinct, non-negative, non-empty (the importer resolves ONNX's empty-axes rules)."""
+
+    name = "graph.reduce"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    kind = prop_def(StringAttr)
+    axes = prop_def(DenseArrayBase[I64])
+    keepdims = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, kind: str, axes: Sequence[int], keepdims: bool = True,
+                 result_type: Attribute | None = None):
+        if result_type is None:
+            result_type = TensorType(_elt(x), reduce_shape(_shape(x), axes, keepdims))
+        super().__init__(operands=[x], result_types=[result_type], properties={
+            "kind": StringAttr(kind), "axes": i64_array(axes), "keepdims": i64_attr(int(keepdims))})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        if self.kind.data not in REDUCE_KINDS:
+            raise VerifyException(f"'graph.reduce' kind must be one of {', '.join(REDUCE_KINDS)}, got '{self.kind.data}'")
+        s = _shape(self.x)
+        axes = _ints(self.axes)
+        if not axes or list(axes) != sorted(set(axes)) or axes[0] < 0 or axes[-1] >= len(s):
+            raise VerifyException(f"'graph.reduce' axes {list(axes)} must be sorted, distinct and in [0, {len(s)})")
+        kd = self.keepdims.value.data
+        if kd not in (0, 1):
+            raise VerifyException("'graph.reduce' expects keepdims 0 or 1")
+        _expect_shape(self, reduce_shape(s, axes, bool(kd)))
+
+
+PAD_MODES = ("constant", "reflect", "edge")
+
+
+@irdl_op_definition
+class PadOp(IRDLOperation):
+    """``graph.pad %x {pads = array<i64: b0, b1, e0, e1>, mode = "constant", value = 0.0 : f32} : ... -> ...``
+
+    ``pads`` in ONNX order (all begins, then all ends), one pair per axis; negative values crop."""
+
+    name = "graph.pad"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    pads = prop_def(DenseArrayBase[I64])
+    mode = prop_def(StringAttr)
+    value = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, pads: Sequence[int], mode: str = "constant", value: float = 0.0):
+        s = _shape(x)
+        r = len(s)
+        out = [s[i] + pads[i] + pads[i + r] for i in range(r)]
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), out)], properties={
+            "pads": i64_array(pads), "mode": StringAttr(mode), "value": f32_attr(value)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        r = len(s)
+        p = _check_len(self, "pads", 2 * r)
+        if self.mode.data not in PAD_MODES:
+            raise VerifyException(f"'graph.pad' mode must be one of {', '.join(PAD_MODES)}, got '{self.mode.data}'")
+        out = [s[i] + p[i] + p[i + r] for i in range(r)]
+        if min(out, default=1) < 0:
+            raise VerifyException("'graph.pad' negative pads remove more than the whole axis")
+        if self.mode.data == "reflect" and any(max(p[i], p[i + r]) >= s[i] for i in range(r) if p[i] or p[i + r]):
+            raise VerifyException("'graph.pad' reflect pads must be smaller than the axis")
+        _expect_shape(self, out)
+
+
+def slice_length(start: int, end: int, step: int) -> int:
+    if step > 0:
+        return max(0, -(-(end - start) // step))
+    return max(0, -(-(start - end) // -step))
+
+
+@irdl_op_definition
+class SliceOp(IRDLOperation):
+    """``graph.slice %x {starts, ends, steps} : tensor<...> -> tensor<...>``: one entry per axis, static,
+    already clamped (ONNX Slice semantics: for a negative step, ``end`` may be -1 meaning "before 0")."""
+
+    name = "graph.slice"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    starts = prop_def(DenseArrayBase[I64])
+    ends = prop_def(DenseArrayBase[I64])
+    steps = prop_def(DenseArrayBase[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, starts: Sequence[int], ends: Sequence[int], steps: Sequence[int]):
+        out = [slice_length(a, b, c) for a, b, c in zip(starts, ends, steps)]
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), out)], properties={
+            "starts": i64_array(starts), "ends": i64_array(ends), "steps": i64_array(steps)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        r = len(s)
+        st, en, sp = (_check_len(self, k, r) for k in ("starts", "ends", "steps"))
+        for i in range(r):
+            if sp[i] == 0:
+                raise VerifyException("'graph.slice' steps must be non-zero")
+            lo, hi = (0, s[i]) if sp[i] > 0 else (-1, s[i] - 1)
+            if not (lo <= st[i] <= hi and lo <= en[i] <= hi) or (sp[i] > 0 and st[i] > s[i]):
+                raise VerifyException(f"'graph.slice' axis {i}: start {st[i]} / end {en[i]} not clamped to the axis")
+        _expect_shape(self, [slice_length(a, b, c) for a, b, c in zip(st, en, sp)])
+
+
+@irdl_op_definition
+class LayerNormOp(IRDLOperation):
+    """``graph.layer_norm %x, %scale[, %bias] {axis = -1 : i64, epsilon = 1e-05 : f32} : (...) -> ...``
+
+    Normalizes over axes ``axis..rank-1`` (``axis`` normalized to be non-negative); ``scale`` and
+    ``bias`` broadcast to the normalized shape."""
+
+    name = "graph.layer_norm"
+    x = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr[I64])
+    epsilon = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `,` $scale (`,` $bias^)? attr-dict `:` `(` type($x) `,` type($scale) (`,` type($bias)^)? `)` `->` type($res)"
+    )
+
+    def __init__(self, x: SSAValue, scale: SSAValue, bias: SSAValue | None, axis: int, epsilon: float = 1e-5):
+        super().__init__(operands=[x, scale, bias], result_types=[x.type],
+                         properties={"axis": i64_attr(axis), "epsilon": f32_attr(epsilon)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        ax = self.axis.value.data
+        if not 0 <= ax < len(s):
+            raise VerifyException(f"'graph.layer_norm' axis {ax} out of range for rank {len(s)}")
+        norm = s[ax:]
+        for what in ("scale", "bias"):
+            v = getattr(self, what)
+            if v is not None and broadcast_shapes(_shape(v), norm) != tuple(norm):
+                raise VerifyException(f"'graph.layer_norm' {what} does not broadcast to the normalized shape "
+                                      f"{'x'.join(map(str, norm))}")
+        if self.res.type != self.x.type:
+            raise VerifyException("'graph.layer_norm' result type must equal the input type")
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """``graph.cast %x : tensor<...xf32> -> tensor<...xf16>``: elementwise dtype conversion (the
+    target dtype is the result's element type)."""
+
+    name = "graph.cast"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, to: Attribute):
+        super().__init__(operands=[x], result_types=[TensorType(to, _shape(x))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        if _shape(self.x) != _shape(self.res):
+            raise VerifyException("'graph.cast' must keep the shape")
+
+
+from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
+
 Graph = Dialect(
     "graph",
     [
+        FusedOp,
+        YieldOp,
         ConstantOp,
         Conv2DOp,
         BatchNormOp,
@@ -771,6 +1073,10 @@ Graph = Dialect(
         TransposeOp,
         SoftmaxOp,
         LRNOp,
+        SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, AbsOp, NegOp, ErfOp, SoftplusOp,
+        EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
+        MaxOp, MinOp, PowOp,
+        ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp,
     ],
     [],
 )

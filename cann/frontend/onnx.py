@@ -65,6 +65,15 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
     return m, path
 
 
+def _elem(elem_type: int, exc: type[Exception]):
+    """The xDSL element type of an ONNX tensor element type; ``exc`` when it has none."""
+    try:
+        return g.element_type(_np_dtype(elem_type))
+    except Exception:
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
+        raise exc(f"unsupported dtype {name}") from None
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
@@ -128,7 +137,7 @@ class _Importer:
         dims = _dims(t) if t is not None else None
         if t is None or dims is None or any(not isinstance(d, int) for d in dims):
             raise _Unsupported(f"shape inference left the shape of tensor '{name}' unknown")
-        return TensorType(g.element_type(_np_dtype(t.tensor_type.elem_type)), dims)
+        return TensorType(_elem(t.tensor_type.elem_type, _Unsupported), dims)
 
     # -- folding -----------------------------------------------------------------------------
 
@@ -261,7 +270,10 @@ class _Importer:
         t = self.types.get(vi.name, vi.type)
         dims = _dims(t)
         assert dims is not None and all(isinstance(d, int) for d in dims)
-        return TensorType(g.element_type(_np_dtype(t.tensor_type.elem_type)), dims)
+        try:
+            return TensorType(_elem(t.tensor_type.elem_type, ValueError), dims)
+        except ValueError as e:
+            raise CannError(vi.name, f"model input: {e}") from None
 
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
@@ -550,7 +562,6 @@ def _shape_op(imp, node, name, a):
     return [None]
 
 
-SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})
 
 
 def import_onnx(
@@ -564,3 +575,308 @@ def import_onnx(
     module = _Importer(m, where).run(input_shape, out_nodes)
     module.verify()
     return module
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise math, reductions, pad / slice, normalization, casts
+
+
+def _float_input(imp: _Importer, node: onnx.NodeProto, i: int = 0) -> SSAValue:
+    v = imp.value(node.input[i])
+    if not isinstance(g._elt(v), (g.Float32Type, g.Float16Type)):
+        raise _Unsupported(f"{node.op_type} on {g.numpy_dtype(g._elt(v)).name} tensors is not supported "
+                           "(float16 and float32 only)")
+    return v
+
+
+def _const_input(imp: _Importer, node: onnx.NodeProto, i: int, what: str) -> np.ndarray | None:
+    """The constant value of optional input ``i`` (None when absent)."""
+    if len(node.input) <= i or not node.input[i]:
+        return None
+    n = node.input[i]
+    if not imp.is_const(n):
+        raise _Unsupported(f"{node.op_type} with a non-constant {what} input '{n}'")
+    return np.asarray(imp.consts[n])
+
+
+_UNARY_OPS = {
+    "Sigmoid": g.SigmoidOp, "Tanh": g.TanhOp, "Exp": g.ExpOp, "Log": g.LogOp, "Sqrt": g.SqrtOp,
+    "Reciprocal": g.ReciprocalOp, "Abs": g.AbsOp, "Neg": g.NegOp, "Erf": g.ErfOp, "Softplus": g.SoftplusOp,
+}
+
+
+@_converter(*_UNARY_OPS)
+def _unary_op(imp, node, name, a):
+    x = _float_input(imp, node)
+    return [imp.emit(_UNARY_OPS[node.op_type](x), name).results[0]]
+
+
+@_converter("Elu", "Selu", "LeakyRelu", "HardSigmoid")
+def _param_unary(imp, node, name, a):
+    x = _float_input(imp, node)
+    if node.op_type == "Elu":
+        op = g.EluOp(x, alpha=a.get("alpha", 1.0))
+    elif node.op_type == "Selu":
+        op = g.SeluOp(x, alpha=a.get("alpha", 1.67326319217681884765625),
+                      gamma=a.get("gamma", 1.05070102214813232421875))
+    elif node.op_type == "LeakyRelu":
+        op = g.LeakyReluOp(x, alpha=a.get("alpha", 0.01))
+    else:
+        op = g.HardSigmoidOp(x, alpha=a.get("alpha", 0.2), beta=a.get("beta", 0.5))
+    return [imp.emit(op, name).results[0]]
+
+
+@_converter("Gelu")
+def _gelu(imp, node, name, a):
+    x = _float_input(imp, node)
+    approx = a.get("approximate", b"none")
+    approx = approx.decode() if isinstance(approx, bytes) else approx
+    if approx not in g.GELU_APPROXIMATIONS:
+        raise _bad_attr(node, "approximate", approx)
+    return [imp.emit(g.GeluOp(x, approx), name).results[0]]
+
+
+@_converter("Clip")
+def _clip(imp, node, name, a):
+    x = _float_input(imp, node)
+    if imp.opset < 11:
+        lo, hi = a.get("min", -math.inf), a.get("max", math.inf)
+    else:
+        lo_a, hi_a = _const_input(imp, node, 1, "min"), _const_input(imp, node, 2, "max")
+        lo = float(lo_a.reshape(-1)[0]) if lo_a is not None else -math.inf
+        hi = float(hi_a.reshape(-1)[0]) if hi_a is not None else math.inf
+    return [imp.emit(g.ClipOp(x, min=float(lo), max=float(hi)), name).results[0]]
+
+
+def _emit_unary(imp, name, cls, x, **p):
+    return imp.emit(cls(x, **p) if p else cls(x), name).results[0]
+
+
+def _scalar_const(imp, name, value: float, like: SSAValue) -> SSAValue:
+    arr = np.asarray(value, dtype=g.numpy_dtype(g._elt(like)))
+    return imp.emit(g.make_constant(arr, name), name).results[0]
+
+
+@_converter("Softsign", "HardSwish", "Mish", "Celu", "PRelu", "Swish")
+def _composite(imp, node, name, a):
+    """Activations written with other graph ops (one kernel each)."""
+    x = _float_input(imp, node)
+    t = node.op_type
+    if t == "Softsign":  # x / (1 + |x|)
+        d = _emit_unary(imp, name, g.AbsOp, x)
+        d = imp.emit(g.AddOp(d, _scalar_const(imp, name, 1.0, x)), name).results[0]
+        return [imp.emit(g.DivOp(x, d), name).results[0]]
+    if t == "HardSwish":  # x * hard_sigmoid(x; 1/6, 1/2)
+        h = _emit_unary(imp, name, g.HardSigmoidOp, x, alpha=1.0 / 6, beta=0.5)
+        return [imp.emit(g.MulOp(x, h), name).results[0]]
+    if t == "Mish":  # x * tanh(softplus(x))
+        h = _emit_unary(imp, name, g.TanhOp, _emit_unary(imp, name, g.SoftplusOp, x))
+        return [imp.emit(g.MulOp(x, h), name).results[0]]
+    if t == "Swish":  # x * sigmoid(alpha x)
+        alpha = float(a.get("alpha", 1.0))
+        s = x if alpha == 1.0 else imp.emit(g.MulOp(x, _scalar_const(imp, name, alpha, x)), name).results[0]
+        return [imp.emit(g.MulOp(x, _emit_unary(imp, name, g.SigmoidOp, s)), name).results[0]]
+    if t == "Celu":  # alpha * elu(x / alpha)
+        alpha = float(a.get("alpha", 1.0))
+        s = imp.emit(g.MulOp(x, _scalar_const(imp, name, 1.0 / alpha, x)), name).results[0]
+        e = _emit_unary(imp, name, g.EluOp, s, alpha=1.0)
+        return [imp.emit(g.MulOp(e, _scalar_const(imp, name, alpha, x)), name).results[0]]
+    # PRelu: relu(x) - slope * relu(-x)   (slope broadcasts to x; opset < 7 per-channel slope)
+    slope = imp.value(node.input[1])
+    xs, ss = g._shape(x), g._shape(slope)
+    if g.broadcast_shapes(xs, ss) != xs:
+        if len(ss) == 1 and len(xs) >= 2 and ss[0] == xs[1]:
+            slope = imp.emit(g.ReshapeOp(slope, [ss[0]] + [1] * (len(xs) - 2)), name).results[0]
+        else:
+            raise _Unsupported(f"PRelu slope of shape {list(ss)} does not broadcast to {list(xs)}")
+    pos = _emit_unary(imp, name, g.ReluOp, x)
+    neg = _emit_unary(imp, name, g.ReluOp, _emit_unary(imp, name, g.NegOp, x))
+    neg = imp.emit(g.MulOp(neg, slope, TensorType(g._elt(x), xs)), name).results[0]
+    return [imp.emit(g.SubOp(pos, neg), name).results[0]]
+
+
+_VARIADIC = {"Max": g.MaxOp, "Min": g.MinOp, "Sum": g.AddOp, "Mean": g.AddOp}
+
+
+@_converter("Max", "Min", "Mean")
+def _variadic(imp, node, name, a):
+    vals = [_float_input(imp, node, i) for i in range(len(node.input)) if node.input[i]]
+    cls = _VARIADIC[node.op_type]
+    out = _out_type(imp, node)
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = imp.emit(cls(acc, v), name).results[0]
+    if node.op_type == "Mean" and len(vals) > 1:
+        acc = imp.emit(g.MulOp(acc, _scalar_const(imp, name, 1.0 / len(vals), acc)), name).results[0]
+    if g._shape(acc) != tuple(out.get_shape()):
+        raise _Unsupported("variadic result shape differs from shape inference")
+    return [acc]
+
+
+@_converter("Pow")
+def _pow(imp, node, name, a):
+    x = _float_input(imp, node)
+    y = imp.value(node.input[1])
+    if g._elt(y) != g._elt(x):
+        if imp.is_const(node.input[1]):
+            y = imp.emit(g.make_constant(np.asarray(imp.consts[node.input[1]]).astype(g.numpy_dtype(g._elt(x))),
+                                         node.input[1]), name).results[0]
+        else:
+            raise _Unsupported("Pow with an exponent of another dtype (non-constant)")
+    return [imp.emit(g.PowOp(x, y, _out_type(imp, node)), name).results[0]]
+
+
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod",
+           "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sum_square", "ReduceLogSum": "log_sum",
+           "ReduceLogSumExp": "log_sum_exp"}
+
+
+@_converter(*_REDUCE)
+def _reduce(imp, node, name, a):
+    x = _float_input(imp, node)
+    r = len(g._shape(x))
+    axes_as_input = imp.opset >= (13 if node.op_type == "ReduceSum" else 18)
+    if axes_as_input:
+        arr = _const_input(imp, node, 1, "axes")
+        axes = [] if arr is None else [int(v) for v in arr.reshape(-1)]
+        noop = int(a.get("noop_with_empty_axes", 0))
+    else:
+        axes = list(a.get("axes", []))
+        noop = 0
+    keepdims = int(a.get("keepdims", 1))
+    if not axes:
+        if noop:
+            return [x]
+        axes = list(range(r))
+    if any(not -r <= ax < r for ax in axes):
+        raise _bad_attr(node, "axes", axes, f"out of range for rank {r}")
+    axes = sorted({ax % r for ax in axes})
+    if r == 0:
+        return [x]
+    if 0 in g._shape(x):
+        raise _Unsupported("reduction of an empty tensor")
+    op = g.ReduceOp(x, _REDUCE[node.op_type], axes, bool(keepdims), _out_type(imp, node))
+    return [imp.emit(op, name).results[0]]
+
+
+@_converter("Pad")
+def _pad(imp, node, name, a):
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    r = len(s)
+    mode = a.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in g.PAD_MODES:
+        raise _bad_attr(node, "mode", mode)
+    if imp.opset < 11:
+        pads = list(a.get("pads", a.get("paddings", [])))
+        value = float(a.get("value", 0.0))
+    else:
+        parr = _const_input(imp, node, 1, "pads")
+        pads = [int(v) for v in parr.reshape(-1)]
+        varr = _const_input(imp, node, 2, "constant_value")
+        value = float(varr.reshape(-1)[0]) if varr is not None and varr.size else 0.0
+        axes_arr = _const_input(imp, node, 3, "axes")
+        if axes_arr is not None:
+            axes = [int(v) % r for v in axes_arr.reshape(-1)]
+            full = [0] * (2 * r)
+            for j, ax in enumerate(axes):
+                full[ax], full[ax + r] = pads[j], pads[j + len(axes)]
+            pads = full
+    if len(pads) != 2 * r:
+        raise _bad_attr(node, "pads", pads, f"expected {2 * r} values")
+    if mode == "reflect" and any(max(pads[i], pads[i + r]) >= s[i] for i in range(r) if pads[i] or pads[i + r]):
+        raise _bad_attr(node, "pads", pads, "reflect pads must be smaller than the axis")
+    op = g.PadOp(x, pads, mode, value)
+    if op.res.type != _out_type(imp, node):
+        raise _Unsupported("Pad result shape differs from shape inference")
+    return [imp.emit(op, name).results[0]]
+
+
+@_converter("Slice")
+def _slice(imp, node, name, a):
+    x = imp.value(node.input[0])
+    s = g._shape(x)
+    r = len(s)
+    if imp.opset < 10:
+        starts, ends = list(a["starts"]), list(a["ends"])
+        axes = list(a.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        starts = [int(v) for v in _const_input(imp, node, 1, "starts").reshape(-1)]
+        ends = [int(v) for v in _const_input(imp, node, 2, "ends").reshape(-1)]
+        ax = _const_input(imp, node, 3, "axes")
+        axes = [int(v) for v in ax.reshape(-1)] if ax is not None else list(range(len(starts)))
+        st = _const_input(imp, node, 4, "steps")
+        steps = [int(v) for v in st.reshape(-1)] if st is not None else [1] * len(starts)
+    full_s, full_e, full_p = [0] * r, list(s), [1] * r
+    for st_, en, ax, sp in zip(starts, ends, axes, steps):
+        if not -r <= ax < r:
+            raise _bad_attr(node, "axes", axes, f"out of range for rank {r}")
+        ax %= r
+        d = s[ax]
+        if sp == 0:
+            raise _bad_attr(node, "steps", steps, "a step is 0")
+        st_ = st_ + d if st_ < 0 else st_
+        en = en + d if en < 0 else en
+        if sp > 0:
+            st_, en = min(max(st_, 0), d), min(max(en, 0), d)
+        else:
+            st_, en = min(max(st_, 0), d - 1), min(max(en, -1), d - 1)
+        full_s[ax], full_e[ax], full_p[ax] = st_, en, sp
+    if full_s == [0] * r and full_e == list(s) and full_p == [1] * r:
+        return [x]
+    out = _out_type(imp, node)
+    op = g.SliceOp(x, full_s, full_e, full_p)
+    if tuple(op.res.type.get_shape()) != tuple(out.get_shape()):
+        raise _Unsupported(f"Slice result shape {list(op.res.type.get_shape())} differs from shape inference "
+                           f"{list(out.get_shape())}")
+    if 0 in g._shape(op.res):
+        raise _Unsupported("Slice with an empty result")
+    return [imp.emit(op, name).results[0]]
+
+
+@_converter("LayerNormalization")
+def _layer_norm(imp, node, name, a):
+    x = _float_input(imp, node)
+    r = len(g._shape(x))
+    axis = int(a.get("axis", -1))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    axis %= r
+    eps = float(a.get("epsilon", 1e-5))
+    scale = imp.value(node.input[1])
+    bias = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    extra = [o for o in node.output[1:] if o]
+    if not extra:
+        return [imp.emit(g.LayerNormOp(x, scale, bias, axis, eps), name).results[0]]
+    # Mean / InvStdDev requested: the same computation written with graph ops
+    axes = list(range(axis, r))
+    mean = imp.emit(g.ReduceOp(x, "mean", axes, True), name).results[0]
+    d = imp.emit(g.SubOp(x, mean), name).results[0]
+    var = imp.emit(g.ReduceOp(imp.emit(g.MulOp(d, d), name).results[0], "mean", axes, True), name).results[0]
+    var = imp.emit(g.AddOp(var, _scalar_const(imp, name, eps, var)), name).results[0]
+    inv = _emit_unary(imp, name, g.ReciprocalOp, _emit_unary(imp, name, g.SqrtOp, var))
+    y = imp.emit(g.MulOp(imp.emit(g.MulOp(d, inv), name).results[0], scale, x.type), name).results[0]
+    if bias is not None:
+        y = imp.emit(g.AddOp(y, bias, x.type), name).results[0]
+    return [y, mean, inv]
+
+
+@_converter("Cast", "CastLike")
+def _cast(imp, node, name, a):
+    out = _out_type(imp, node)
+    if imp.is_const(node.input[0]):  # CastLike of a constant: fold
+        imp.consts[node.output[0]] = np.asarray(imp.consts[node.input[0]]).astype(g.numpy_dtype(out.get_element_type()))
+        return [None]
+    x = imp.value(node.input[0])
+    src, dst = g._elt(x), out.get_element_type()
+    if src == dst:
+        return [x]
+    floats = (g.Float32Type, g.Float16Type)
+    if isinstance(src, floats) and isinstance(dst, floats):
+        return [imp.emit(g.CastOp(x, dst), name).results[0]]
+    raise _Unsupported(f"{node.op_type} from {g.numpy_dtype(src).name} to {g.numpy_dtype(dst).name} is not supported")
+
+
+SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})

@@ -1,7 +1,8 @@
 """Lowering errors name the ONNX node (one line per problem) instead of producing wrong numbers."""
 
+import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import cann
 
@@ -12,14 +13,17 @@ def _model(nodes, inputs, outputs):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def test_unsupported_broadcast_names_every_node():
-    m = _model([helper.make_node("Add", ["a", "b"], ["y"], name="add_1"),
-                helper.make_node("Mul", ["y", "b"], ["z"], name="mul_2")],
-               [("a", [1, 4, 4, 4]), ("b", [1, 1, 4, 4])], [("z", [1, 4, 4, 4])])
+def test_unsupported_lowering_names_the_node_once():
+    """Only the failing node is reported, not the nodes downstream of it."""
+    m = _model([helper.make_node("Transpose", ["a"], ["t"], name="tr"),
+                helper.make_node("Gemm", ["t", "w"], ["y"], name="gemm_1", transA=1),
+                helper.make_node("Relu", ["y"], ["z"], name="relu_2")],
+               [("a", [4, 3])], [("z", [4, 2])])
+    m.graph.initializer.append(numpy_helper.from_array(np.ones((3, 2), np.float32), "w"))
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
     assert e.value.lines() == [
-        "error: add_1: add: broadcasting [1, 4, 4, 4] with [1, 1, 4, 4] is not supported yet",
+        "error: gemm_1: Gemm: attribute transA=1 is not supported yet",
     ]
 
 
