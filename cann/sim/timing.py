@@ -364,7 +364,14 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                 for (cs, los, his, idx), w2 in (((wb[q], True), (rb[q], False)) if wr else ((wb[q], True),)):
                     if not cs or cs[-1] <= known:
                         continue
-                    for t in range(bisect_right(cs, known), len(cs)):
+                    first = bisect_right(cs, known)
+                    if len(cs) - first > 64:  # a long unordered tail: compare in numpy
+                        hit = np.flatnonzero((np.asarray(los[first:]) < hi) & (np.asarray(his[first:]) > lo))
+                        if hit.size:
+                            t = first + int(hit[0])
+                            race(i, p, buf, lo, hi, wr, idx[t], q, los[t], his[t], w2)
+                        continue
+                    for t in range(first, len(cs)):
                         if los[t] < hi and lo < his[t]:
                             race(i, p, buf, lo, hi, wr, idx[t], q, los[t], his[t], w2)
                             break
