@@ -1,6 +1,7 @@
 """The compiler driver: an ordered table of stages, each a pass pipeline ``cann-opt -p`` accepts.
 
-``graph``   the imported model (ONNX -> graph dialect: shapes inferred, constants folded)
+``graph``   the imported model (ONNX or TensorFlow -> graph dialect: shapes inferred, constants
+            folded), then ``graph-fold-transposes`` (layout transposes cancelled / sunk)
 ``tile``    ``convert-graph-to-tile{...}``: kernels over on-chip buffers, one per op
 ``ascend``  ``convert-tile-to-ascend,ascend-insert-sync``: instructions, conservatively synchronized
 ``asm``     the encoded kernels' disassembly
@@ -53,6 +54,7 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     barrier synchronization); ``-O1`` is where fusion and pipelining passes will go.
     """
     return [
+        ("graph", "graph-fold-transposes"),
         ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
                  + (f" aicore_num={aicore_num}" if aicore_num else "") + "}"),
         ("ascend", "convert-tile-to-ascend,ascend-insert-sync"),
@@ -68,22 +70,57 @@ def _check_options(soc_version: str, precision_mode: str, opt_level: int) -> Non
         raise CannError("-O", f"unknown optimization level {opt_level} (known: 0, 1)")
 
 
+FRAMEWORKS = {3: "tensorflow", 5: "onnx", "tensorflow": "tensorflow", "tf": "tensorflow", "onnx": "onnx"}
+
+
+def model_framework(model, framework: int | str | None = None) -> str:
+    """``"onnx"`` or ``"tensorflow"``: from ``framework`` (ATC's 3 = TensorFlow, 5 = ONNX, or a name),
+    else from the model (a ``GraphDef``, serialized bytes, or a path whose suffix is ``.pb``)."""
+    if framework is not None:
+        if framework not in FRAMEWORKS:
+            raise CannError("--framework", f"unsupported framework {framework!r} (3 = TensorFlow, 5 = ONNX)")
+        return FRAMEWORKS[framework]
+    if isinstance(model, onnx.ModelProto):
+        return "onnx"
+    if type(model).__name__ == "GraphDef" or isinstance(model, (bytes, bytearray, memoryview)):
+        return "tensorflow"
+    if isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() == ".pb":
+        return "tensorflow"
+    return "onnx"
+
+
+def import_model(model, *, framework: int | str | None = None,
+                 input_shape: dict[str, tuple[int, ...]] | None = None,
+                 out_nodes: list[str] | None = None) -> ModuleOp:
+    """Import an ONNX or TensorFlow model (see :func:`model_framework`) into a graph-dialect module."""
+    if model_framework(model, framework) == "tensorflow":
+        from cann.frontend.tf import import_tf
+
+        return import_tf(model, input_shape=input_shape, out_nodes=out_nodes)
+    from cann.frontend.onnx import import_onnx
+
+    return import_onnx(model, input_shape=input_shape, out_nodes=out_nodes)
+
+
 def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
           precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
           out_nodes: list[str] | None = None, opt_level: int = 1, until: str = "ascend",
-          fusion_switch_file: str | None = None, aicore_num: int | None = None) -> ModuleOp:
+          fusion_switch_file: str | None = None, aicore_num: int | None = None,
+          framework: int | str | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
+
+    ``framework``: 3 / ``"tensorflow"`` or 5 / ``"onnx"``; by default a ``.pb`` path, bytes or a
+    ``GraphDef`` are TensorFlow and everything else ONNX.
 
     Raises:
         CannError: bad options, a malformed or unsupported model.
     """
-    from cann.frontend.onnx import import_onnx
     from cann.passes import ALL_PASSES
 
     _check_options(soc_version, precision_mode, opt_level)
     if fusion_switch_file is not None and not Path(fusion_switch_file).is_file():
         raise CannError("--fusion_switch_file", f"no such file: {fusion_switch_file}")
-    module = import_onnx(model, input_shape=input_shape, out_nodes=out_nodes)
+    module = import_model(model, framework=framework, input_shape=input_shape, out_nodes=out_nodes)
     ctx = make_context()
     for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level, aicore_num or 0):
         if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
@@ -95,8 +132,9 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
 def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
             precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
             out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None,
-            aicore_num: int | None = None):
-    """Compile an ONNX model (a path or a ``ModelProto``) for the modeled AI Core.
+            aicore_num: int | None = None, framework: int | str | None = None):
+    """Compile an ONNX model (a path or a ``ModelProto``) or a frozen TensorFlow GraphDef (a ``.pb``
+    path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) for the modeled AI Core.
 
     ``aicore_num`` caps the cores each kernel is spread over (default: all of the SoC's).
 
@@ -111,7 +149,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "A
 
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                   aicore_num=aicore_num)
+                   aicore_num=aicore_num, framework=framework)
     return Model(build_offline_model(module))
 
 

@@ -25,7 +25,8 @@ def test_stages_through_text_match_in_process_compile(tmp_path, fire_onnx):
     graph_txt = tmp_path / "m.graph.mlir"
     emit(fire_onnx, "graph", graph_txt)
     assert (tmp_path / "m.graph.mlir.npz").is_file()  # large constants are not printed inline
-    (tile_spec, ascend_spec) = [spec for _, spec in stage_pipelines("Ascend910", "force_fp16")]
+    specs = dict(stage_pipelines("Ascend910", "force_fp16"))  # the emitted graph text ran the "graph" stage
+    tile_spec, ascend_spec = specs["tile"], specs["ascend"]
     _opt(graph_txt, tmp_path / "m.tile.mlir", tile_spec)
     _opt(tmp_path / "m.tile.mlir", tmp_path / "m.ascend.mlir", ascend_spec)
     module = parse_module((tmp_path / "m.ascend.mlir").read_text(), make_context(), tmp_path)

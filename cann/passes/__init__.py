@@ -14,6 +14,7 @@ _PASSES: dict[str, str] = {
     "convert-graph-to-tile": "cann.lowering.convert_graph_to_tile:ConvertGraphToTilePass",
     "convert-tile-to-ascend": "cann.lowering.convert_tile_to_ascend:ConvertTileToAscendPass",
     "ascend-insert-sync": "cann.passes.ascend_insert_sync:AscendInsertSyncPass",
+    "graph-fold-transposes": "cann.passes.graph_fold_transposes:GraphFoldTransposesPass",
 }
 
 

@@ -4,6 +4,7 @@
     cann-compile --model=model.onnx --framework=5 --output=model --soc_version=Ascend910 \\
         --input_shape="input:1,3,224,224" --precision_mode=force_fp16
     cann-compile model.onnx --emit tile -o -          # print the tile-level IR
+    cann-compile model.pb --framework=3 --input_shape="input:1,224,224,3" -o model.om   # TensorFlow
 
 A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
 ``error: <location>: <message>`` and exit 2 without leaving an output file.
@@ -75,8 +76,6 @@ def _framework(model: str, framework: int | None) -> int:
                                    "use --framework 5 (ONNX) or --framework 3 (TensorFlow)")
     if framework not in FRAMEWORKS:
         raise CannError("--framework", f"unsupported framework {framework} (3 = TensorFlow, 5 = ONNX)")
-    if framework == 3:
-        raise CannError(model, "TensorFlow models (--framework 3) are not supported yet")
     return framework
 
 
@@ -125,7 +124,7 @@ def parse_aicore_num(text: str) -> int:
               help="-O0: conservative baseline code; -O1: optimized.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, aicore_num, emit, opt_level) -> int:
-    """Compile MODEL (ONNX) into an offline model for the simulated Ascend AI Core."""
+    """Compile MODEL (ONNX, or a frozen TensorFlow GraphDef .pb) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
         raise CannError("--model", f"two different models given: '{model_arg}' and '{model_opt}'")
     model = model_arg or model_opt
@@ -134,7 +133,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     if not output:
         raise CannError("cann-compile", "no output given (-o/--output)")
     _configure_logging(log_level)
-    _framework(model, framework)
+    fw = _framework(model, framework)
     if not os.path.exists(model):
         raise CannError(model, "no such file")
     if os.path.isdir(model):
@@ -147,6 +146,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         opt_level=int(opt_level),
         fusion_switch_file=fusion_switch_file,
         aicore_num=parse_aicore_num(aicore_num) if aicore_num is not None else None,
+        framework=fw,
     )
     if emit:
         from cann.compiler import emit as emit_stage

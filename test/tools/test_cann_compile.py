@@ -104,13 +104,13 @@ def test_conflicting_models(fire_onnx, tmp_path):
     assert_user_error(r, f"error: --model: two different models given: '{fire_onnx}' and '{tmp_path / 'other.onnx'}'")
 
 
-def test_tensorflow_not_supported_yet(tmp_path):
+def test_tensorflow_framework_3_not_a_graphdef(tmp_path):
     pb = tmp_path / "model.pb"
-    pb.write_bytes(b"\x0a\x00")
+    pb.write_bytes(b"\x0a\x00")  # one empty NodeDef: parses, but is no GraphDef
     assert_user_error(cann_compile(pb, "-o", tmp_path / "o.om"),
-                      f"error: {pb}: TensorFlow models (--framework 3) are not supported yet")
+                      f"error: {pb}: not a TensorFlow GraphDef: a node has no op")
     assert_user_error(cann_compile("--model", pb, "--framework", "3", "--output", tmp_path / "o"),
-                      f"error: {pb}: TensorFlow models (--framework 3) are not supported yet")
+                      f"error: {pb}: not a TensorFlow GraphDef: a node has no op")
     assert_user_error(cann_compile("--model", pb, "--framework", "0", "--output", tmp_path / "o"),
                       "error: --framework: unsupported framework 0 (3 = TensorFlow, 5 = ONNX)")
     assert os.listdir(tmp_path) == ["model.pb"]
@@ -173,7 +173,7 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     assert e.value.code == 0
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
                         input_shape={"x:0": (1, 3), "data": (1, 3, 16, 16)}, out_nodes=["prob", "logits"],
-                        opt_level=0, fusion_switch_file=str(sw))
+                        opt_level=0, fusion_switch_file=str(sw), aicore_num=None, framework=5)
     out = tmp_path / "net.om"
     size = out.stat().st_size
     assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
