@@ -47,14 +47,20 @@ def make_context() -> Context:
 
 
 def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
-                    aicore_num: int = 0) -> list[tuple[str, str]]:
+                    aicore_num: int = 0, fusion: dict[str, bool] | None = None) -> list[tuple[str, str]]:
     """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
 
-    ``-O0`` and ``-O1`` currently build the same conservative program (one kernel per op,
-    barrier synchronization); ``-O1`` is where fusion and pipelining passes will go.
+    ``-O0`` is the conservative baseline: one kernel per op, barrier synchronization. ``-O1`` adds
+    graph fusion (BatchNormalization folding) and UB fusion (``graph.fused`` kernels), each of
+    which ``fusion`` (from an ATC fusion switch file, :mod:`cann.passes.fusion_switch`) can turn off.
     """
+    from cann.passes.fusion_switch import PASSES, graph_pipeline
+
+    graph_passes = ["graph-fold-transposes"]
+    if opt_level >= 1:
+        graph_passes += graph_pipeline(fusion or {name: True for name in PASSES})
     return [
-        ("graph", "graph-fold-transposes"),
+        ("graph", ",".join(graph_passes)),
         ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
                  + (f" aicore_num={aicore_num}" if aicore_num else "") + "}"),
         ("ascend", "convert-tile-to-ascend,ascend-insert-sync"),
@@ -118,11 +124,14 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
     from cann.passes import ALL_PASSES
 
     _check_options(soc_version, precision_mode, opt_level)
-    if fusion_switch_file is not None and not Path(fusion_switch_file).is_file():
-        raise CannError("--fusion_switch_file", f"no such file: {fusion_switch_file}")
+    fusion = None
+    if fusion_switch_file is not None:
+        from cann.passes.fusion_switch import parse_fusion_switch
+
+        fusion = parse_fusion_switch(fusion_switch_file)
     module = import_model(model, framework=framework, input_shape=input_shape, out_nodes=out_nodes)
     ctx = make_context()
-    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level, aicore_num or 0):
+    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level, aicore_num or 0, fusion):
         if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
             break
         PassPipeline.parse_spec(ALL_PASSES, spec).apply(ctx, module)

@@ -1029,6 +1029,26 @@ class LayerNormOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ExpandOp(IRDLOperation):
+    """``graph.expand %x : tensor<3x1xf32> -> tensor<2x3x4xf32>``: broadcast to the result shape."""
+
+    name = "graph.expand"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), list(shape))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        if broadcast_shapes(_shape(self.x), _shape(self.res)) != _shape(self.res):
+            raise VerifyException(f"'graph.expand' cannot broadcast {self.x.type} to {self.res.type}")
+
+
+@irdl_op_definition
 class CastOp(IRDLOperation):
     """``graph.cast %x : tensor<...xf32> -> tensor<...xf16>``: elementwise dtype conversion (the
     target dtype is the result's element type)."""
@@ -1076,7 +1096,7 @@ Graph = Dialect(
         SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, AbsOp, NegOp, ErfOp, SoftplusOp,
         EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
         MaxOp, MinOp, PowOp,
-        ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp,
+        ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
     ],
     [],
 )

@@ -114,9 +114,12 @@ class KernelBuilder:
     def soc(self) -> SocSpec:
         return self.lowering.soc
 
-    def arg(self, t: DevTensor) -> SSAValue:
-        """The kernel argument bound to device tensor ``t`` (added on first use)."""
+    def arg(self, t: DevTensor, fresh: bool = False) -> SSAValue:
+        """The kernel argument bound to device tensor ``t`` (added on first use; with ``fresh``, a
+        new argument even if ``t`` is bound already, e.g. to address it with another block offset)."""
         key = id(t.mem)
+        if fresh:
+            key = (key, len(self.gm_args))
         if key not in self._arg_of:
             ty = tile.buffer_type(Space.GM, elem_type(t.dtype), t.size)
             self._arg_of[key] = self.block.insert_arg(ty, len(self.block.args))

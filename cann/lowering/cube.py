@@ -14,6 +14,7 @@ per L1 feature-map tile. Defaults fill L0A/L0B and keep the accumulator of a who
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,10 +45,30 @@ def bias_table(bias: np.ndarray | None, n: int, lanes: int, dtype: np.dtype) -> 
     return np.ascontiguousarray(np.tile(b.reshape(n1, 1, 16), (1, lanes // 16, 1)).reshape(n1, lanes)).astype(dtype)
 
 
+@dataclass
+class Epilogue:
+    """Elementwise ops fused after a cube op (UB fusion), applied to each output tile in UB.
+
+    ``steps`` use the names ``acc`` (the output tile), ``r<i>`` (tiles of ``residuals[i]``, GM
+    tensors of the output's shape, read at the output tile's position), ``c<i>`` (per-output-channel
+    constants ``tables[i]``, shape [N]) and any other name for a UB temporary; see vector.Step.
+    """
+
+    steps: list = field(default_factory=list)
+    tables: list[np.ndarray] = field(default_factory=list)
+    residuals: list[DevTensor] = field(default_factory=list)
+
+    @property
+    def temps(self) -> list[str]:
+        names = {v for s in self.steps for v in s[1:4] if isinstance(v, str)}
+        return sorted(n for n in names if n != "acc" and n[0] not in "rc")
+
+
 class _CubeTiles:
     """Buffers and epilogue shared by the conv and gemm kernels."""
 
-    def __init__(self, lw: Lowering, kb: KernelBuilder, k_tile: int, n_tile: int, m_tile: int, l1_extra: int):
+    def __init__(self, lw: Lowering, kb: KernelBuilder, k_tile: int, n_tile: int, m_tile: int, l1_extra: int,
+                 epi: Epilogue | None = None):
         dt = lw.dtype
         self.lw, self.kb, self.dt = lw, kb, dt
         self.k0 = lw.soc.cube.k0(dt.itemsize)
@@ -56,6 +77,50 @@ class _CubeTiles:
         self.l0b = kb.alloc(Space.L0B, k_tile * n_tile, dt)
         self.ub_bias = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
         self.ub_out = kb.alloc(Space.UB, n_tile * m_tile, dt)
+        self.epi = epi or Epilogue()
+        self.bufs = {"acc": self.ub_out}
+        for i in range(len(self.epi.residuals)):
+            self.bufs[f"r{i}"] = kb.alloc(Space.UB, n_tile * m_tile, dt)
+        for i in range(len(self.epi.tables)):
+            self.bufs[f"c{i}"] = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
+        for t in self.epi.temps:
+            self.bufs[t] = kb.alloc(Space.UB, n_tile * m_tile, dt)
+        self.table_args = []
+        self.residual_args = []
+
+    def bind(self, n_t: int, out_stride: int, lanes: int) -> None:
+        """Kernel arguments of the epilogue's GM operands, moved per core like the output."""
+        kb, lw = self.kb, self.lw
+        for v in self.epi.tables:
+            a = kb.arg(lw.constant(bias_table(v, v.size, lanes, self.dt), "ND"))
+            kb.block_offset(a, n_t // 16 * lanes)
+            self.table_args.append(a)
+        for r in self.epi.residuals:
+            a = kb.arg(r, fresh=True)  # its own pointer: moved per core like the output
+            kb.block_offset(a, out_stride)
+            self.residual_args.append(a)
+
+    def load_tables(self, nt0: int, nt: int) -> None:
+        lanes = self.lw.lanes
+        for i, a in enumerate(self.table_args):
+            self.kb.copy(a, self.bufs[f"c{i}"], src_offset=(nt0 // 16) * lanes, burst=(nt // 16) * lanes)
+
+    def apply_epilogue(self, n1t: int, valid: int) -> None:
+        """The fused steps on ub_out ([n1t][valid][16]), one C0 block of channels at a time."""
+        kb, lanes = self.kb, self.lw.lanes
+        for j in range(n1t):
+            for op, d, s0, *more in self.epi.steps:
+                s1 = more[0] if more else None
+                scalar = more[1] if len(more) > 1 else 0.0
+
+                def at(name):
+                    return j * lanes if name.startswith("c") else j * valid * 16
+
+                kw = {}
+                if s1 is not None:
+                    kw = dict(src1_offset=at(s1), src1_stride=0 if s1.startswith("c") else None)
+                kb.vec(op, self.bufs[d], self.bufs[s0], self.bufs[s1] if s1 else None, count=valid, unit=16,
+                       dst_offset=at(d), src0_offset=at(s0), scalar=scalar, **kw)
 
     def load_weights(self, w, n1_total: int, kt0: int, kt: int, nt0: int, nt: int):
         k0, kb = self.k0, self.kb
@@ -75,6 +140,7 @@ class _CubeTiles:
         for j in range(n1t):
             kb.vec("add", self.ub_out, self.ub_out, self.ub_bias, count=valid, unit=16, dst_offset=j * valid * 16,
                    src0_offset=j * valid * 16, src1_offset=j * lanes, src1_stride=0)
+        self.apply_epilogue(n1t, valid)
 
 
 def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int) -> tuple[int, int, int]:
@@ -96,9 +162,12 @@ def _n_tiles(np_: int, n_t: int, loc) -> int:
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
-           out_shape: tuple[int, ...], loc, kernel_hint: str = "conv2d") -> DevTensor:
-    """2-D convolution of an NC1HWC0 tensor by constant weights ``w`` [Cout, Cin/group, KH, KW]."""
+           out_shape: tuple[int, ...], loc, kernel_hint: str = "conv2d", epilogue: Epilogue | None = None) -> DevTensor:
+    """2-D convolution of an NC1HWC0 tensor by constant weights ``w`` [Cout, Cin/group, KH, KW],
+    followed by the fused ``epilogue`` if any."""
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
+    if epilogue is not None:
+        epilogue.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epilogue.residuals]
     n_, cin, h_, w_ = x.shape
     cout, cin_g, kh_, kw_ = w.shape
     if cin_g * group != cin or cout % group:
@@ -146,7 +215,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     kb.block_offset(wa, n_t * k0)
     kb.block_offset(ba, n_t // 16 * lw.lanes)
     kb.block_offset(ya, n_t // 16 * ho_ * wo_ * 16)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0)
+    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
+    tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
     l1_fm = kb.alloc(Space.L1, c1in * rin_max * w_ * 16, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
     for n in range(n_):
@@ -177,15 +247,20 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                         kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
                                             init=int(kt0 == 0)))
                 tiles.load_bias(ba, nt0, nt)
+                tiles.load_tables(nt0, nt)
                 n1t = nt // 16
                 for ms0 in range(0, m_pad, m_t):
                     ms = min(m_t, m_pad - ms0)
                     valid = min(ms, m_valid - ms0)
                     if valid <= 0:
                         continue
+                    out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + ms0) * 16
+                    for i, ra in enumerate(tiles.residual_args):
+                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
+                                src_stride=ho_ * wo_ * 16)
                     tiles.epilogue(l0c, ms0 * nt, n1t, valid, ms)
-                    kb.copy(tiles.ub_out, ya, dst_offset=((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + ms0) * 16,
-                            nburst=n1t, burst=valid * 16, dst_stride=ho_ * wo_ * 16)
+                    kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
+                            dst_stride=ho_ * wo_ * 16)
 
             kb.for_tiles(n_tiles, body)
     lw.launch(kb)
@@ -193,9 +268,12 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
 
 
 def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
-         kernel_hint: str = "gemm") -> DevTensor:
-    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N]."""
+         kernel_hint: str = "gemm", epilogue: Epilogue | None = None) -> DevTensor:
+    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N],
+    followed by the fused ``epilogue`` if any."""
     a = lw.as_format(a, ND, lw.dtype, loc)
+    if epilogue is not None:
+        epilogue.residuals = [lw.as_format(r, ND, lw.dtype, loc) for r in epilogue.residuals]
     if len(a.shape) != 2:
         raise unsupported(loc, f"Gemm: expected a 2-D input, got shape {list(a.shape)}")
     m_, k_ = a.shape
@@ -219,7 +297,8 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     kb.block_offset(wa, n_t * k0)
     kb.block_offset(ba, n_t // 16 * lw.lanes)
     kb.block_offset(ya, n_t)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0)
+    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
+    tiles.bind(n_t, n_t, lw.lanes)
     l1_a = kb.alloc(Space.L1, k_t * m_t, dt)
     l0c = kb.alloc(Space.L0C, m_t * n_t, np.dtype(np.float32))
     for mt0 in range(0, m_, m_t):
@@ -239,9 +318,16 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
                 tiles.load_weights(wa, n1, kt0, kt, nt0, nt)
                 kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, m=m_pad, k=kt, n=nt, init=int(kt0 == 0)))
             tiles.load_bias(ba, nt0, nt)
+            tiles.load_tables(nt0, nt)
             n1t = nt // 16
-            tiles.epilogue(l0c, 0, n1t, rows, m_pad)
             actual0 = (n_tiles - 1) * n_t if last else nt0  # the last tile's columns (its own core)
+            for i, ra in enumerate(tiles.residual_args):
+                for j in range(n1t):
+                    cols = min(16, n_ - (actual0 + j * 16))
+                    if cols > 0:
+                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=mt0 * n_ + nt0 + j * 16,
+                                dst_offset=j * rows * 16, nburst=rows, burst=cols, src_stride=n_, dst_stride=16)
+            tiles.epilogue(l0c, 0, n1t, rows, m_pad)
             for j in range(n1t):
                 cols = min(16, n_ - (actual0 + j * 16))
                 if cols > 0:

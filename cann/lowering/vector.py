@@ -18,7 +18,7 @@ from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, uns
 from cann.lowering.cube import bias_table, conv2d
 
 #: a step of an elementwise program: (op, dst, src0, src1, scalar); names: "x<i>" inputs,
-#: "c<i>" per-channel tables, "t" a temporary, "y" the output
+#: "c<i>" per-channel tables, "y" the output, any other name a UB temporary
 Step = tuple
 
 
@@ -40,7 +40,8 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
     lanes = lw.lanes
     tabs = [kb.arg(lw.constant(bias_table(v, shape[1], lanes, lw.dtype), "ND")) for v in tables]
     names = {v for s in steps for v in s[1:4] if isinstance(v, str)}
-    nbuf = len(ins) + (1 if "t" in names else 0) + 1
+    temps = sorted(n for n in names if n[0] not in "xcy")  # intermediates: UB only, never GM
+    nbuf = len(ins) + len(temps) + 1
     chunk = ub_chunk(lw, nbuf * lw.dtype.itemsize + 1, 256)
     if fmt == NC1HWC0:
         plane = out.storage_shape[2] * out.storage_shape[3] * 16
@@ -52,8 +53,8 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
     kb.tiling["chunk"] = chunk
     bufs = {f"x{i}": kb.alloc(Space.UB, chunk, lw.dtype) for i in range(len(ins))}
     bufs["y"] = kb.alloc(Space.UB, chunk, lw.dtype)
-    if "t" in names:
-        bufs["t"] = kb.alloc(Space.UB, chunk, lw.dtype)
+    for t in temps:
+        bufs[t] = kb.alloc(Space.UB, chunk, lw.dtype)
     for i in range(len(tabs)):
         bufs[f"c{i}"] = kb.alloc(Space.UB, lanes, lw.dtype)
     unit = 16 if fmt == NC1HWC0 else 1

@@ -1,0 +1,168 @@
+"""``graph-fuse-ub``: group ops into ``graph.fused`` regions that lower to one kernel (UB fusion).
+
+* ``cube_epilogue``: a Conv / Gemm / MatMul and the elementwise ops after it (bias, residual
+  Add, Relu, Sigmoid, BatchNormalization, Mul/Add by per-channel constants, ...), applied on the
+  L0C -> UB path before the single write to GM (ATC's ``TbeConvEltwiseFusionPass`` family);
+* ``elementwise``: chains of elementwise and per-channel-broadcast ops, one vector kernel whose
+  intermediates stay in UB (ATC's ``TbeEltwiseFusionPass``).
+
+Legality (:func:`fusable`) is separate from profitability: a callback (default
+:func:`fits_in_ub`, which checks the UB buffers the fused kernel needs against the SoC's UB)
+decides whether a legal group is worth forming, as MLIR's fusion control functions do. A value
+used outside the group is never fused away (that would compute it twice or write it anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from cann.dialects import graph
+from cann.dialects.graph_fused import FusedOp, YieldOp
+
+CUBE_HEADS = (graph.Conv2DOp, graph.GemmOp, graph.MatMulOp)
+BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp)
+UNARY = (graph.ReluOp, graph.SigmoidOp)
+#: ops an elementwise group may contain
+ELEMENTWISE = (*BINARY, *UNARY, graph.BatchNormOp)
+
+
+def _is_const(v: SSAValue) -> bool:
+    return isinstance(v.owner, graph.ConstantOp)
+
+
+def _users(v: SSAValue) -> list[Operation]:
+    return [u.operation for u in v.uses]
+
+
+def _broadcast_const_ok(c: SSAValue, shape: tuple[int, ...]) -> bool:
+    """A scalar, or a per-channel ([C], [C,1,1], [1,C,1,1]) constant against a 4-D ``shape``."""
+    cs = tuple(c.type.get_shape())
+    n = int(np.prod(cs)) if cs else 1
+    if n == 1:
+        return True
+    if len(shape) == 4:
+        full = (1,) * (4 - len(cs)) + cs
+        return full == (1, shape[1], 1, 1)
+    if len(shape) == 2:  # Gemm output: a per-column constant
+        return cs in ((shape[1],), (1, shape[1]))
+    return False
+
+
+def fusable(op: Operation, group: list[Operation], cur: SSAValue) -> bool:
+    """Legality: can ``op``, a user of ``cur`` (a value of ``group``), join ``group``?"""
+    if not isinstance(op, ELEMENTWISE) or op.results[0].type != cur.type:
+        return False
+    inside = {r for g in group for r in g.results}
+    shape = tuple(cur.type.get_shape())
+    if isinstance(op, graph.BatchNormOp):
+        return op.x is cur and all(_is_const(v) for v in (op.scale, op.bias, op.mean, op.var))
+    if isinstance(op, UNARY):
+        return op.operands[0] is cur
+    a, b = op.operands
+    other = b if a is cur else a
+    if other in inside:
+        return True
+    if _is_const(other):
+        return _broadcast_const_ok(other, shape)
+    # a second dynamic tensor (residual Add): same shape; for subtraction/division the order matters
+    # but the lowering keeps operand order, so any binary op is fine
+    return other.type == cur.type
+
+
+def fits_in_ub(group: list[Operation], ub_bytes: int, itemsize: int = 2) -> bool:
+    """Profitability: the fused kernel's UB buffers fit (one tile per dynamic input and temporary,
+    at least 4 KiB each) and the group saves at least one GM round trip."""
+    if len(group) < 2:
+        return False
+    inside = {r for g in group for r in g.results}
+    dynamic = {v for g in group for v in g.operands if v not in inside and not _is_const(v)}
+    buffers = len(dynamic) + len(group) + 2
+    return buffers * 4096 <= ub_bytes
+
+
+def _grow(head: Operation, max_ops: int) -> list[Operation]:
+    group = [head]
+    cur = head.results[0]
+    block = head.parent_block()
+    while len(group) < max_ops:
+        users = _users(cur)
+        if any(u.parent_block() is not block for u in users):  # already in another group
+            break
+        if len(users) == 1 and fusable(users[0], group, cur):
+            group.append(users[0])
+            cur = users[0].results[0]
+            continue
+        # x * sigmoid(x) (swish): a unary user whose result and x meet in one binary op
+        if len(users) == 2:
+            u1, u2 = sorted(users, key=lambda u: isinstance(u, BINARY))
+            if (isinstance(u1, UNARY) and isinstance(u2, BINARY) and fusable(u1, group, cur)
+                    and set(u2.operands) == {cur, u1.results[0]} and len(_users(u1.results[0])) == 1):
+                group += [u1, u2]
+                cur = u2.results[0]
+                continue
+        break
+    return group
+
+
+def _wrap(group: list[Operation], kind: str) -> FusedOp:
+    last = group[-1]
+    block = last.parent_block()
+    result = last.results[0]
+    fused = FusedOp(kind, result.type, [])
+    fused.location = group[0].location
+    block.insert_op_before(fused, last)
+    for op in group:
+        op.detach()
+        fused.body.block.add_op(op)
+    yld = YieldOp(result)
+    result.replace_uses_with_if(fused.res, lambda use: use.operation is not yld)  # before the yield exists
+    fused.body.block.add_op(yld)
+    return fused
+
+
+def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = True, max_ops: int = 8,
+         profitable: Callable[[list[Operation]], bool] | None = None) -> list[FusedOp]:
+    """Form the fused groups of every function of ``module``; returns them in order."""
+    profitable = profitable or (lambda g: fits_in_ub(g, 248 * 1024))
+    made = []
+    for fn in [op for op in module.walk() if isinstance(op, func.FuncOp)]:
+        for op in list(fn.body.block.ops):
+            if op.parent_block() is not fn.body.block:  # already moved into a group
+                continue
+            if isinstance(op, CUBE_HEADS) and cube_epilogue:
+                kind = "cube_epilogue"
+            elif isinstance(op, ELEMENTWISE) and elementwise:
+                kind = "elementwise"
+            else:
+                continue
+            group = _grow(op, max_ops)
+            if len(group) > 1 and profitable(group):
+                made.append(_wrap(group, kind))
+    return made
+
+
+@dataclass(frozen=True)
+class GraphFuseUbPass(ModulePass):
+    """Form ``graph.fused`` groups (see the module docstring).
+
+    Options: ``cube-epilogue`` and ``elementwise`` switch each kind (ATC fusion switch file),
+    ``max-ops`` bounds a group, ``ub-bytes`` is the UB budget the profitability check uses.
+    """
+
+    name = "graph-fuse-ub"
+    cube_epilogue: bool = True
+    elementwise: bool = True
+    max_ops: int = 8
+    ub_bytes: int = 248 * 1024
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        fuse(op, cube_epilogue=self.cube_epilogue, elementwise=self.elementwise, max_ops=self.max_ops,
+             profitable=lambda g: fits_in_ub(g, self.ub_bytes))
