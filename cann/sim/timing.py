@@ -224,9 +224,9 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
     fps = footprints(spec)
     scalar = spec.latency.scalar
     n = len(instrs)
-    start = np.zeros(n, np.int64)
-    end = np.zeros(n, np.int64)
-    pipe_of = np.zeros(n, np.int8)
+    start = [0] * n
+    end = [0] * n
+    pipe_of = [0] * n
     free = [0] * NPIPES
     busy = [0] * NPIPES
     busy_full = [0] * NPIPES
@@ -238,6 +238,7 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
     acc_w = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
     acc_r = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
     touched: set[tuple[int, int]] = set()
+    owners: list[set[int]] = [set() for _ in BUFS]  # pipes with recorded accesses, per buffer
     fp_cache: dict[str, dict[tuple, tuple]] = {}
 
     def loc(i: int) -> str:
@@ -282,6 +283,8 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                                 for x_ in lst:
                                     x_.clear()
                         touched.clear()
+                        for o in owners:
+                            o.clear()
                     pipe_of[i] = 0
                     continue
                 p = x
@@ -357,7 +360,8 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                 continue
             wb = acc_w[buf]
             rb = acc_r[buf]
-            for q in range(NPIPES):
+            own = owners[buf]
+            for q in own:
                 if q == p:
                     continue
                 known = row[q]
@@ -380,5 +384,8 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
             lst[1].append(lo)
             lst[2].append(hi)
             lst[3].append(i)
-            touched.add((buf, p))
-    return Timing(max(free) if n else 0, busy, busy_full, gm_r, gm_w, start, end, pipe_of, problems)
+            if p not in own:
+                own.add(p)
+                touched.add((buf, p))
+    return Timing(max(free) if n else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
+                  np.array(end, np.int64), np.array(pipe_of, np.int8), problems)
