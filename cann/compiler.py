@@ -141,11 +141,14 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
 def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
             precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
             out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None,
-            aicore_num: int | None = None, framework: int | str | None = None):
+            aicore_num: int | None = None, framework: int | str | None = None,
+            fusion_report: str | os.PathLike | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``) or a frozen TensorFlow GraphDef (a ``.pb``
     path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) for the modeled AI Core.
 
     ``aicore_num`` caps the cores each kernel is spread over (default: all of the SoC's).
+    ``fusion_report``: a path where the fusion report (JSON, :mod:`cann.codegen.report`) is written;
+    the report is also ``Model.fusion_report``.
 
     Returns:
         cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
@@ -159,7 +162,13 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "A
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=framework)
-    return Model(build_offline_model(module))
+    from cann.codegen.report import fusion_report as make_report, report_json
+
+    compiled = Model(build_offline_model(module))
+    compiled.fusion_report = make_report(module)
+    if fusion_report is not None:
+        atomic_write_bytes(fusion_report, report_json(module).encode())
+    return compiled
 
 
 def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | str | os.PathLike, **options) -> None:

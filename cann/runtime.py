@@ -19,6 +19,7 @@ class Model:
     def __init__(self, om: OfflineModel):
         self.om = om
         self.last_run = None
+        self.fusion_report: dict | None = None  # set by cann.compile (not stored in the .om)
 
     @property
     def inputs(self) -> tuple[IoTensor, ...]:

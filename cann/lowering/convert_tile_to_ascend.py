@@ -286,7 +286,9 @@ def convert_module(module: ModuleOp, soc_name: str | None = None) -> None:
             instrs = _Kernel(op, soc).lower()
             block_dim = op.attributes["tile.block_dim"].value.data
             k = KernelOp(op.sym_name.data, block_dim, len(op.body.block.args), [instr_to_op(i) for i in instrs])
-            k.attributes["tile.tiling"] = op.attributes["tile.tiling"]
+            for key, value in op.attributes.items():  # tiling, fusion record: kept for reports
+                if key not in ("tile.kernel", "tile.block_dim"):
+                    k.attributes[key] = value
             k.location = op.location
             module.body.block.insert_op_before(k, op)
             module.body.block.erase_op(op)

@@ -118,12 +118,14 @@ def parse_aicore_num(text: str) -> int:
 @click.option("--out_nodes", metavar="NAME;...", help="Model outputs to keep, ';'-separated.")
 @click.option("--log", "log_level", type=click.Choice(tuple(LOG_LEVELS)), default="warning", show_default=True)
 @click.option("--fusion_switch_file", metavar="PATH", help="ATC fusion switch file (JSON).")
+@click.option("--fusion-report", "fusion_report", metavar="PATH",
+              help="Write which model nodes each kernel runs (fusion groups) as JSON.")
 @click.option("--aicore_num", metavar="N|", help="AI cores a kernel may use (ATC form 'N' or 'N|'; default: all).")
 @click.option("--emit", type=click.Choice(STAGES), help="Write this stage's text instead of an .om.")
 @click.option("-O", "opt_level", type=click.Choice(["0", "1"]), default="1", show_default=True,
               help="-O0: conservative baseline code; -O1: optimized.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
-        log_level, fusion_switch_file, aicore_num, emit, opt_level) -> int:
+        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level) -> int:
     """Compile MODEL (ONNX, or a frozen TensorFlow GraphDef .pb) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
         raise CannError("--model", f"two different models given: '{model_arg}' and '{model_opt}'")
@@ -159,8 +161,10 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
             print(f"{output}: {emit} IR written", file=sys.stderr)
         return 0
 
+    import json
+
     import cann
-    from cann.codegen.om import read_om
+    from cann.fileio import atomic_write_bytes
 
     if output == "-":
         raise CannError("-o", "an .om cannot be written to stdout; give a file name (or use --emit)")
@@ -168,7 +172,9 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         output += ".om"
     compiled = cann.compile(model, **options)
     compiled.save(output)
-    om = read_om(output)
+    if fusion_report:
+        atomic_write_bytes(fusion_report, (json.dumps(compiled.fusion_report, indent=1) + "\n").encode())
+    om = compiled.om
     size = os.path.getsize(output)
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
           f"({soc_version}, {precision_mode}, -O{opt_level})")
