@@ -641,6 +641,13 @@ def _clip(imp, node, name, a):
     x = _float_input(imp, node)
     if imp.opset < 11:
         lo, hi = a.get("min", -math.inf), a.get("max", math.inf)
+    elif any(len(node.input) > i and node.input[i] and not imp.is_const(node.input[i]) for i in (1, 2)):
+        # tensor bounds: max(x, min) then min(., max), broadcasting
+        y = x
+        for i, cls in ((1, g.MaxOp), (2, g.MinOp)):
+            if len(node.input) > i and node.input[i]:
+                y = imp.emit(cls(y, imp.value(node.input[i])), name).results[0]
+        return [y]
     else:
         lo_a, hi_a = _const_input(imp, node, 1, "min"), _const_input(imp, node, 2, "max")
         lo = float(lo_a.reshape(-1)[0]) if lo_a is not None else -math.inf
@@ -877,6 +884,68 @@ def _cast(imp, node, name, a):
     if isinstance(src, floats) and isinstance(dst, floats):
         return [imp.emit(g.CastOp(x, dst), name).results[0]]
     raise _Unsupported(f"{node.op_type} from {g.numpy_dtype(src).name} to {g.numpy_dtype(dst).name} is not supported")
+
+
+def _softmax_decomposed(imp, x, axis: int, name: str, log: bool) -> SSAValue:
+    """(Log)Softmax over ``axis`` with graph ops: x - max, exp, sum, divide (or minus log of the sum)."""
+    m = imp.emit(g.ReduceOp(x, "max", [axis], True), name).results[0]
+    d = imp.emit(g.SubOp(x, m), name).results[0]
+    e = _emit_unary(imp, name, g.ExpOp, d)
+    s = imp.emit(g.ReduceOp(e, "sum", [axis], True), name).results[0]
+    if log:
+        return imp.emit(g.SubOp(d, _emit_unary(imp, name, g.LogOp, s)), name).results[0]
+    return imp.emit(g.DivOp(e, s), name).results[0]
+
+
+@_converter("LogSoftmax")
+def _log_softmax(imp, node, name, a):
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    r = len(s)
+    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    axis %= r
+    if imp.opset >= 13 or axis == r - 1:
+        return [_softmax_decomposed(imp, x, axis, name, True)]
+    flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]
+    y = _softmax_decomposed(imp, flat, 1, name, True)
+    return [imp.emit(g.ReshapeOp(y, s), name).results[0]]
+
+
+@_converter("Split")
+def _split(imp, node, name, a):
+    x = imp.value(node.input[0])
+    s = g._shape(x)
+    r = len(s)
+    axis = int(a.get("axis", 0))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    axis %= r
+    outs = []
+    start = 0
+    for o in node.output:
+        t = imp.tensor_type(o, name)
+        n = t.get_shape()[axis]
+        st, en = [0] * r, list(s)
+        st[axis], en[axis] = start, start + n
+        start += n
+        if n == 0:
+            raise _Unsupported("Split with an empty output")
+        outs.append(x if n == s[axis] else imp.emit(g.SliceOp(x, st, en, [1] * r), name).results[0])
+    return outs
+
+
+@_converter("Expand")
+def _expand(imp, node, name, a):
+    x = imp.value(node.input[0])
+    _const_input(imp, node, 1, "shape")
+    out = _out_type(imp, node)
+    if tuple(out.get_shape()) == g._shape(x):
+        return [x]
+    if 0 in tuple(out.get_shape()):
+        raise _Unsupported("Expand to an empty tensor")
+    return [imp.emit(g.ExpandOp(x, out.get_shape()), name).results[0]]
 
 
 SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})

@@ -540,3 +540,14 @@ def layer_norm(lw: Lowering, x: DevTensor, scale: DevTensor, bias: DevTensor | N
     if bias is not None:
         y = binary(lw, "add", y, bias, shape, loc)
     return (y, mean, inv) if want_stats else y
+
+
+def softmax(lw: Lowering, x: DevTensor, axis: int, loc) -> DevTensor:
+    """Softmax over any axis: max and sum reductions over it, broadcasting sub / exp / div kernels."""
+    x = _nd(lw, x, loc)
+    shape = tuple(x.shape)
+    kshape = tuple(1 if i == axis else d for i, d in enumerate(shape))
+    m = reduce(lw, x, "max", [axis], kshape, loc)
+    e = dense(lw, "exp", loc, [binary(lw, "sub", x, m, shape, loc)], [("exp", "y", "x0")])
+    s = reduce(lw, e, "sum", [axis], kshape, loc)
+    return binary(lw, "div", e, s, shape, loc)

@@ -145,7 +145,8 @@ def run_case(name: str, timeout: float = DEFAULT_TIMEOUT) -> dict:
             warnings.simplefilter("ignore")
             rep = CannBackend.prepare(case.model, "CPU")
             for inputs, expected in case.data_sets:
-                outs = list(rep.run(list(inputs)))
+                inputs, expected = [_array(v) for v in inputs], [_array(v) for v in expected]
+                outs = list(rep.run(inputs))
                 why = compare(expected, outs, case.rtol, case.atol)
                 if why is not None:
                     res.update(status="fail", reason=why[0], max_err=why[1])
@@ -162,6 +163,14 @@ def run_case(name: str, timeout: float = DEFAULT_TIMEOUT) -> dict:
             signal.signal(signal.SIGALRM, old)
     res["seconds"] = round(time.perf_counter() - t0, 3)
     return res
+
+
+def _array(v):
+    """Case data are numpy arrays or, for some dtypes, TensorProtos."""
+    import onnx
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(v) if isinstance(v, onnx.TensorProto) else v
 
 
 def _one_line(s: str, limit: int = 160) -> str:

@@ -109,3 +109,25 @@ def test_fp16_mode_broadcast():
     y = run([helper.make_node("Add", ["a", "b"], ["y"])], {"a": a, "b": b}, a.shape, mode="force_fp16")
     ref = a + b
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-2
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_softmax_and_log_softmax_any_axis(axis):
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32) * 3
+    e = np.exp(x - x.max(axis, keepdims=True))
+    sm = e / e.sum(axis, keepdims=True)
+    y = run([helper.make_node("Softmax", ["x"], ["y"], axis=axis)], {"x": x}, x.shape, opset=13)
+    np.testing.assert_allclose(y, sm, rtol=1e-5, atol=1e-7)
+    y = run([helper.make_node("LogSoftmax", ["x"], ["y"], axis=axis)], {"x": x}, x.shape, opset=13)
+    np.testing.assert_allclose(y, np.log(sm), rtol=1e-5, atol=1e-6)
+
+
+def test_expand_and_split():
+    x = rng.standard_normal((3, 1)).astype(np.float32)
+    y = run([helper.make_node("Expand", ["x", "s"], ["y"])], {"x": x}, (2, 3, 4),
+            inits={"s": np.array([2, 1, 4], np.int64)})
+    np.testing.assert_array_equal(y, np.broadcast_to(x, (2, 3, 4)))
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    y = run([helper.make_node("Split", ["x", "sp"], ["a", "y"], axis=1)], {"x": x}, (2, 4),
+            inits={"sp": np.array([2, 4], np.int64)})
+    np.testing.assert_array_equal(y, x[:, 2:])

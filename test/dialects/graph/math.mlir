@@ -68,3 +68,10 @@ func.func @layout(%x: tensor<2x3xf32>, %g: tensor<3xf32>) -> tensor<2x3xf32> {
   %c = graph.cast %l : tensor<2x3xf32> -> tensor<2x3xf16>
   func.return %l2 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func.func @expand
+func.func @expand(%x: tensor<3x1xf32>) -> tensor<2x3x4xf32> {
+  // CHECK: graph.expand %{{.*}} : tensor<3x1xf32> -> tensor<2x3x4xf32>
+  %0 = graph.expand %x : tensor<3x1xf32> -> tensor<2x3x4xf32>
+  func.return %0 : tensor<2x3x4xf32>
+}
