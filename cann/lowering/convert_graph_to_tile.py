@@ -121,15 +121,20 @@ class _Converter:
             xb = self.lw.as_format(xb, xa.fmt, None, loc)
         return vector.eltwise(self.lw, kind, loc, [xa, xb], [(kind, "y", "x0", "x1")])
 
-    def lower(self, op: Operation) -> DevTensor | None:
+    def lower(self, op: Operation, epilogue: cube.Epilogue | None = None) -> DevTensor | None:
+        """The kernels of one graph op (``epilogue``: elementwise ops fused after a cube op)."""
         lw, loc, name = self.lw, op.location, op.name
         out_shape = _shape(op.results[0]) if op.results else ()
+        if name == "graph.fused":
+            from cann.lowering.fused import lower_fused
+
+            return lower_fused(self, op)
         if name == "graph.conv2d":
             if len(out_shape) != 4:
                 raise CannError(loc_name(loc), "Conv: only 2-D convolutions are supported")
             return cube.conv2d(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32),
                                self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
-                               _int(op, "group"), out_shape, loc)
+                               _int(op, "group"), out_shape, loc, epilogue=epilogue)
         if name == "graph.gemm":
             if _int(op, "trans_a"):
                 raise CannError(loc_name(loc), "Gemm: attribute transA=1 is not supported yet")
@@ -141,12 +146,12 @@ class _Converter:
                 if c.size not in (1, b.shape[1]):
                     raise CannError(loc_name(loc), f"Gemm: bias C of shape {list(c.shape)} is not supported yet")
                 bias = np.broadcast_to(c.reshape(-1).astype(np.float32), (b.shape[1],)) * _float(op, "beta")
-            return cube.gemm(lw, self.tensor(op.a, loc), b, bias, loc)
+            return cube.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue)
         if name == "graph.matmul":
             if op.b not in self.consts or len(_shape(op.a)) != 2:
                 raise CannError(loc_name(loc), "MatMul: only a 2-D input times a constant matrix is supported yet")
             return cube.gemm(lw, self.tensor(op.a, loc), self.const(op.b).astype(np.float32), None, loc,
-                             kernel_hint="matmul")
+                             kernel_hint="matmul", epilogue=epilogue)
         if name == "graph.batch_norm":
             c = [self.const(v).astype(np.float32).reshape(-1) for v in (op.scale, op.bias, op.mean, op.var)]
             return vector.batch_norm(lw, self.tensor(op.x, loc), *c, _float(op, "epsilon"), loc)
@@ -219,9 +224,8 @@ class _Converter:
         return None
 
 
-
 def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
-                   tiling: dict[str, dict[str, int]] | None = None) -> None:
+                   tiling: dict[str, dict[str, int]] | None = None, aicore_num: int = 0) -> None:
     """Rewrite ``module`` (graph dialect) in place into the tile-level module.
 
     Raises:
@@ -236,7 +240,9 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
         raise CannError("", "the module has no func.func @main")
     main_in = mains[0]
     block = Block()
-    lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {})
+    if aicore_num < 0 or aicore_num > soc.ai_core_count:
+        raise CannError("--aicore_num", f"{aicore_num} cores requested; {soc.name} has {soc.ai_core_count}")
+    lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {}, cores=aicore_num or soc.ai_core_count)
     conv = _Converter(lw, main_in)
     in_block = main_in.body.block
     arg_types = []
@@ -297,17 +303,19 @@ class ConvertGraphToTilePass(ModulePass):
 
     Options: ``soc`` (SoC description name), ``precision-mode`` (force_fp16, allow_fp32_to_fp16,
     must_keep_origin_dtype, force_fp32), ``tiling`` (JSON: kernel name -> {field: value}, pins a
-    kernel's tiling, e.g. ``{"conv2d_0": {"m": 64}}``).
+    kernel's tiling, e.g. ``{"conv2d_0": {"m": 64}}``), ``aicore_num`` (cores a kernel may use;
+    0: all of the SoC's, as ATC's ``--aicore_num``).
     """
 
     name = "convert-graph-to-tile"
     soc: str = "Ascend910"
     precision_mode: str = "force_fp16"
     tiling: str = ""
+    aicore_num: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
             pins = json.loads(self.tiling) if self.tiling else {}
         except json.JSONDecodeError as e:
             raise CannError("tiling", f"not valid JSON: {e}") from None
-        convert_module(op, self.soc, self.precision_mode, pins)
+        convert_module(op, self.soc, self.precision_mode, pins, self.aicore_num)
