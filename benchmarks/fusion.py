@@ -1,0 +1,71 @@
+"""Deep fusion: kernel launches, GM traffic and simulated cycles with all fusion switched off
+(an ATC fusion switch file with GraphFusion and UBFusion ALL off) vs on (the -O1 default), and
+that the fused model still matches onnxruntime.
+
+    python benchmarks/fusion.py [--precision-mode force_fp16] [model ...]
+
+Models: light CNNs with generated weights (cann.testing) and the exported models under
+test/fixtures/torch/ when present. Prints one row per model and a table footer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+import cann
+from cann import testing
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ["resnet50", "inception_v2", "shufflenet", "densenet121"]
+
+
+def _load(name: str):
+    fixture = ROOT / "test" / "fixtures" / "torch" / f"{name}.onnx"
+    if fixture.is_file():
+        model = onnx.load(fixture)
+        data = np.load(fixture.with_suffix(".npz"))
+        inputs = {i.name: data[i.name] for i in model.graph.input}
+        return model, inputs
+    model = testing.test_model(name)
+    return model, testing.random_inputs(model)
+
+
+def measure(model, inputs, precision_mode: str, switch: str | None) -> dict:
+    compiled = cann.compile(model, precision_mode=precision_mode, fusion_switch_file=switch)
+    out = compiled.run(inputs)
+    st = compiled.last_run
+    return {"kernels": len(compiled.om.launches),
+            "gm_bytes": sum(k.gm_read_bytes + k.gm_write_bytes for k in st.kernels),
+            "cycles": st.cycles, "outputs": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", default=DEFAULT)
+    ap.add_argument("--precision-mode", default="force_fp16")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        off = Path(tmp) / "all_off.json"
+        off.write_text(json.dumps({"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}))
+        print(f"{'model':<14} {'kernels off':>11} {'on':>6} {'ratio':>6} {'GM MB off':>10} {'on':>8} {'ratio':>6} "
+              f"{'cycles off':>11} {'on':>10} {'ratio':>6}  max rel_l2 vs onnxruntime (on)")
+        for name in args.models:
+            model, inputs = _load(name)
+            ref = testing.run_onnxruntime(model, inputs)
+            a = measure(model, inputs, args.precision_mode, str(off))
+            b = measure(model, inputs, args.precision_mode, None)
+            err = max(float(np.linalg.norm((b["outputs"][k] - r).ravel()) / max(np.linalg.norm(r.ravel()), 1e-30))
+                      for k, r in ref.items())
+            print(f"{name:<14} {a['kernels']:>11} {b['kernels']:>6} {b['kernels'] / a['kernels']:>6.2f} "
+                  f"{a['gm_bytes'] / 1e6:>10.1f} {b['gm_bytes'] / 1e6:>8.1f} {b['gm_bytes'] / a['gm_bytes']:>6.2f} "
+                  f"{a['cycles']:>11} {b['cycles']:>10} {b['cycles'] / a['cycles']:>6.2f}  {err:.2e}")
+
+
+if __name__ == "__main__":
+    main()
