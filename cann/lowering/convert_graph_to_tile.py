@@ -148,10 +148,21 @@ class _Converter:
                 bias = np.broadcast_to(c.reshape(-1).astype(np.float32), (b.shape[1],)) * _float(op, "beta")
             return cube.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue)
         if name == "graph.matmul":
-            if op.b not in self.consts or len(_shape(op.a)) != 2:
-                raise CannError(loc_name(loc), "MatMul: only a 2-D input times a constant matrix is supported yet")
-            return cube.gemm(lw, self.tensor(op.a, loc), self.const(op.b).astype(np.float32), None, loc,
-                             kernel_hint="matmul", epilogue=epilogue)
+            sa, sb = _shape(op.a), _shape(op.b)
+            a2 = sa if len(sa) > 1 else (1,) + sa  # numpy.matmul: 1-D operands gain a dimension
+            b2 = sb if len(sb) > 1 else sb + (1,)
+            if op.b in self.consts and len(b2) == 2:  # [..., M, K] x constant [K, N]: one Gemm
+                a = data.reshape(lw, self.tensor(op.a, loc), (int(np.prod(a2[:-1])), a2[-1]), loc)
+                y = cube.gemm(lw, a, self.const(op.b).astype(np.float32).reshape(b2), None, loc,
+                              kernel_hint="matmul", epilogue=epilogue)
+                return data.reshape(lw, y, out_shape, loc) if y.shape != out_shape else y
+            if epilogue is not None:
+                raise CannError(loc_name(loc), "MatMul of two tensors takes no fused epilogue")
+            a = data.reshape(lw, self.tensor(op.a, loc), a2, loc) if a2 != sa else self.tensor(op.a, loc)
+            b = data.reshape(lw, self.tensor(op.b, loc), b2, loc) if b2 != sb else self.tensor(op.b, loc)
+            full = tuple(np.broadcast_shapes(a2[:-2], b2[:-2])) + (a2[-2], b2[-1])
+            y = cube.batched_matmul(lw, a, b, full, loc)
+            return data.reshape(lw, y, out_shape, loc) if full != out_shape else y
         if name == "graph.batch_norm":
             c = [self.const(v).astype(np.float32).reshape(-1) for v in (op.scale, op.bias, op.mean, op.var)]
             return vector.batch_norm(lw, self.tensor(op.x, loc), *c, _float(op, "epsilon"), loc)

@@ -138,6 +138,8 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
             if op.parent_block() is not fn.body.block:  # already moved into a group
                 continue
             if isinstance(op, CUBE_HEADS) and cube_epilogue:
+                if isinstance(op, graph.MatMulOp) and not _is_const(op.b):
+                    continue  # a MatMul of two tensors is a batched kernel without an epilogue
                 kind = "cube_epilogue"
             elif isinstance(op, ELEMENTWISE) and elementwise:
                 kind = "elementwise"

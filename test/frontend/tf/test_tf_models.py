@@ -13,7 +13,6 @@ from tf_graphdefs import FIXTURES, evaluate, rel_l2
 
 import cann
 from cann.compiler import make_context
-from cann.errors import CannError
 from cann.frontend.tf import import_tf
 from cann.passes.graph_fold_transposes import GraphFoldTransposesPass
 
@@ -50,19 +49,11 @@ def test_nhwc_layout_transposes_fold(name):
     assert sum(op.name == "graph.transpose" for op in m.walk()) == 1
 
 
-_MISSING = "no AI Core lowering for batched / non-constant graph.matmul yet (see docs/supported-ops-tf.md)"
-
-
 @pytest.mark.parametrize("precision_mode", list(TOL))
 @pytest.mark.parametrize("name", MODELS)
 def test_model_matches_tensorflow(name, precision_mode):
     pb, x, ref = _fixture(name)
-    try:
-        model = cann.compile(pb, input_shape={"input": x["input"].shape}, precision_mode=precision_mode)
-    except CannError as e:
-        if name == "transformer_encoder" and "MatMul" in str(e):
-            pytest.xfail(_MISSING + ": " + str(e).splitlines()[0])
-        raise
+    model = cann.compile(pb, input_shape={"input": x["input"].shape}, precision_mode=precision_mode)
     out = model.run(x)
     assert set(out) == set(ref)
     for k in ref:
