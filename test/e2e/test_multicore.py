@@ -43,3 +43,23 @@ def test_cycles_fall_as_cores_are_added(resnet):
 def test_aicore_num_beyond_the_soc_is_an_error():
     with pytest.raises(cann.CannError, match="3 cores requested; Ascend310 has 2"):
         cann.compile(testing.light_model_path("squeezenet"), soc_version="Ascend310", aicore_num=3)
+
+
+@pytest.mark.slow
+def test_resnet50_trace_is_valid_chrome_trace_json(resnet, tmp_path):
+    import json
+
+    from cann.sim.profile import write_trace
+
+    m, x, ref = resnet
+    model = cann.compile(m, aicore_num=4)
+    _check(model, x, ref)
+    path = tmp_path / "resnet50.json"
+    write_trace(model.last_run, path)
+    events = json.loads(path.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert spans and all(e["dur"] > 0 and e["ts"] >= 0 for e in spans)
+    tracks = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert tracks == {(core, pipe) for core in range(4) for pipe in ("S", "V", "M", "MTE1", "MTE2", "MTE3")}
+    # the spans end when the model's simulated time does
+    assert max(e["ts"] + e["dur"] for e in spans) == pytest.approx(model.last_run.cycles / 1000.0)

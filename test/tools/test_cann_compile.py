@@ -154,10 +154,12 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     seen = {}
 
     class Fake:
+        om = OfflineModel("Ascend310", "force_fp32", (IoTensor("data", (1, 3), "float32", 0),), (),
+                          64, 0, b"", (Kernel("k", 1, 1, b"\0"),), (Launch(0, (0,)),))
+        fusion_report = {"kernels": [], "summary": {}}
+
         def save(self, path):
-            om = OfflineModel("Ascend310", "force_fp32", (IoTensor("data", (1, 3), "float32", 0),), (),
-                              64, 0, b"", (Kernel("k", 1, 1, b"\0"),), (Launch(0, (0,)),))
-            write_om(om, path)
+            write_om(self.om, path)
 
     def fake_compile(model, **kw):
         seen.update(kw, model=model)
@@ -300,3 +302,15 @@ def test_emit_failure_leaves_no_file(tmp_path):  # the real emit: nothing writte
     assert r.returncode == 2
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("error: t0: unsupported operator"), r.stderr
     assert sorted(os.listdir(tmp_path)) == ["custom.onnx"]
+
+
+def test_fusion_report_lists_fused_nodes(fire_onnx, tmp_path):
+    import json
+
+    report = tmp_path / "fusion.json"
+    r = cann_compile(fire_onnx, "-o", tmp_path / "m.om", "--fusion-report", report)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(report.read_text())
+    conv1 = [k for k in data["kernels"] if k["kernel"] == "conv2d_0"][0]
+    assert conv1 == {"kernel": "conv2d_0", "fusion": "cube_epilogue", "nodes": ["conv1", "conv1_relu"]}
+    assert data["summary"]["fused_kernels"] == 5  # the five Conv+Relu pairs
