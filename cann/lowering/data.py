@@ -53,33 +53,53 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         if c_ % 16:
             zero = kb.alloc(Space.UB, chunk, out.dtype)
             kb.vec("dup", zero, count=chunk, scalar=0.0)
-        for n in range(n_):
-            if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
+        if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
+            for n in range(n_):
                 for c0 in range(0, c_, chunk):
                     move(n * c_ + c0, n * c1 * 16 + c0, min(chunk, c_ - c0))
                 if zero is not None:
                     kb.copy(zero, dst, dst_offset=n * c1 * 16 + c_, burst=c1 * 16 - c_)
-                continue
-            for c in range(c1 * 16):
-                for p0 in range(0, hw, chunk):
-                    p = min(chunk, hw - p0)
-                    dst_off = ((n * c1 + c // 16) * hw + p0) * 16 + c % 16
-                    if c < c_:
-                        move((n * c_ + c) * hw + p0, dst_off, p, dst_scatter=16)
-                    else:
-                        kb.copy(zero, dst, dst_offset=dst_off, nburst=p, burst=1, src_stride=1, dst_stride=16)
+        else:  # SPMD over position chunks: every core converts all channels of its chunk
+            pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
+            tiles = math.ceil(hw / pos)
+            kb.partition(tiles)
+            kb.block_offset(src, pos)
+            kb.block_offset(dst, pos * 16)
+
+            def body(first: int, last: bool = False) -> None:
+                p0 = first * pos
+                p = hw - (tiles - 1) * pos if last else pos
+                for n in range(n_):
+                    for c in range(c1 * 16):
+                        dst_off = ((n * c1 + c // 16) * hw + p0) * 16 + c % 16
+                        if c < c_:
+                            move((n * c_ + c) * hw + p0, dst_off, p, dst_scatter=16)
+                        else:
+                            kb.copy(zero, dst, dst_offset=dst_off, nburst=p, burst=1, src_stride=1, dst_stride=16)
+
+            kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     else:  # NC1HWC0 -> ND (NCHW)
         n_, c_, h_, w_ = t.shape
         hw, c1 = h_ * w_, t.c1
-        for n in range(n_):
-            if hw == 1:
+        if hw == 1:
+            for n in range(n_):
                 for c0 in range(0, c_, chunk):
                     move(n * c1 * 16 + c0, n * c_ + c0, min(chunk, c_ - c0))
-                continue
-            for c in range(c_):
-                for p0 in range(0, hw, chunk):
-                    p = min(chunk, hw - p0)
-                    move(((n * c1 + c // 16) * hw + p0) * 16 + c % 16, (n * c_ + c) * hw + p0, p, src_gather=16)
+        else:  # SPMD over position chunks, as above
+            pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
+            tiles = math.ceil(hw / pos)
+            kb.partition(tiles)
+            kb.block_offset(src, pos * 16)
+            kb.block_offset(dst, pos)
+
+            def body(first: int, last: bool = False) -> None:
+                p0 = first * pos
+                p = hw - (tiles - 1) * pos if last else pos
+                for n in range(n_):
+                    for c in range(c_):
+                        move(((n * c1 + c // 16) * hw + p0) * 16 + c % 16, (n * c_ + c) * hw + p0, p, src_gather=16)
+
+            kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     lw.launch(kb)
     return out
 
