@@ -1068,6 +1068,79 @@ class CastOp(IRDLOperation):
             raise VerifyException("'graph.cast' must keep the shape")
 
 
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """``graph.gather %data, %indices {axis = 0 : i64} : (tensor<128x64xf32>, tensor<1x16xi64>) -> tensor<1x16x64xf32>``:
+    ONNX Gather (result shape data[:axis] + indices + data[axis+1:]; negative indices wrap)."""
+
+    name = "graph.gather"
+    data = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$data `,` $indices attr-dict `:` `(` type($data) `,` type($indices) `)` `->` type($res)"
+
+    def __init__(self, data: SSAValue, indices: SSAValue, axis: int):
+        ds, ix = _shape(data), _shape(indices)
+        shape = ds[:axis] + ix + ds[axis + 1:]
+        super().__init__(operands=[data, indices], properties={"axis": i64_attr(axis)},
+                         result_types=[TensorType(_elt(data), shape)])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        ds, ix = _shape(self.data), _shape(self.indices)
+        axis = self.axis.value.data
+        if not 0 <= axis < len(ds):
+            raise VerifyException(f"'graph.gather' axis {axis} out of range for rank {len(ds)}")
+        if numpy_dtype(_elt(self.indices)) not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise VerifyException("'graph.gather' expects int32 or int64 indices")
+        if _elt(self.res) != _elt(self.data):
+            raise VerifyException("'graph.gather' result element type must be the data's")
+        _expect_shape(self, ds[:axis] + ix + ds[axis + 1:])
+
+
+@irdl_op_definition
+class WhereOp(IRDLOperation):
+    """``graph.where %cond, %x, %y : (tensor<...xi1>, tensor<...>, tensor<...>) -> tensor<...>``:
+    ONNX Where (cond ? x : y, multidirectional broadcasting)."""
+
+    name = "graph.where"
+    cond = operand_def(TensorType)
+    x = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = ("$cond `,` $x `,` $y attr-dict `:` `(` type($cond) `,` type($x) `,` type($y) `)` "
+                       "`->` type($res)")
+
+    def __init__(self, cond: SSAValue, x: SSAValue, y: SSAValue):
+        shape = broadcast_shapes(broadcast_shapes(_shape(cond), _shape(x)) or (), _shape(y))
+        super().__init__(operands=[cond, x, y], result_types=[TensorType(_elt(x), shape or _shape(x))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        if numpy_dtype(_elt(self.cond)) != np.bool_:
+            raise VerifyException("'graph.where' expects a boolean (i1) condition")
+        if _elt(self.x) != _elt(self.y) or _elt(self.res) != _elt(self.x):
+            raise VerifyException("'graph.where' expects x, y and the result to share one element type")
+        xy = broadcast_shapes(_shape(self.x), _shape(self.y))
+        shape = broadcast_shapes(_shape(self.cond), xy) if xy is not None else None
+        if shape is None:
+            raise VerifyException("'graph.where' operands are not broadcastable")
+        _expect_shape(self, shape)
+
+
+
+# --------------------------------------------------------------------------------------------
+# Resize, ConvTranspose
+
+RESIZE_MODES = ("nearest", "linear")
+RESIZE_COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
 from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
 
 Graph = Dialect(
@@ -1097,6 +1170,7 @@ Graph = Dialect(
         EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
         MaxOp, MinOp, PowOp,
         ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
+        GatherOp, WhereOp,
     ],
     [],
 )

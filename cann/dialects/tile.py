@@ -214,7 +214,19 @@ BlockOffsetOp = _instr("block_offset", ("buf",), ("stride",),
                       doc="SPMD: for the rest of the kernel, GM argument buf is seen block_idx * stride elements "
                           "further on each core.")
 
-TILE_INSTRS = (BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp)
+LoadIndexOp = _instr("load_index", ("src",), ("src_offset", "reg", "bound"),
+                     doc="Scalar register reg = element src_offset of the UB index buffer src (int32/int64), "
+                         "negative values wrapped by + bound, outside [0, bound) an error (ld_idx).")
+CopyIndexedOp = _instr("copy_indexed", ("src", "dst"), (*_DMA, "reg", "reg_stride"),
+                       doc="GM -> UB burst copy whose source offset adds register reg * reg_stride elements "
+                           "(copy_gm_to_ub_reg).")
+SelectOp = _instr("select", ("dst", "cond", "src0", "src1"), ("dst_offset", "cond_offset", "src0_offset",
+                                                             "src1_offset", "count"),
+                  doc="dst = cond != 0 ? src0 : src1 over count contiguous elements of each (vsel); cond holds "
+                      "0/1 in the data dtype.")
+
+TILE_INSTRS = (BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+               LoadIndexOp, CopyIndexedOp, SelectOp)
 
 
 @irdl_op_definition

@@ -948,4 +948,29 @@ def _expand(imp, node, name, a):
     return [imp.emit(g.ExpandOp(x, out.get_shape()), name).results[0]]
 
 
+@_converter("Gather")
+def _gather(imp, node, name, a):
+    data = imp.value(node.input[0])
+    r = len(g._shape(data))
+    axis = int(a.get("axis", 0))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    idx = imp.value(node.input[1])
+    if g.numpy_dtype(g._elt(idx)) not in (np.dtype(np.int32), np.dtype(np.int64)):
+        raise _Unsupported(f"Gather with {g.numpy_dtype(g._elt(idx)).name} indices (int32 or int64 expected)")
+    return [imp.emit(g.GatherOp(data, idx, axis % r), name).results[0]]
+
+
+@_converter("Where")
+def _where(imp, node, name, a):
+    cond, x, y = (imp.value(n) for n in node.input[:3])
+    if g.numpy_dtype(g._elt(x)).kind != "f":
+        raise _Unsupported(f"Where on {g.numpy_dtype(g._elt(x)).name} tensors is not supported (float16 and float32 only)")
+    return [imp.emit(g.WhereOp(cond, x, y), name).results[0]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Resize, ConvTranspose
+
+
 SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})

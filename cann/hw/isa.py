@@ -21,6 +21,12 @@ Conventions shared by all instructions (see docs/core-model.md):
   (elements) per iteration, counted from lane 0.
 * ``dtype`` codes: 0 = float16, 1 = float32 (``DTYPES``).
 * Pipes use HIVM's numbering (ascend-core.md §4.1): S=0, V=1, M=2, MTE1=3, MTE2=4, MTE3=5, ALL=6.
+* Scalar registers: the scalar unit has :data:`SCALAR_REGS` 64-bit integer registers ``r0..``, written
+  by ``ld_idx`` (an index element loaded from UB) and read by ``copy_gm_to_ub_reg`` (a DMA whose GM
+  address adds ``reg * reg_stride``): data-dependent addressing, the Ascend pattern for Gather
+  (the scalar unit reads the indices and issues the copies).
+* ``IDX_DTYPES``: element codes of ``ld_idx`` (0 = int32, 1 = int64); the scalar unit reads either
+  width, so int64 indices need no conversion kernel.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ class Pipe(enum.IntEnum):
 #: dtype code -> numpy dtype
 DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32)}
 DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
+
+#: ld_idx element codes -> numpy dtype (index tensors)
+IDX_DTYPES: dict[int, np.dtype] = {0: np.dtype(np.int32), 1: np.dtype(np.int64)}
+#: scalar registers of the scalar unit (``ld_idx`` / ``copy_gm_to_ub_reg``)
+SCALAR_REGS = 32
 
 #: load2d destination codes
 L0A, L0B = 1, 2
@@ -138,6 +149,18 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("block_if", Pipe.S, _f("lo", "hi"), "spmd",
      "the instructions up to the matching block_endif run only on cores with lo <= block_idx < hi"),
     ("block_endif", Pipe.S, (), "spmd", "ends the innermost block_if"),
+    # data-dependent addressing (Gather with runtime indices); appended: opcodes above are unchanged
+    ("ld_idx", Pipe.S, _f("reg", "dtype", "src", "bound"), "scalar",
+     "scalar register reg = the index element at UB byte src (dtype: IDX_DTYPES, 0 = int32, 1 = int64); "
+     "a negative value v becomes v + bound (ONNX Gather wrap); a value outside [0, bound) after the wrap "
+     "is an error naming the index (never an out-of-tensor read)"),
+    ("copy_gm_to_ub_reg", Pipe.MTE2, _f("dst", "src_arg", "src", "nburst", "burst", "src_stride", "dst_stride",
+                                        "reg", "reg_stride"), "dma_reg",
+     "GM -> UB burst copy as copy_gm_to_ub, from GM byte src + r[reg] * reg_stride (register-indexed source)"),
+    ("vsel", Pipe.V, _f("dtype", "dst", "cond", "src0", "src1", "repeat", "mask", "dst_blk", "cond_blk",
+                        "src0_blk", "src1_blk", "dst_rep", "cond_rep", "src0_rep", "src1_rep"), "select",
+     "dst = cond != 0 ? src0 : src1, per lane; cond is a UB operand of dtype holding 0/1 (the device's "
+     "boolean format: false = 0, true = 1 in the float dtype); repeat model as the vector group"),
 ]
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(

@@ -29,8 +29,10 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     UnitAttr,
+    IntegerType,
     f16,
     f32,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Region, SSAValue
@@ -44,11 +46,13 @@ from cann.hw.config import SocSpec
 ND = "ND"
 NC1HWC0 = "NC1HWC0"
 
-_ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32}
+_ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64}
 
 
 def elem_type(dtype: np.dtype) -> Attribute:
-    """The xDSL element type of a numpy dtype (float16 or float32).
+    """The xDSL element type of a numpy dtype: float16 or float32 (computed on), int32 or int64
+    (stored in GM and moved by DMA: indices, integer model inputs and outputs; booleans live on the
+    device as the float dtype's 0/1, see docs/core-model.md).
 
     Raises:
         CannError: another dtype (not supported on the AI Core in this version).
@@ -60,8 +64,14 @@ def elem_type(dtype: np.dtype) -> Attribute:
 
 
 def np_dtype(t: Attribute) -> np.dtype:
-    """The numpy dtype of an xDSL float element type."""
-    return np.dtype(np.float16) if t == f16 else np.dtype(np.float32)
+    """The numpy dtype of an xDSL element type (float16, float32, int32, int64; other integer
+    widths by their width)."""
+    if t == f16:
+        return np.dtype(np.float16)
+    if isinstance(t, IntegerType):
+        w = t.width.data
+        return np.dtype(np.bool_) if w == 1 else np.dtype(f"int{w}")
+    return np.dtype(np.float32)
 
 
 @dataclass(frozen=True)

@@ -228,6 +228,14 @@ class _Converter:
                                     _float(op, "epsilon"), loc)
         if kind == "expand":
             return mathk.broadcast_to(lw, mathk._nd(lw, self.tensor(op.x, loc), loc), out_shape, loc)
+        if kind == "gather":  # cann/lowering/gather.py (constant or runtime indices)
+            from cann.lowering.gather import lower_gather
+
+            return lower_gather(self, op)
+        if kind == "where":  # cann/lowering/select.py (vsel)
+            from cann.lowering.select import lower_where
+
+            return lower_where(self, op)
         if kind == "cast":
             # the device computes in the precision mode's dtype; a cast between float types changes
             # only the declared dtype, which the output conversion applies

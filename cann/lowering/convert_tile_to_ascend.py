@@ -111,6 +111,44 @@ class _Kernel:
             f.update(dst_arg=self.args[dst], dst=op.field("dst_offset") * e, src=self.byte(src, op.field("src_offset")))
         self.emit(_DMA[key], **f)
 
+    def _load_index(self, op) -> None:
+        src = op.operand("src")
+        dt = np_dtype(src.type.element_type)
+        codes = {d: c for c, d in isa.IDX_DTYPES.items()}
+        if dt not in codes:
+            raise self.error(f"index buffer of dtype {dt} (int32 or int64 expected)")
+        self.emit("ld_idx", reg=op.field("reg"), dtype=codes[dt], src=self.byte(src, op.field("src_offset")),
+                  bound=op.field("bound"))
+
+    def _copy_indexed(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        if (space_of(src), space_of(dst)) != (Space.GM, Space.UB):
+            raise self.error("tile.copy_indexed copies GM -> UB only")
+        e = self.isz(src)
+        self.emit("copy_gm_to_ub_reg", dst=self.byte(dst, op.field("dst_offset")), src_arg=self.args[src],
+                  src=op.field("src_offset") * e, nburst=op.field("nburst"), burst=op.field("burst") * e,
+                  src_stride=op.field("src_stride") * e, dst_stride=op.field("dst_stride") * e,
+                  reg=op.field("reg"), reg_stride=op.field("reg_stride") * e)
+
+    def _select(self, op) -> None:
+        dst, cond, s0, s1 = (op.operand(n) for n in ("dst", "cond", "src0", "src1"))
+        isz = self.isz(dst)
+        lanes = self.vec.repeat_bytes // isz
+        bpr, maxr = self.vec.blocks_per_repeat, self.vec.max_repeat
+        offs = [op.field(n + "_offset") for n in ("dst", "cond", "src0", "src1")]
+        total, pos = op.field("count"), 0
+        while pos < total:
+            left = total - pos
+            rep = min(maxr, left // lanes) if left >= lanes else 1
+            mask = lanes if left >= lanes else left
+            f = dict(dtype=self.code(dst), repeat=rep, mask=mask)
+            for nm, buf, off in zip(("dst", "cond", "src0", "src1"), (dst, cond, s0, s1), offs):
+                f[nm] = self.byte(buf, off + pos)
+                f[f"{nm}_blk"] = 1
+                f[f"{nm}_rep"] = bpr
+            self.emit("vsel", **f)
+            pos += rep * lanes if left >= lanes else left
+
     def _copy_nd2nz(self, op) -> None:
         src, dst = op.operand("src"), op.operand("dst")
         e = self.isz(src)

@@ -7,7 +7,11 @@ non-sync instructions A (pipe P) and B (pipe Q != P) it inserts ``ascend.pipe_ba
 * a ``pipe_barrier`` on ALL, or
 * a ``set_flag src_pipe=P, dst_pipe=Q, event=e`` followed by the matching ``wait_flag``.
 
-Runs on one pipe get nothing (each pipe executes in order); a barrier on a single pipe does not
+Scalar-pipe work instructions (``ld_idx``: an index read from UB into a register) are ordinary
+instructions on pipe S here: the MTE2 copy that fills the index buffer is ordered before the S
+read, and the S register write before the register-addressed MTE2 copy (``copy_gm_to_ub_reg``), so
+the race checker (which tracks UB bytes and the scalar registers) sees no race. Only sync and SPMD
+control instructions are skipped. Runs on one pipe get nothing (each pipe executes in order); a barrier on a single pipe does not
 order two pipes, so it does not count. Every kernel with instructions also ends with a PIPE_ALL
 barrier (added unless its last instruction already is one). Existing sync instructions are left as
 they are; no barrier is duplicated, so the pass is idempotent.

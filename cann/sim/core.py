@@ -100,6 +100,9 @@ class AICore:
         self._frac = spec.cube.fractal_bytes
         self.gm = np.zeros(0, np.uint8)
         self.args: tuple[int, ...] = ()
+        #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them)
+        self.regs: list[int] = [0] * isa.SCALAR_REGS
+        self.reg_trace: list[int] = []  # register value of each copy_gm_to_ub_reg run (for the timing model)
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -139,6 +142,7 @@ class AICore:
             raise ValueError("gm must be a writable 1-D contiguous uint8 array")
         self.gm = gm
         self.args = tuple(int(a) for a in args)
+        self.reg_trace = []
         execs = self._exec
         i = -1
         try:
@@ -151,7 +155,7 @@ class AICore:
             self.gm = np.zeros(0, np.uint8)
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError)
+        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace)
         return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
                            sum(t.busy), t, t.problems, instrs)
@@ -173,6 +177,12 @@ class AICore:
             return self._pipe_barrier if m == "pipe_barrier" else self._flag
         if d.group == "spmd":  # resolved per core before the run (cann.sim.spmd); scalar cost only
             return lambda v: None
+        if d.group == "scalar":
+            return self._ld_idx
+        if d.group == "dma_reg":
+            return self._dma_reg
+        if d.group == "select":
+            return self._vsel
         if d.group == "fixpipe" and self.spec.bandwidth.l0c_to_ub <= 0:
             def absent(v):
                 raise _Fault(f"{m}: {self.spec.name} has no L0C -> UB path ({self.spec.core_type} cores; "
@@ -247,6 +257,46 @@ class AICore:
         g = self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
         self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
         self._copy(self.gm, g, self.bufs[buf], dst, nburst, burst, ss, ds)
+
+    def _reg(self, reg: int) -> None:
+        if not 0 <= reg < len(self.regs):
+            raise _Fault(f"reg {reg} outside [0, {len(self.regs)})")
+
+    def _ld_idx(self, v) -> None:
+        reg, code, src, bound = v
+        self._reg(reg)
+        dt = isa.IDX_DTYPES.get(code)
+        if dt is None:
+            raise _Fault(f"invalid index dtype code {code} (valid: "
+                         f"{', '.join(f'{k}={d}' for k, d in isa.IDX_DTYPES.items())})")
+        self._positive(bound=bound)
+        if src % dt.itemsize:
+            raise _Fault(f"src: UB address {src} is not aligned to the {dt} element size {dt.itemsize}")
+        if src < 0 or src + dt.itemsize > self.limit["ub"]:
+            raise _Fault(f"src: UB bytes [{src}, {src + dt.itemsize}) outside the buffer (capacity {self.limit['ub']} bytes)")
+        x = int(_view(self.bufs["ub"], src, (), (), dt)[()])
+        idx = x + bound if x < 0 else x
+        if not 0 <= idx < bound:
+            raise _Fault(f"index {x} out of range [{-bound}, {bound - 1}] (bound {bound}): a Gather index outside "
+                         f"the data tensor")
+        self.regs[reg] = idx
+
+    def _dma_reg(self, v) -> None:
+        dst, src_arg, src, nburst, burst, ss, ds, reg, rs = v
+        self._reg(reg)
+        self._nonneg(reg_stride=rs)
+        self._dma_in("ub", (dst, src_arg, src + self.regs[reg] * rs, nburst, burst, ss, ds))
+        self.reg_trace.append(self.regs[reg])
+
+    def _vsel(self, v) -> None:
+        code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
+        dt, lanes, e = self._vec_check(code, repeat, mask)
+        isz = dt.itemsize
+        ops = [(dst, db, dr), (cond, cb, cr), (s0, s0b, s0r), (s1, s1b, s1r)]
+        for what, (base, blk, rep) in zip(("dst", "cond", "src0", "src1"), ops):
+            self._operand(what, base, blk, rep, repeat, mask, e, isz)
+        for d, c, a, b in self._pieces(ops, repeat, mask, lanes, e, dt):
+            np.copyto(d, np.where(c != 0, a, b))
 
     def _dma_out(self, v) -> None:
         dst_arg, dst, src, nburst, burst, ss, ds = v

@@ -17,6 +17,9 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 * vector, vconv, reduce, broadcast: ``vector_startup + repeat*cycles_per_repeat``
   (``cycles_per_repeat_transcendental`` for :data:`cann.hw.isa.TRANSCENDENTAL`).
 * sync (``set_flag``, ``wait_flag``, ``pipe_barrier``) and SPMD control (``block_*``): ``latency.scalar``.
+* ``ld_idx`` (a scalar load of one index element from UB): ``latency.scalar``.
+* ``copy_gm_to_ub_reg``: the ``copy_gm_to_ub`` DMA formula (the register only moves the source address).
+* ``vsel``: ``vector_startup + repeat*cycles_per_repeat`` (a plain vector op).
 """
 
 from __future__ import annotations
@@ -88,9 +91,13 @@ class CostModel:
         def sync(v):
             return lat.scalar
 
+        def select(v):  # vsel: repeat is field 5 (after dtype, dst, cond, src0, src1)
+            return lat.vector_startup + v[5] * vec.cycles_per_repeat
+
         by_group = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad,
                     "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
-                    "broadcast": vector, "sync": sync, "spmd": sync}
+                    "broadcast": vector, "sync": sync, "spmd": sync, "scalar": sync,
+                    "dma_reg": dma(bw.gm_to_ub), "select": select}
         self._fn: dict[str, Callable] = {}
         for d in isa.INSTRUCTIONS:
             if d.group == "dma":

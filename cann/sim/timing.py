@@ -44,9 +44,10 @@ from cann.sim.cost import L0C_ITEMSIZE
 PIPES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
 NPIPES = len(PIPES)
 _ALL = isa.Pipe.ALL.value
-#: buffers of the race detector (GM addresses are arena byte addresses)
-BUFS = ("gm", "l1", "l0a", "l0b", "l0c", "ub")
-_GM, _L1, _L0A, _L0B, _L0C, _UB = range(6)
+#: buffers of the race detector (GM addresses are arena byte addresses; "sreg": the scalar registers,
+#: 8 bytes each, so an ld_idx (S) and the copy_gm_to_ub_reg (MTE2) reading its register are ordered)
+BUFS = ("gm", "l1", "l0a", "l0b", "l0c", "ub", "sreg")
+_GM, _L1, _L0A, _L0B, _L0C, _UB, _SREG = range(7)
 #: checker modes: "error" raises, "warn" reports and continues, "off" skips the race detector
 CHECK_MODES = ("error", "warn", "off")
 _MAX_REPORTS = 20  # problems reported per kernel run in "warn" mode
@@ -174,6 +175,25 @@ def _footprints(spec: SocSpec):
     def none(v, args):
         return (), 0, 0
 
+    def ld_idx(v, args):
+        reg, code, src, bound = v
+        isz = isa.IDX_DTYPES[code].itemsize if code in isa.IDX_DTYPES else 8
+        return ((_UB, src, src + isz, False), (_SREG, reg * 8, reg * 8 + 8, True)), 0, 0
+
+    def dma_reg(v, args, regval=0):
+        dst, a, src, nb, b, ss, ds, reg, rs = v
+        g = args[a] + src + regval * rs
+        return ((_SREG, reg * 8, reg * 8 + 8, False), (_GM, g, g + (nb - 1) * ss + b, False),
+                (_UB, dst, dst + (nb - 1) * ds + b, True)), nb * b, 0
+
+    def vsel(v, args):
+        code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
+        isz = _isz(code)
+        e = bb // isz
+        return tuple((_UB, base, base + operand_hi(blk, rep, repeat, mask, e, isz), w)
+                     for base, blk, rep, w in ((dst, db, dr, True), (cond, cb, cr, False), (s0, s0b, s0r, False),
+                                               (s1, s1b, s1r, False))), 0, 0
+
     binary = {"vadd", "vsub", "vmul", "vdiv", "vmax", "vmin"}
     for d in isa.INSTRUCTIONS:
         m, g = d.mnemonic, d.group
@@ -187,7 +207,8 @@ def _footprints(spec: SocSpec):
             fns[m] = vconv(4, 2) if m == "vconv_f322f16" else vconv(2, 4)
         else:
             fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
-                      "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none}[g]
+                      "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none, "scalar": ld_idx,
+                      "dma_reg": dma_reg, "select": vsel}[g]
     return fns
 
 
@@ -206,11 +227,14 @@ def _range(buf: int, lo: int, hi: int) -> str:
 
 
 def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
-             kernel_name: str = "kernel", checks: str = "error", SimError=CannError) -> Timing:
+             kernel_name: str = "kernel", checks: str = "error", SimError=CannError,
+             reg_values: list[int] | None = None) -> Timing:
     """Time ``instrs`` (already executed and validated) on parallel in-order pipes and check sync.
 
     ``costs`` / ``full_costs``: mnemonic -> cost function of the field values, with the launch's
     shared GM bandwidth and at the full per-core rate. ``checks``: one of :data:`CHECK_MODES`.
+    ``reg_values``: the register value each ``copy_gm_to_ub_reg`` used, in program order (recorded
+    by the functional run), so its GM footprint is the bytes it really read.
 
     Raises:
         SimError: (``checks != "warn"``) a race, a wait that can never be satisfied (deadlock) or a
@@ -240,6 +264,7 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
     touched: set[tuple[int, int]] = set()
     owners: list[set[int]] = [set() for _ in BUFS]  # pipes with recorded accesses, per buffer
     fp_cache: dict[str, dict[tuple, tuple]] = {}
+    reg_iter = iter(reg_values or ())
 
     def loc(i: int) -> str:
         return f"{kernel_name}: instruction {i} `{instrs[i].asm()}`"
@@ -334,7 +359,11 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
         pipe_of[i] = p
         busy[p] += c
         fn = fps[m]
-        if d.group == "dma" or d.group == "nd2nz":
+        if d.group == "dma_reg":
+            busy_full[p] += full_costs[m](v)
+            accs, r, w = fn(v, args, next(reg_iter, 0))
+            gm_r += r
+        elif d.group == "dma" or d.group == "nd2nz":
             busy_full[p] += full_costs[m](v)
             accs, r, w = fn(v, args)
             gm_r += r

@@ -69,7 +69,7 @@ def _dtype(v: dict) -> int:
     return v["dtype"]
 
 
-_ADDRESSES = {"dst", "src", "a", "b", "src0", "src1", "src_arg", "dst_arg"}
+_ADDRESSES = {"dst", "src", "a", "b", "src0", "src1", "src_arg", "dst_arg", "cond"}
 
 
 def _check_dma(v: dict) -> None:
@@ -130,6 +130,32 @@ def _check_vector(v: dict, lanes: int) -> None:
         _in(v, n, 0)
 
 
+def _check_reg(v: dict) -> None:
+    _in(v, "reg", 0, isa.SCALAR_REGS - 1)
+
+
+def _check_ld_idx(v: dict) -> None:
+    _check_reg(v)
+    if v["dtype"] not in isa.IDX_DTYPES:
+        raise _Bad(f"dtype must be one of {sorted(isa.IDX_DTYPES)} "
+                   f"({', '.join(str(d) for d in isa.IDX_DTYPES.values())}), got {v['dtype']}")
+    _in(v, "bound", 1)
+
+
+def _check_dma_reg(v: dict) -> None:
+    _check_dma(v)
+    _check_reg(v)
+    _in(v, "reg_stride", 0)
+
+
+def _check_select(v: dict) -> None:
+    _dtype(v)
+    _in(v, "repeat", 1, limits().max_repeat)
+    _in(v, "mask", 1, limits().lanes(v["dtype"]))
+    for n in ("dst_blk", "cond_blk", "src0_blk", "src1_blk", "dst_rep", "cond_rep", "src0_rep", "src1_rep"):
+        _in(v, n, 0)
+
+
 def _check_flag(v: dict) -> None:
     for n in ("src_pipe", "dst_pipe"):
         if v[n] not in isa.Pipe.__members__.values() or v[n] == isa.Pipe.ALL:
@@ -170,6 +196,12 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         elif g == "vconv":
             # a conversion processes repeat_bytes / 4 elements per repeat, whatever dtype says
             _check_vector(v, limits().repeat_bytes // 4)
+        elif g == "scalar":
+            _check_ld_idx(v)
+        elif g == "dma_reg":
+            _check_dma_reg(v)
+        elif g == "select":
+            _check_select(v)
         elif defn.mnemonic in ("set_flag", "wait_flag"):
             _check_flag(v)
         elif defn.mnemonic == "pipe_barrier":

@@ -38,7 +38,7 @@ def _valid_values(d: isa.InstrDef) -> dict:
     """A valid instance of every instruction (each field set to something legal)."""
     v = {f.name: (0.25 if f.kind == "f" else 0) for f in d.fields}
     ones = ("nburst", "burst", "repeat", "rows", "cols", "n1", "fm_c1", "fm_h", "fm_w", "stride_h", "stride_w",
-            "kernel_h", "kernel_w", "dil_h", "dil_w", "init")
+            "kernel_h", "kernel_w", "dil_h", "dil_w", "init", "bound")
     for n in ones:
         if n in v:
             v[n] = 1
