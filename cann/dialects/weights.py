@@ -81,15 +81,15 @@ def _key_base(op) -> str:
 
 def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` as an uncompressed ``.npz`` with fixed timestamps (byte-deterministic), atomically."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+    from cann.fileio import atomic_output
+
+    with atomic_output(path, "wb") as out, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for key, arr in arrays.items():
             info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
-    os.replace(tmp, path)
 
 
 def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:

@@ -279,6 +279,10 @@ class _Importer:
         name = _node_name(node, index)
         if any(n in self.poisoned for n in node.input):
             self.poisoned.update(node.output)
+            if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
+                # downstream of another problem, but unsupported in its own right: say so too
+                dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
+                self.diags.append(Diagnostic(name, f"unsupported operator {dom}{node.op_type} (opset {self.opset})"))
             return
         try:
             if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:

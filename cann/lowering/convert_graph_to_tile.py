@@ -254,6 +254,10 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
         raise CannError("--precision_mode", f"unknown precision mode '{precision_mode}' "
                                             f"(known: {', '.join(PRECISION_MODES)})")
     soc = load_soc(soc_name)
+    lower_level = next((op.name for op in module.walk() if op.name.startswith(("tile.", "ascend."))), None)
+    if lower_level is not None:
+        raise CannError("convert-graph-to-tile", f"the input is not graph-level IR (it holds {lower_level}); "
+                                                 "this pass lowers what the importer produces")
     mains = [op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
     if not mains:
         raise CannError("", "the module has no func.func @main")

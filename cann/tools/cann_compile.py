@@ -171,9 +171,14 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     if not output.endswith(".om"):
         output += ".om"
     compiled = cann.compile(model, **options)
-    compiled.save(output)
-    if fusion_report:
+    if fusion_report:  # the report first: if the .om cannot be written, the report goes again
         atomic_write_bytes(fusion_report, (json.dumps(compiled.fusion_report, indent=1) + "\n").encode())
+    try:
+        compiled.save(output)
+    except BaseException:
+        if fusion_report:
+            os.unlink(fusion_report)
+        raise
     om = compiled.om
     size = os.path.getsize(output)
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "

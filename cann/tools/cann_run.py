@@ -11,6 +11,7 @@ A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 import zipfile
@@ -50,6 +51,8 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
 
     for spec in specs:
         name, sep, path = spec.partition("=")
+        if sep and name not in names and not os.path.exists(spec):
+            raise CannError(spec, f"'{name}' is not an input of the model (inputs: {', '.join(names)})")
         if sep and name in names:
             data = _load_array_file(path)
             if not isinstance(data, np.ndarray):
@@ -197,9 +200,6 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     outputs = {t.name: np.asarray(outputs[t.name]).astype(t.dtype, copy=False) for t in model.outputs}
     for name, a in outputs.items():
         print(summary(name, a))
-    if output:
-        with atomic_output(output, "wb") as f:
-            np.savez(f, **outputs)
     status = 0
     if compare:
         precision = getattr(model, "precision_mode", None)
@@ -221,6 +221,9 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
                 status = 1
         if status:
             print(f"cann-run: outputs differ from onnxruntime by more than rel_l2_err {tol:g}", file=sys.stderr)
+    if output:  # written once the run (and any comparison) went through: no file on an error
+        with atomic_output(output, "wb") as f:
+            np.savez(f, **outputs)
     run = getattr(model, "last_run", None)
     if run is not None:
         print(f"cycles: {run.cycles}  instructions: {run.instructions}")

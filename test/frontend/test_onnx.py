@@ -373,3 +373,19 @@ def test_light_models_import():
         assert names <= {"builtin.module", "func.func", "func.return"} | {
             f"graph.{n}" for n in ("constant", "conv2d", "batch_norm", "relu", "add", "mul", "max_pool", "avg_pool",
                                    "global_avg_pool", "gemm", "concat", "reshape", "transpose", "softmax", "lrn")}
+
+
+def test_unsupported_nodes_downstream_of_each_other_are_all_reported():
+    # a chain: each unsupported node is reported even though it consumes another one's output
+    n = helper.make_node
+    g = helper.make_graph([n("Relu", ["x"], ["a"], name="r"), n("Hardmax", ["a"], ["b"], name="u1"),
+                           n("LpNormalization", ["b"], ["c"], name="u2"), n("Relu", ["c"], ["d"], name="r2"),
+                           n("GlobalLpPool", ["d"], ["y"], name="u3")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(CannError) as e:
+        import_onnx(m)
+    assert e.value.lines() == ["error: u1: unsupported operator Hardmax (opset 13)",
+                               "error: u2: unsupported operator LpNormalization (opset 13)",
+                               "error: u3: unsupported operator GlobalLpPool (opset 13)"]

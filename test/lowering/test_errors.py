@@ -37,3 +37,16 @@ def test_unknown_soc():
     m = _model([helper.make_node("Relu", ["a"], ["y"], name="r")], [("a", [1, 4])], [("y", [1, 4])])
     with pytest.raises(cann.CannError, match="unknown SoC 'Ascend999'"):
         cann.compile(m, soc_version="Ascend999")
+
+
+def test_convert_graph_to_tile_on_tile_ir_is_one_error(tmp_path):
+    import subprocess
+    import sys
+
+    src = tmp_path / "t.mlir"
+    src.write_text('builtin.module {\n  %0 = tile.alloc : memref<16xf16, #tile<space ub>>\n}\n')
+    r = subprocess.run([sys.executable, "-m", "cann.tools.cann_opt", str(src), "-p", "convert-graph-to-tile"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["error: convert-graph-to-tile: the input is not graph-level IR (it holds "
+                                     "tile.alloc); this pass lowers what the importer produces"]

@@ -314,3 +314,14 @@ def test_fusion_report_lists_fused_nodes(fire_onnx, tmp_path):
     conv1 = [k for k in data["kernels"] if k["kernel"] == "conv2d_0"][0]
     assert conv1 == {"kernel": "conv2d_0", "fusion": "cube_epilogue", "nodes": ["conv1", "conv1_relu"]}
     assert data["summary"]["fused_kernels"] == 5  # the five Conv+Relu pairs
+
+
+def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_path):
+    # the .om directory is missing: the fusion report written first is removed again
+    r = cann_compile(fire_onnx, "-o", tmp_path / "nodir" / "m.om", "--fusion-report", tmp_path / "f.json")
+    assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path / 'nodir' / 'm.om'}: cannot write")
+    assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
+    # --emit to a missing directory: one line, no traceback (the weights sidecar is written first)
+    r = cann_compile(fire_onnx, "--emit", "graph", "-o", tmp_path / "nodir" / "g.mlir")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'nodir' / 'g.mlir.npz'}: cannot write: No such file or directory"]

@@ -290,3 +290,27 @@ def test_squeezenet_light_compile_run_compare(tmp_path):  # needs the compiler (
     assert len(compare) == 2  # the softmax output and the exposed logits
     for ln in compare:
         assert float(ln.rsplit("=", 1)[1]) <= 1e-2
+
+
+def test_unknown_input_name_and_no_output_left_on_compare_error(tmp_path):  # needs the compiler
+    import onnx
+    from onnx import TensorProto, helper
+
+    import cann
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    cann.compile(model).save(tmp_path / "m.om")
+    np.save(tmp_path / "x.npy", np.ones((1, 4), np.float32))
+    r = cli("cann_run", tmp_path / "m.om", "--input", f"nosuch={tmp_path / 'x.npy'}")
+    assert r.returncode == 2
+    assert r.stderr.splitlines()[-1] == f"error: nosuch={tmp_path / 'x.npy'}: 'nosuch' is not an input of the model (inputs: x)"
+    other = helper.make_graph([helper.make_node("Relu", ["z"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(other, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "other.onnx")
+    r = cli("cann_run", tmp_path / "m.om", "--input", str(tmp_path / "x.npy"), "--compare", tmp_path / "other.onnx",
+                 "--output", tmp_path / "out.npz")
+    assert r.returncode == 2 and not (tmp_path / "out.npz").exists()
