@@ -17,6 +17,7 @@ _PASSES: dict[str, str] = {
     "graph-fold-transposes": "cann.passes.graph_fold_transposes:GraphFoldTransposesPass",
     "graph-fold-batch-norm": "cann.passes.graph_fold_batch_norm:GraphFoldBatchNormPass",
     "graph-fuse-ub": "cann.passes.graph_fuse_ub:GraphFuseUbPass",
+    "graph-recompose": "cann.passes.graph_recompose:GraphRecomposePass",
 }
 
 

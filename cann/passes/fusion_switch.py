@@ -19,6 +19,8 @@ from cann.errors import CannError, Diagnostic
 #: ATC pass name -> (group, what it switches in this compiler)
 PASSES: dict[str, tuple[str, str]] = {
     "ConvBatchnormFusionPass": ("GraphFusion", "graph-fold-batch-norm"),
+    "LayerNormFusionPass": ("GraphFusion", "graph-recompose{layer_norm}"),
+    "GeluFusionPass": ("GraphFusion", "graph-recompose{gelu}"),
     "TbeConvElemwiseFusionPass": ("UBFusion", "cube-epilogue"),
     "TbeEltwiseFusionPass": ("UBFusion", "elementwise"),
 }
@@ -107,6 +109,9 @@ def parse_fusion_switch(path: str | Path) -> dict[str, bool]:
 def graph_pipeline(enabled: dict[str, bool]) -> list[str]:
     """The graph-stage fusion passes (pipeline entries) for a switch setting."""
     passes = []
+    ln, gelu = enabled["LayerNormFusionPass"], enabled["GeluFusionPass"]
+    if ln or gelu:
+        passes.append(f"graph-recompose{{layer_norm={str(ln).lower()} gelu={str(gelu).lower()}}}")
     if enabled["ConvBatchnormFusionPass"]:
         passes.append("graph-fold-batch-norm")
     cube, elem = enabled["TbeConvElemwiseFusionPass"], enabled["TbeEltwiseFusionPass"]

@@ -59,11 +59,13 @@ def test_fused_kernels_match_onnxruntime_and_unfused(precision_mode):
 def test_switch_file_json_and_text(tmp_path):
     j = tmp_path / "s.json"
     j.write_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "on", "TbeEltwiseFusionPass": "off"}}}')
-    assert parse_fusion_switch(j) == {"ConvBatchnormFusionPass": False, "TbeConvElemwiseFusionPass": True,
+    assert parse_fusion_switch(j) == {"ConvBatchnormFusionPass": False, "LayerNormFusionPass": False,
+                                      "GeluFusionPass": False, "TbeConvElemwiseFusionPass": True,
                                       "TbeEltwiseFusionPass": False}
     t = tmp_path / "s.cfg"
-    t.write_text("# comment\nALL:off\nTbeConvElemwiseFusionPass:on\n")
-    assert parse_fusion_switch(t) == {"ConvBatchnormFusionPass": False, "TbeConvElemwiseFusionPass": True,
+    t.write_text("# comment\nALL:off\nTbeConvElemwiseFusionPass:on\nGeluFusionPass:on\n")
+    assert parse_fusion_switch(t) == {"ConvBatchnormFusionPass": False, "LayerNormFusionPass": False,
+                                      "GeluFusionPass": True, "TbeConvElemwiseFusionPass": True,
                                       "TbeEltwiseFusionPass": False}
 
 
