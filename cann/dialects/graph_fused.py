@@ -8,7 +8,9 @@ in the IR; the lowering reads them):
 
 * ``cube_epilogue``: a Conv/Gemm/MatMul followed by elementwise ops applied on the L0C -> UB path
   before the one write to GM;
-* ``elementwise``: a chain of elementwise ops computed in UB, intermediates never written to GM.
+* ``elementwise``: a chain of elementwise ops computed in UB, intermediates never written to GM;
+* ``reduction``: elementwise producers and the Softmax (last axis) that consumes them, one kernel
+  per row.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from xdsl.irdl import (
 from xdsl.traits import HasParent, IsTerminator
 from xdsl.utils.exceptions import VerifyException
 
-FUSION_KINDS = ("cube_epilogue", "elementwise")
+FUSION_KINDS = ("cube_epilogue", "elementwise", "reduction")
 
 
 @irdl_op_definition

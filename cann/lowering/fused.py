@@ -131,6 +131,11 @@ def lower_fused(cv, op: FusedOp) -> DevTensor:
             head = ops[0]
             prog = _Program(cv, ops[1:], {head.results[0]: "acc"}, "r", "acc")
             res = cv.lower(head, epilogue=Epilogue(prog.steps, prog.tables, prog.inputs))
+        elif op.kind.data == "reduction":  # elementwise producers + Softmax: one row kernel
+            prog = _Program(cv, ops[:-1], {}, "x", "y")
+            if prog.tables:
+                raise CannError("", "per-channel constants in a softmax prologue")
+            res = vector.softmax(lw, prog.inputs[0], ops[-1].axis.value.data, op.location, prog.steps, prog.inputs)
         else:
             prog = _Program(cv, ops, {}, "x", "y")
             res = vector.eltwise(lw, "fused_eltwise", op.location, prog.inputs, prog.steps, prog.tables)

@@ -217,25 +217,51 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
     return y
 
 
-def softmax(lw: Lowering, x: DevTensor, axis: int, loc) -> DevTensor:
-    """Softmax over the last axis of an ND tensor: max, subtract, exp, sum, divide (per row)."""
-    x = lw.as_format(x, ND, lw.dtype, loc)
+def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | None = None,
+            inputs: list[DevTensor] | None = None) -> DevTensor:
+    """Softmax over the last axis of an ND tensor: max, subtract, exp, sum, divide, a row per core
+    at a time. With a fused ``prologue`` (elementwise steps over same-shaped ``inputs`` named
+    ``x<i>``, writing ``y``), the row is computed in UB first and never goes through GM."""
+    inputs = [lw.as_format(t, ND, lw.dtype, loc) for t in (inputs or [x])]
+    x = inputs[0]
     if axis != len(x.shape) - 1:
         raise unsupported(loc, f"Softmax over axis {axis} of a {len(x.shape)}-D tensor (only the last axis)")
+    if any(t.shape != x.shape for t in inputs):
+        raise unsupported(loc, "fused Softmax inputs of different shapes")
+    prologue = list(prologue or [])
+    temps = sorted({v for st in prologue for v in st[1:4] if isinstance(v, str) and v[0] not in "xy"})
     cols = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     lanes = lw.lanes
-    if (cols + 3 * lanes) * lw.dtype.itemsize > lw.usable("ub"):
+    nbuf = 1 + (len(inputs) + len(temps) if prologue else 0)
+    if (nbuf * cols + 3 * lanes) * lw.dtype.itemsize > lw.usable("ub"):
         raise unsupported(loc, f"Softmax over {cols} elements does not fit in UB")
-    kb = lw.kernel("softmax", loc)
+    kb = lw.kernel("softmax" if not prologue else "fused_softmax", loc)
     y = lw.gm_tensor(x.shape, ND)
-    xa, ya = kb.arg(x), kb.arg(y)
+    srcs = [kb.arg(t) for t in inputs]
+    ya = kb.arg(y)
+    kb.partition(rows)  # SPMD over rows
+    for a in (*srcs, ya):
+        kb.block_offset(a, cols)
     xb = kb.alloc(Space.UB, cols, lw.dtype)
+    bufs = {"y": xb}
+    if prologue:
+        bufs.update({f"x{i}": kb.alloc(Space.UB, cols, lw.dtype) for i in range(len(inputs))})
+        bufs.update({t: kb.alloc(Space.UB, cols, lw.dtype) for t in temps})
     bc = kb.alloc(Space.UB, lanes, lw.dtype)
     red = kb.alloc(Space.UB, lanes, lw.dtype)
     scratch = kb.alloc(Space.UB, 2 * math.ceil(cols / lanes) + 2 * lanes, lw.dtype)
-    for r in range(rows):
-        kb.copy(xa, xb, src_offset=r * cols, burst=cols)
+
+    def row(first: int, last: bool = False) -> None:
+        if prologue:
+            for i, a in enumerate(srcs):
+                kb.copy(a, bufs[f"x{i}"], src_offset=first * cols, burst=cols)
+            for op, d, s0, *more in prologue:
+                s1 = more[0] if more else None
+                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=cols,
+                       scalar=more[1] if len(more) > 1 else 0.0)
+        else:
+            kb.copy(srcs[0], xb, src_offset=first * cols, burst=cols)
         kb.emit(tile.ReduceOp(red, xb, scratch, count=cols, op="max"))
         kb.emit(tile.BroadcastOp(bc, red, count=1))
         kb.vec("sub", xb, xb, bc, count=cols, src1_stride=0)
@@ -243,7 +269,9 @@ def softmax(lw: Lowering, x: DevTensor, axis: int, loc) -> DevTensor:
         kb.emit(tile.ReduceOp(red, xb, scratch, count=cols, op="add"))
         kb.emit(tile.BroadcastOp(bc, red, count=1))
         kb.vec("div", xb, xb, bc, count=cols, src1_stride=0)
-        kb.copy(xb, ya, dst_offset=r * cols, burst=cols)
+        kb.copy(xb, ya, dst_offset=first * cols, burst=cols)
+
+    kb.for_tiles(rows, row)
     lw.launch(kb)
     return y
 

@@ -23,6 +23,7 @@ PASSES: dict[str, tuple[str, str]] = {
     "GeluFusionPass": ("GraphFusion", "graph-recompose{gelu}"),
     "TbeConvElemwiseFusionPass": ("UBFusion", "cube-epilogue"),
     "TbeEltwiseFusionPass": ("UBFusion", "elementwise"),
+    "TbeReduceElemwiseFusionPass": ("UBFusion", "reduction"),
 }
 GROUPS = ("GraphFusion", "UBFusion")
 
@@ -115,6 +116,8 @@ def graph_pipeline(enabled: dict[str, bool]) -> list[str]:
     if enabled["ConvBatchnormFusionPass"]:
         passes.append("graph-fold-batch-norm")
     cube, elem = enabled["TbeConvElemwiseFusionPass"], enabled["TbeEltwiseFusionPass"]
-    if cube or elem:
-        passes.append(f"graph-fuse-ub{{cube_epilogue={str(cube).lower()} elementwise={str(elem).lower()}}}")
+    red = enabled["TbeReduceElemwiseFusionPass"]
+    if cube or elem or red:
+        passes.append(f"graph-fuse-ub{{cube_epilogue={str(cube).lower()} elementwise={str(elem).lower()} "
+                      f"reduction={str(red).lower()}}}")
     return passes

@@ -4,7 +4,8 @@
   Add, Relu, Sigmoid, BatchNormalization, Mul/Add by per-channel constants, ...), applied on the
   L0C -> UB path before the single write to GM (ATC's ``TbeConvEltwiseFusionPass`` family);
 * ``elementwise``: chains of elementwise and per-channel-broadcast ops, one vector kernel whose
-  intermediates stay in UB (ATC's ``TbeEltwiseFusionPass``).
+  intermediates stay in UB (ATC's ``TbeEltwiseFusionPass``);
+* ``reduction``: such a chain and the last-axis Softmax consuming it, one kernel per row.
 
 Legality (:func:`fusable`) is separate from profitability: a callback (default
 :func:`fits_in_ub`, which checks the UB buffers the fused kernel needs against the SoC's UB)
@@ -129,7 +130,7 @@ def _wrap(group: list[Operation], kind: str) -> FusedOp:
 
 
 def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = True, max_ops: int = 8,
-         profitable: Callable[[list[Operation]], bool] | None = None) -> list[FusedOp]:
+         profitable: Callable[[list[Operation]], bool] | None = None, reduction: bool = True) -> list[FusedOp]:
     """Form the fused groups of every function of ``module``; returns them in order."""
     profitable = profitable or (lambda g: fits_in_ub(g, 248 * 1024))
     made = []
@@ -146,6 +147,14 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
             else:
                 continue
             group = _grow(op, max_ops)
+            if kind == "elementwise" and reduction:
+                tail = group[-1].results[0]
+                users = _users(tail)
+                if (len(users) == 1 and isinstance(users[0], graph.SoftmaxOp) and users[0].results[0].type == tail.type
+                        and users[0].axis.value.data == len(tail.type.get_shape()) - 1
+                        and users[0].parent_block() is op.parent_block()):
+                    group.append(users[0])
+                    kind = "reduction"
             if len(group) > 1 and profitable(group):
                 made.append(_wrap(group, kind))
     return made
@@ -155,16 +164,17 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
 class GraphFuseUbPass(ModulePass):
     """Form ``graph.fused`` groups (see the module docstring).
 
-    Options: ``cube-epilogue`` and ``elementwise`` switch each kind (ATC fusion switch file),
+    Options: ``cube-epilogue``, ``elementwise`` and ``reduction`` switch each kind (ATC fusion switch file),
     ``max-ops`` bounds a group, ``ub-bytes`` is the UB budget the profitability check uses.
     """
 
     name = "graph-fuse-ub"
     cube_epilogue: bool = True
     elementwise: bool = True
+    reduction: bool = True
     max_ops: int = 8
     ub_bytes: int = 248 * 1024
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse(op, cube_epilogue=self.cube_epilogue, elementwise=self.elementwise, max_ops=self.max_ops,
-             profitable=lambda g: fits_in_ub(g, self.ub_bytes))
+             profitable=lambda g: fits_in_ub(g, self.ub_bytes), reduction=self.reduction)

@@ -59,3 +59,22 @@ builtin.module {
     func.return %r, %c : tensor<1x16x4x4xf32>, tensor<1x16x4x4xf32>
   }
 }
+
+// -----
+
+// A Softmax with its elementwise producers (scale, mask): one "reduction" group.
+// CHECK-LABEL: func.func @softmax_prologue
+// CHECK:         graph.fused "reduction" : tensor<4x32xf32> {
+// CHECK-NEXT:      graph.mul
+// CHECK-NEXT:      graph.add
+// CHECK-NEXT:      graph.softmax
+// CHECK-NEXT:      graph.yield
+builtin.module {
+  func.func @softmax_prologue(%s: tensor<4x32xf32>, %m: tensor<4x32xf32>) -> tensor<4x32xf32> {
+    %k = graph.constant dense<0.125> : tensor<f32>
+    %a = graph.mul %s, %k : (tensor<4x32xf32>, tensor<f32>) -> tensor<4x32xf32>
+    %b = graph.add %a, %m : (tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
+    %y = graph.softmax %b {axis = 1 : i64} : tensor<4x32xf32>
+    func.return %y : tensor<4x32xf32>
+  }
+}

@@ -61,12 +61,12 @@ def test_switch_file_json_and_text(tmp_path):
     j.write_text('{"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "on", "TbeEltwiseFusionPass": "off"}}}')
     assert parse_fusion_switch(j) == {"ConvBatchnormFusionPass": False, "LayerNormFusionPass": False,
                                       "GeluFusionPass": False, "TbeConvElemwiseFusionPass": True,
-                                      "TbeEltwiseFusionPass": False}
+                                      "TbeEltwiseFusionPass": False, "TbeReduceElemwiseFusionPass": True}
     t = tmp_path / "s.cfg"
     t.write_text("# comment\nALL:off\nTbeConvElemwiseFusionPass:on\nGeluFusionPass:on\n")
     assert parse_fusion_switch(t) == {"ConvBatchnormFusionPass": False, "LayerNormFusionPass": False,
                                       "GeluFusionPass": True, "TbeConvElemwiseFusionPass": True,
-                                      "TbeEltwiseFusionPass": False}
+                                      "TbeEltwiseFusionPass": False, "TbeReduceElemwiseFusionPass": False}
 
 
 def test_malformed_switch_files(tmp_path):
@@ -109,5 +109,29 @@ def test_elementwise_group_matches_onnxruntime():
     for pm, tol in TOL.items():
         model = cann.compile(m, precision_mode=pm)
         assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["fused_eltwise_0"]
+        y = model.run(x)["y"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
+
+
+def test_softmax_with_its_elementwise_producers_is_one_kernel():
+    # attention-style: softmax(scores * scale + mask), one row kernel
+    rng = np.random.default_rng(2)
+    n = helper.make_node
+    inits = [numpy_helper.from_array(np.array(0.125, np.float32), "scale")]
+    nodes = [n("Mul", ["s", "scale"], ["a"], name="scale_mul"), n("Add", ["a", "mask"], ["b"], name="mask_add"),
+             n("Softmax", ["b"], ["y"], name="softmax", axis=-1)]
+    shape = [2, 4, 16, 40]
+    vi = [helper.make_tensor_value_info(k, TensorProto.FLOAT, shape) for k in ("s", "mask")]
+    g = helper.make_graph(nodes, "attn", vi, [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = {"s": (rng.standard_normal(shape) * 4).astype(np.float32),
+         "mask": np.where(rng.random(shape) < 0.2, -1e4, 0.0).astype(np.float32)}
+    ref = testing.run_onnxruntime(m, x)["y"]
+    for pm, tol in TOL.items():
+        model = cann.compile(m, precision_mode=pm)
+        assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["fused_softmax_0"]
+        (row,) = [k for k in model.fusion_report["kernels"] if k["kernel"] == "fused_softmax_0"]
+        assert row == {"kernel": "fused_softmax_0", "fusion": "reduction", "nodes": ["scale_mul", "mask_add", "softmax"]}
         y = model.run(x)["y"]
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
