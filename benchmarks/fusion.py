@@ -4,8 +4,9 @@ that the fused model still matches onnxruntime.
 
     python benchmarks/fusion.py [--precision-mode force_fp16] [model ...]
 
-Models: light CNNs with generated weights (cann.testing) and the exported models under
-test/fixtures/torch/ when present. Prints one row per model and a table footer.
+Models: light CNNs with generated weights (cann.testing), PyTorch exports under test/fixtures/torch/
+(reference: onnxruntime's saved outputs) and Keras models under test/fixtures/tf/ (reference:
+TensorFlow's saved outputs), by name. Prints one row per model.
 """
 
 from __future__ import annotations
@@ -22,22 +23,30 @@ import cann
 from cann import testing
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT = ["resnet50", "inception_v2", "shufflenet", "densenet121"]
+DEFAULT = ["resnet50", "inception_v2", "shufflenet", "densenet121", "transformer_encoder", "gpt_block"]
 
 
 def _load(name: str):
-    fixture = ROOT / "test" / "fixtures" / "torch" / f"{name}.onnx"
-    if fixture.is_file():
-        model = onnx.load(fixture)
-        data = np.load(fixture.with_suffix(".npz"))
+    """(model, compile options, inputs, reference outputs) of a light model or a fixture."""
+    torch_fixture = ROOT / "test" / "fixtures" / "torch" / f"{name}.onnx"
+    tf_fixture = ROOT / "test" / "fixtures" / "tf" / f"{name}.pb"
+    if torch_fixture.is_file():
+        model = onnx.load(torch_fixture)
+        data = np.load(torch_fixture.with_suffix(".npz"))
         inputs = {i.name: data[i.name] for i in model.graph.input}
-        return model, inputs
+        return model, {}, inputs, {o.name: data[o.name] for o in model.graph.output}
+    if tf_fixture.is_file():  # a Keras model frozen to a GraphDef: TensorFlow's saved outputs
+        data = np.load(tf_fixture.with_suffix(".npz"))
+        inputs = {"input": data["input"]}
+        refs = {k: data[k] for k in data.files if k != "input"}
+        return str(tf_fixture), {"input_shape": {"input": data["input"].shape}}, inputs, refs
     model = testing.test_model(name)
-    return model, testing.random_inputs(model)
+    inputs = testing.random_inputs(model)
+    return model, {}, inputs, testing.run_onnxruntime(model, inputs)
 
 
-def measure(model, inputs, precision_mode: str, switch: str | None) -> dict:
-    compiled = cann.compile(model, precision_mode=precision_mode, fusion_switch_file=switch)
+def measure(model, options, inputs, precision_mode: str, switch: str | None) -> dict:
+    compiled = cann.compile(model, precision_mode=precision_mode, fusion_switch_file=switch, **options)
     out = compiled.run(inputs)
     st = compiled.last_run
     return {"kernels": len(compiled.om.launches),
@@ -53,16 +62,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         off = Path(tmp) / "all_off.json"
         off.write_text(json.dumps({"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}))
-        print(f"{'model':<14} {'kernels off':>11} {'on':>6} {'ratio':>6} {'GM MB off':>10} {'on':>8} {'ratio':>6} "
-              f"{'cycles off':>11} {'on':>10} {'ratio':>6}  max rel_l2 vs onnxruntime (on)")
+        print(f"{'model':<20} {'kernels off':>11} {'on':>6} {'ratio':>6} {'GM MB off':>10} {'on':>8} {'ratio':>6} "
+              f"{'cycles off':>11} {'on':>10} {'ratio':>6}  max rel_l2 vs reference (on)")
         for name in args.models:
-            model, inputs = _load(name)
-            ref = testing.run_onnxruntime(model, inputs)
-            a = measure(model, inputs, args.precision_mode, str(off))
-            b = measure(model, inputs, args.precision_mode, None)
+            model, options, inputs, ref = _load(name)
+            a = measure(model, options, inputs, args.precision_mode, str(off))
+            b = measure(model, options, inputs, args.precision_mode, None)
             err = max(float(np.linalg.norm((b["outputs"][k] - r).ravel()) / max(np.linalg.norm(r.ravel()), 1e-30))
                       for k, r in ref.items())
-            print(f"{name:<14} {a['kernels']:>11} {b['kernels']:>6} {b['kernels'] / a['kernels']:>6.2f} "
+            print(f"{name:<20} {a['kernels']:>11} {b['kernels']:>6} {b['kernels'] / a['kernels']:>6.2f} "
                   f"{a['gm_bytes'] / 1e6:>10.1f} {b['gm_bytes'] / 1e6:>8.1f} {b['gm_bytes'] / a['gm_bytes']:>6.2f} "
                   f"{a['cycles']:>11} {b['cycles']:>10} {b['cycles'] / a['cycles']:>6.2f}  {err:.2e}")
 
