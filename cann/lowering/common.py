@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnitAttr,
     IntegerType,
+    Signedness,
     f16,
     f32,
     i32,
@@ -70,7 +71,9 @@ def np_dtype(t: Attribute) -> np.dtype:
         return np.dtype(np.float16)
     if isinstance(t, IntegerType):
         w = t.width.data
-        return np.dtype(np.bool_) if w == 1 else np.dtype(f"int{w}")
+        if w == 1:
+            return np.dtype(np.bool_)
+        return np.dtype(f"{'u' if t.signedness.data == Signedness.UNSIGNED else ''}int{w}")
     return np.dtype(np.float32)
 
 
@@ -119,6 +122,7 @@ class KernelBuilder:
         self.gm_args: list[DevTensor] = []
         self._arg_of: dict[int, SSAValue] = {}
         self.block_dim = 1
+        self._tile_strides: dict[SSAValue, int] = {}  # GM elements one for_tiles item moves each argument
 
     @property
     def soc(self) -> SocSpec:
@@ -165,6 +169,10 @@ class KernelBuilder:
         """A vector op (see ``tile.vec``); strides default to ``unit`` (dense)."""
         if count <= 0:
             return
+        for b in (dst, src0, src1):
+            if b is not None and isinstance(b.type.element_type, IntegerType):
+                raise unsupported(self.loc, f"{np_dtype(b.type.element_type).name} tensors are not supported by this "
+                                            f"operator on the AI Core (vector math is float16/float32 only)")
         s0 = dst if src0 is None else src0
         s1 = s0 if src1 is None else src1
         self.emit(tile.VecOp(dst, s0, s1, op=op, count=count, unit=unit, dst_offset=dst_offset,
@@ -183,9 +191,27 @@ class KernelBuilder:
         return self.block_dim, math.ceil(tiles / self.block_dim)
 
     def block_offset(self, buf: SSAValue, stride: int) -> None:
-        """Core ``b`` sees GM argument ``buf`` ``b * stride`` elements further on (emit at kernel start)."""
+        """Core ``b`` sees GM argument ``buf`` ``b * stride`` elements further on (emit at kernel start).
+
+        ``stride`` is also how far one work item of :meth:`for_tiles` moves ``buf``: the rounds of
+        ``for_tiles`` become a hardware loop moving it by ``block_dim * stride`` per iteration."""
+        self._tile_strides[buf] = stride
         if self.block_dim > 1 and stride:
             self.emit(tile.BlockOffsetOp(buf, stride=stride))
+
+    @contextlib.contextmanager
+    def loop(self, count: int, offsets: dict[SSAValue, int]):
+        """A hardware loop: what is emitted inside (iteration 0's code) runs ``count`` times, GM
+        argument ``buf`` moving ``offsets[buf]`` elements per iteration."""
+        if count == 1:
+            yield
+            return
+        self.emit(tile.LoopBeginOp(count))
+        for buf, stride in offsets.items():
+            if stride:
+                self.emit(tile.LoopOffsetOp(buf, stride=stride))
+        yield
+        self.emit(tile.LoopEndOp())
 
     def for_tiles(self, tiles: int, body, partial_last: bool = False) -> None:
         """Emit ``body(first)`` once per round (``first``: the round's first item, core 0's); the
@@ -193,16 +219,22 @@ class KernelBuilder:
         item gets its own section, ``body(first, last=True)``, run only by its core."""
         b_dim = self.block_dim
         rounds = math.ceil(tiles / b_dim)
-        for r in range(rounds):
-            hi = min(b_dim, tiles - r * b_dim)
-            if partial_last and r == rounds - 1:
-                if hi > 1:
-                    with self.guard(0, hi - 1):
+        last_hi = tiles - (rounds - 1) * b_dim
+        # every round but a ragged or partial last one is the same code moved by b_dim items
+        full = rounds if last_hi == b_dim and not partial_last else rounds - 1
+        if full:
+            with self.loop(full, {buf: b_dim * s for buf, s in self._tile_strides.items()}):
+                body(0)
+        if full < rounds:
+            r = rounds - 1
+            if partial_last:
+                if last_hi > 1:
+                    with self.guard(0, last_hi - 1):
                         body(r * b_dim)
-                with self.guard(hi - 1, hi):
+                with self.guard(last_hi - 1, last_hi):
                     body(r * b_dim, last=True)
             else:
-                with self.guard(0, hi):
+                with self.guard(0, last_hi):
                     body(r * b_dim)
 
     @contextlib.contextmanager
@@ -305,6 +337,9 @@ class Lowering:
         dtype = np.dtype(t.dtype if dtype is None else dtype)
         if t.fmt == fmt and t.dtype == dtype:
             return t
+        if t.dtype.kind != "f" or dtype.kind != "f":
+            raise unsupported(loc, f"a {t.dtype.name} tensor where this operator needs {dtype.name} "
+                                   f"({fmt}): integer tensors are stored and moved, not computed on (no conversion kernel)")
         key = (id(t.mem), fmt, dtype.name)
         if key not in self._converted:
             from cann.lowering.data import trans_data
