@@ -379,7 +379,7 @@ def test_unsupported_nodes_downstream_of_each_other_are_all_reported():
     # a chain: each unsupported node is reported even though it consumes another one's output
     n = helper.make_node
     g = helper.make_graph([n("Relu", ["x"], ["a"], name="r"), n("Hardmax", ["a"], ["b"], name="u1"),
-                           n("LpNormalization", ["b"], ["c"], name="u2"), n("Relu", ["c"], ["d"], name="r2"),
+                           n("Hardmax", ["b"], ["c"], name="u2", axis=1), n("Relu", ["c"], ["d"], name="r2"),
                            n("GlobalLpPool", ["d"], ["y"], name="u3")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])])
@@ -387,5 +387,5 @@ def test_unsupported_nodes_downstream_of_each_other_are_all_reported():
     with pytest.raises(CannError) as e:
         import_onnx(m)
     assert e.value.lines() == ["error: u1: unsupported operator Hardmax (opset 13)",
-                               "error: u2: unsupported operator LpNormalization (opset 13)",
+                               "error: u2: unsupported operator Hardmax (opset 13)",
                                "error: u3: unsupported operator GlobalLpPool (opset 13)"]
