@@ -225,7 +225,11 @@ SelectOp = _instr("select", ("dst", "cond", "src0", "src1"), ("dst_offset", "con
                   doc="dst = cond != 0 ? src0 : src1 over count contiguous elements of each (vsel); cond holds "
                       "0/1 in the data dtype.")
 
-TILE_INSTRS = (BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
+                     doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
+                         "further on.")
+
+TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
                LoadIndexOp, CopyIndexedOp, SelectOp)
 
 
@@ -243,6 +247,30 @@ class BlockIfOp(IRDLOperation):
 
     def __init__(self, lo: int, hi: int):
         super().__init__(properties={"lo": IntegerAttr(lo, i64), "hi": IntegerAttr(hi, i64)})
+
+
+@irdl_op_definition
+class LoopBeginOp(IRDLOperation):
+    """``tile.loop_begin {count = 4 : i64}``: what follows, up to ``tile.loop_end``, runs ``count``
+    times; ``tile.loop_offset`` ops in it move GM arguments per iteration (hardware loop)."""
+
+    name = "tile.loop_begin"
+    count = prop_def(IntegerAttr)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, count: int):
+        super().__init__(properties={"count": IntegerAttr(count, i64)})
+
+
+@irdl_op_definition
+class LoopEndOp(IRDLOperation):
+    """``tile.loop_end``: ends the innermost ``tile.loop_begin``."""
+
+    name = "tile.loop_end"
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    assembly_format = "attr-dict"
 
 
 @irdl_op_definition
@@ -325,6 +353,6 @@ class LaunchOp(IRDLOperation):
 
 Tile = Dialect(
     "tile",
-    [*TILE_INSTRS, BlockIfOp, BlockEndifOp, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
+    [*TILE_INSTRS, BlockIfOp, BlockEndifOp, LoopBeginOp, LoopEndOp, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
     [SpaceAttr],
 )

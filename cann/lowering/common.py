@@ -122,6 +122,7 @@ class KernelBuilder:
         self.gm_args: list[DevTensor] = []
         self._arg_of: dict[int, SSAValue] = {}
         self.block_dim = 1
+        self._tile_strides: dict[SSAValue, int] = {}  # GM elements one for_tiles item moves each argument
 
     @property
     def soc(self) -> SocSpec:
@@ -190,9 +191,27 @@ class KernelBuilder:
         return self.block_dim, math.ceil(tiles / self.block_dim)
 
     def block_offset(self, buf: SSAValue, stride: int) -> None:
-        """Core ``b`` sees GM argument ``buf`` ``b * stride`` elements further on (emit at kernel start)."""
+        """Core ``b`` sees GM argument ``buf`` ``b * stride`` elements further on (emit at kernel start).
+
+        ``stride`` is also how far one work item of :meth:`for_tiles` moves ``buf``: the rounds of
+        ``for_tiles`` become a hardware loop moving it by ``block_dim * stride`` per iteration."""
+        self._tile_strides[buf] = stride
         if self.block_dim > 1 and stride:
             self.emit(tile.BlockOffsetOp(buf, stride=stride))
+
+    @contextlib.contextmanager
+    def loop(self, count: int, offsets: dict[SSAValue, int]):
+        """A hardware loop: what is emitted inside (iteration 0's code) runs ``count`` times, GM
+        argument ``buf`` moving ``offsets[buf]`` elements per iteration."""
+        if count == 1:
+            yield
+            return
+        self.emit(tile.LoopBeginOp(count))
+        for buf, stride in offsets.items():
+            if stride:
+                self.emit(tile.LoopOffsetOp(buf, stride=stride))
+        yield
+        self.emit(tile.LoopEndOp())
 
     def for_tiles(self, tiles: int, body, partial_last: bool = False) -> None:
         """Emit ``body(first)`` once per round (``first``: the round's first item, core 0's); the
@@ -200,16 +219,22 @@ class KernelBuilder:
         item gets its own section, ``body(first, last=True)``, run only by its core."""
         b_dim = self.block_dim
         rounds = math.ceil(tiles / b_dim)
-        for r in range(rounds):
-            hi = min(b_dim, tiles - r * b_dim)
-            if partial_last and r == rounds - 1:
-                if hi > 1:
-                    with self.guard(0, hi - 1):
+        last_hi = tiles - (rounds - 1) * b_dim
+        # every round but a ragged or partial last one is the same code moved by b_dim items
+        full = rounds if last_hi == b_dim and not partial_last else rounds - 1
+        if full:
+            with self.loop(full, {buf: b_dim * s for buf, s in self._tile_strides.items()}):
+                body(0)
+        if full < rounds:
+            r = rounds - 1
+            if partial_last:
+                if last_hi > 1:
+                    with self.guard(0, last_hi - 1):
                         body(r * b_dim)
-                with self.guard(hi - 1, hi):
+                with self.guard(last_hi - 1, last_hi):
                     body(r * b_dim, last=True)
             else:
-                with self.guard(0, hi):
+                with self.guard(0, last_hi):
                     body(r * b_dim)
 
     @contextlib.contextmanager

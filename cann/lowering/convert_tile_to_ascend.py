@@ -97,6 +97,16 @@ class _Kernel:
     def _block_endif(self, op) -> None:
         self.emit("block_endif")
 
+    def _loop_begin(self, op) -> None:
+        self.emit("loop_begin", count=op.count.value.data)
+
+    def _loop_offset(self, op) -> None:
+        buf = op.operand("buf")
+        self.emit("loop_offset", arg=self.args[buf], stride=op.field("stride") * self.isz(buf))
+
+    def _loop_end(self, op) -> None:
+        self.emit("loop_end")
+
     def _copy(self, op) -> None:
         src, dst = op.operand("src"), op.operand("dst")
         key = (space_of(src), space_of(dst))

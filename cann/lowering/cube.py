@@ -219,7 +219,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
     l1_fm = kb.alloc(Space.L1, c1in * rin_max * w_ * 16, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
-    for n in range(n_):
+    per_image = {xa: c1in * h_ * w_ * 16, ya: n1 * ho_ * wo_ * 16}
+    per_image.update({ra: n1 * ho_ * wo_ * 16 for ra in tiles.residual_args})
+    with kb.loop(n_, per_image):  # image 0's code; the loop moves to the next image
+        n = 0
         for ho0 in range(0, ho_, rows):
             ho1 = min(ho_, ho0 + rows)
             m_valid = (ho1 - ho0) * wo_

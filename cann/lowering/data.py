@@ -43,9 +43,13 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         kb.copy(b, dst, dst_offset=dst_off, nburst=n if dst_scatter > 1 else 1,
                 burst=1 if dst_scatter > 1 else n, src_stride=1, dst_stride=dst_scatter)
 
-    if t.fmt == out.fmt:  # dtype change only: same storage order
-        for p0 in range(0, t.size, chunk):
-            move(p0, p0, min(chunk, t.size - p0))
+    if t.fmt == out.fmt:  # dtype change only: same storage order; chunks spread over the cores
+        n_chunks = math.ceil(t.size / chunk)
+        kb.partition(n_chunks)
+        kb.block_offset(src, chunk)
+        kb.block_offset(dst, chunk)
+        kb.for_tiles(n_chunks, lambda first, last=False: move(0, 0, t.size - (n_chunks - 1) * chunk if last else chunk),
+                     partial_last=t.size % chunk != 0)
     elif out.fmt == NC1HWC0:  # ND (NCHW) -> NC1HWC0
         n_, c_, h_, w_ = t.shape
         hw, c1 = h_ * w_, out.c1
@@ -54,11 +58,11 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
             zero = kb.alloc(Space.UB, chunk, out.dtype)
             kb.vec("dup", zero, count=chunk, scalar=0.0)
         if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
-            for n in range(n_):
+            with kb.loop(n_, {src: c_, dst: c1 * 16}):  # one image's code, looped
                 for c0 in range(0, c_, chunk):
-                    move(n * c_ + c0, n * c1 * 16 + c0, min(chunk, c_ - c0))
+                    move(c0, c0, min(chunk, c_ - c0))
                 if zero is not None:
-                    kb.copy(zero, dst, dst_offset=n * c1 * 16 + c_, burst=c1 * 16 - c_)
+                    kb.copy(zero, dst, dst_offset=c_, burst=c1 * 16 - c_)
         else:  # SPMD over position chunks: every core converts all channels of its chunk
             pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
             tiles = math.ceil(hw / pos)
@@ -69,11 +73,11 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
             def body(first: int, last: bool = False) -> None:
                 p0 = first * pos
                 p = hw - (tiles - 1) * pos if last else pos
-                for n in range(n_):
+                with kb.loop(n_, {src: c_ * hw, dst: c1 * hw * 16}):  # one image's code, looped
                     for c in range(c1 * 16):
-                        dst_off = ((n * c1 + c // 16) * hw + p0) * 16 + c % 16
+                        dst_off = ((c // 16) * hw + p0) * 16 + c % 16
                         if c < c_:
-                            move((n * c_ + c) * hw + p0, dst_off, p, dst_scatter=16)
+                            move(c * hw + p0, dst_off, p, dst_scatter=16)
                         else:
                             kb.copy(zero, dst, dst_offset=dst_off, nburst=p, burst=1, src_stride=1, dst_stride=16)
 
@@ -82,9 +86,9 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         n_, c_, h_, w_ = t.shape
         hw, c1 = h_ * w_, t.c1
         if hw == 1:
-            for n in range(n_):
+            with kb.loop(n_, {src: c1 * 16, dst: c_}):  # one image's code, looped
                 for c0 in range(0, c_, chunk):
-                    move(n * c1 * 16 + c0, n * c_ + c0, min(chunk, c_ - c0))
+                    move(c0, c0, min(chunk, c_ - c0))
         else:  # SPMD over position chunks, as above
             pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
             tiles = math.ceil(hw / pos)
@@ -95,9 +99,9 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
             def body(first: int, last: bool = False) -> None:
                 p0 = first * pos
                 p = hw - (tiles - 1) * pos if last else pos
-                for n in range(n_):
+                with kb.loop(n_, {src: c1 * hw * 16, dst: c_ * hw}):  # one image's code, looped
                     for c in range(c_):
-                        move(((n * c1 + c // 16) * hw + p0) * 16 + c % 16, (n * c_ + c) * hw + p0, p, src_gather=16)
+                        move(((c // 16) * hw + p0) * 16 + c % 16, c * hw + p0, p, src_gather=16)
 
             kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     lw.launch(kb)

@@ -77,13 +77,13 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
             kb.block_offset(v, plane)
         for tb in tabs:
             kb.block_offset(tb, lanes)
-        for n in range(nplanes // c1):
-            def body(first: int, last: bool = False, n=n) -> None:
-                for i, tb in enumerate(tabs):
-                    kb.copy(tb, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
-                for q0 in range(0, plane, chunk):
-                    chunk_ops((n * c1 + first) * plane + q0, min(chunk, plane - q0))
+        def body(first: int, last: bool = False) -> None:
+            for i, tb in enumerate(tabs):
+                kb.copy(tb, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
+            for q0 in range(0, plane, chunk):
+                chunk_ops(first * plane + q0, min(chunk, plane - q0))
 
+        with kb.loop(nplanes // c1, {v: c1 * plane for v in (*srcs, dst)}):  # one image's code, looped
             kb.for_tiles(c1, body)
     else:  # SPMD over equal chunks; the last, shorter one runs on its own core
         size = out.size
@@ -181,8 +181,8 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
                     kb.vec("mul", outb, outb, divb, count=r * wo_, unit=16)
             kb.copy(outb, ya, dst_offset=((n * c1 + c) * ho_ + ho0) * wo_ * 16, burst=r * wo_ * 16)
 
-    for n in range(n_):
-        kb.for_tiles(c1, lambda first, last=False, n=n: body(first, last, n))
+    with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
+        kb.for_tiles(c1, lambda first, last=False: body(first, last, 0))
     lw.launch(kb)
     return y
 

@@ -71,6 +71,12 @@ def insert_barriers(kernel: KernelOp) -> int:
         if is_sync(op):
             syncs.append(op)
             continue
+        if op.DEFN.mnemonic == "loop_end":  # the back edge: the next iteration starts over
+            if prev_pipe is not None and not any(_is_full_barrier(x) for x in syncs):
+                Rewriter.insert_op(_barrier(), InsertPoint.before(op))
+                added += 1
+            prev_pipe, syncs = None, []
+            continue
         if op.DEFN.group == "spmd":  # per-core control resolved by the scalar unit: no data moves
             continue
         pipe = op.exec_pipe

@@ -1,22 +1,89 @@
 """SPMD specialization: the instruction stream one core of a ``block_dim`` launch executes.
 
-A kernel runs the same code on every core (DESIGN.md principle 5). Block-dependent control is
-resolved by each core's scalar unit before the other pipes see the instructions:
-``block_offset arg, stride`` moves kernel argument ``arg``'s GM base by ``block_idx * stride``
-bytes, and ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
-``lo <= block_idx < hi``. The control instructions stay in the stream (they cost scalar cycles).
+A kernel runs the same code on every core (DESIGN.md principle 5). Block-dependent control and
+hardware loops are resolved by each core's scalar unit before the other pipes see the
+instructions:
+
+* ``block_offset arg, stride`` moves kernel argument ``arg``'s GM base by ``block_idx * stride``
+  bytes; ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
+  ``lo <= block_idx < hi``;
+* ``loop_begin count`` ... ``loop_end`` repeats its body ``count`` times; a ``loop_offset arg,
+  stride`` in the body moves argument ``arg``'s GM addresses by ``i * stride`` bytes in iteration
+  ``i``, so the body is written once however many tiles it walks over.
+
+The control instructions stay in the stream (they cost scalar cycles).
 """
 
 from __future__ import annotations
 
+from functools import cache
+
 from cann.hw import isa
 
 
+@cache
+def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
+    """(arg field index, byte offset field index) of each GM operand of an instruction."""
+    names = defn.field_names
+    return tuple((names.index(a), names.index(o)) for a, o in (("src_arg", "src"), ("dst_arg", "dst"))
+                 if a in names and o in names)
+
+
+def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
+    fields = _gm_fields(ins.defn)
+    if not fields:
+        return ins
+    values = list(ins.values)
+    for a, o in fields:
+        values[o] += shift.get(values[a], 0)
+    return isa.Instr(ins.defn, tuple(values))
+
+
+def _expand_loops(prog: list[isa.Instr]) -> list[isa.Instr]:
+    out: list[isa.Instr] = []
+    i = 0
+    while i < len(prog):
+        ins = prog[i]
+        m = ins.defn.mnemonic
+        if m == "loop_end":
+            raise ValueError(f"instruction {i}: loop_end without loop_begin")
+        if m != "loop_begin":
+            out.append(ins)
+            i += 1
+            continue
+        depth, j = 1, i + 1
+        while j < len(prog) and depth:
+            depth += {"loop_begin": 1, "loop_end": -1}.get(prog[j].defn.mnemonic, 0)
+            j += 1
+        if depth:
+            raise ValueError(f"instruction {i}: loop_begin without loop_end")
+        body = prog[i + 1:j - 1]
+        offsets: dict[int, int] = {}
+        inner, d = [], 0
+        for b in body:
+            bm = b.defn.mnemonic
+            if bm == "loop_offset" and d == 0:
+                offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
+                out.append(b)  # costed once
+                continue
+            d += {"loop_begin": 1, "loop_end": -1}.get(bm, 0)
+            inner.append(b)
+        flat = _expand_loops(inner)
+        out.append(ins)
+        for it in range(ins.count):
+            shift = {a: it * s for a, s in offsets.items()}
+            out.extend(flat if not shift or it == 0 else [_shifted(x, shift) for x in flat])
+        out.append(prog[j - 1])
+        i = j
+    return out
+
+
 def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> tuple[list[isa.Instr], tuple[int, ...]]:
-    """``(instructions, args)`` of core ``block_idx``.
+    """``(instructions, args)`` of core ``block_idx``, loops expanded.
 
     Raises:
-        ValueError: unbalanced block_if/block_endif, or a block_offset naming a missing argument.
+        ValueError: unbalanced block_if/block_endif or loop_begin/loop_end, or a block_offset
+            naming a missing argument.
     """
     if not any(ins.defn.group == "spmd" for ins in prog):
         return prog, args
@@ -47,4 +114,6 @@ def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> 
         out.append(ins)
     if depth:
         raise ValueError("block_if without block_endif")
+    if any(ins.defn.mnemonic in ("loop_begin", "loop_end") for ins in out):
+        out = _expand_loops(out)
     return out, tuple(bases)

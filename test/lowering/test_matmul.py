@@ -42,4 +42,4 @@ def test_matmul_matches_onnxruntime(sa, sb, const_b, cores, precision_mode, tol)
     y = model.run(x)["y"]
     assert y.shape == ref.shape
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
-    assert max(k.block_dim for k in model.om.kernels) == cores
+    assert max(k.block_dim for k in model.om.kernels if "matmul" in k.name) == cores

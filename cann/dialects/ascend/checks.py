@@ -212,6 +212,10 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
             elif defn.mnemonic == "block_if":
                 _in(v, "lo", 0)
                 _in(v, "hi", v["lo"])
+            elif defn.mnemonic == "loop_begin":
+                _in(v, "count", 0)
+            elif defn.mnemonic == "loop_offset":
+                _in(v, "arg", 0)
         else:  # a new group in the table without checks here is a bug
             raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
     except _Bad as e:
