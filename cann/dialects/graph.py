@@ -1141,6 +1141,128 @@ RESIZE_COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel"
 RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
+
+# --------------------------------------------------------------------------------------------
+# Resize, ConvTranspose
+
+RESIZE_MODES = ("nearest", "linear")
+RESIZE_COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
+RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+@irdl_op_definition
+class ResizeOp(IRDLOperation):
+    """``graph.resize %x {mode = "nearest", coordinate_transformation_mode = "asymmetric",
+    nearest_mode = "floor", scales = array<f64: 2.0, 2.0>} : tensor<1x8x4x4xf32> -> tensor<1x8x8x8xf32>``
+
+    ONNX Resize of the two spatial axes (H, W) of a 4-D NCHW tensor. ``scales`` are the per-axis
+    scale factors the coordinate transformation divides by (the ``scales`` input, or output size /
+    input size when the model gives ``sizes``); the output size is the result type's."""
+
+    name = "graph.resize"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    mode = prop_def(StringAttr)
+    coordinate_transformation_mode = prop_def(StringAttr)
+    nearest_mode = prop_def(StringAttr)
+    scales = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, result_type: Attribute, *, mode: str, coordinate_transformation_mode: str,
+                 nearest_mode: str, scales: Sequence[float]):
+        from xdsl.dialects.builtin import f64
+
+        super().__init__(operands=[x], result_types=[result_type], properties={
+            "mode": StringAttr(mode), "coordinate_transformation_mode": StringAttr(coordinate_transformation_mode),
+            "nearest_mode": StringAttr(nearest_mode),
+            "scales": DenseArrayBase.from_list(f64, [float(s) for s in scales])})
+
+    def scale_values(self) -> tuple[float, ...]:
+        return tuple(float(v) for v in self.scales.get_values())
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        n, c, h, w = _check_rank(self, "input", self.x, 4)
+        for prop, allowed in (("mode", RESIZE_MODES), ("coordinate_transformation_mode", RESIZE_COORD_MODES),
+                              ("nearest_mode", RESIZE_NEAREST_MODES)):
+            v = getattr(self, prop).data
+            if v not in allowed:
+                raise VerifyException(f"'graph.resize' {prop} must be one of {', '.join(allowed)}, got '{v}'")
+        if not isinstance(self.scales.elt_type, Float64Type):
+            raise VerifyException("'graph.resize' expects scales as array<f64: ...>")
+        s = self.scale_values()
+        if len(s) != 2 or min(s) <= 0:
+            raise VerifyException(f"'graph.resize' expects 2 positive scales (H, W), got {list(s)}")
+        ho, wo = _shape(self.res)[2:] if len(_shape(self.res)) == 4 else (0, 0)
+        if len(_shape(self.res)) != 4 or _shape(self.res)[:2] != (n, c) or ho < 1 or wo < 1:
+            raise VerifyException(f"'graph.resize' result must be {n}x{c}xHoxWo with Ho, Wo >= 1, got "
+                                  f"{'x'.join(map(str, _shape(self.res)))}")
+
+
+@irdl_op_definition
+class ConvTransposeOp(IRDLOperation):
+    """``graph.conv_transpose %x, %w[, %b] {dilations, group, output_padding, pads, strides} : (...) -> ...``
+
+    2-D transposed convolution; ``w`` is [Cin, Cout/group, KH, KW] (ONNX layout); pads = top,
+    left, bottom, right, resolved from ``auto_pad`` / ``output_shape`` (a negative end pad extends
+    the output). Output size per axis: ``s*(in-1) + output_padding + d*(k-1) + 1 - pad_begin - pad_end``."""
+
+    name = "graph.conv_transpose"
+    x = operand_def(TensorType)
+    w = operand_def(TensorType)
+    b = opt_operand_def(TensorType)
+    res = result_def(TensorType)
+    strides = prop_def(DenseArrayBase[I64])
+    pads = prop_def(DenseArrayBase[I64])
+    dilations = prop_def(DenseArrayBase[I64])
+    output_padding = prop_def(DenseArrayBase[I64])
+    group = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `,` $w (`,` $b^)? attr-dict `:` `(` type($x) `,` type($w) (`,` type($b)^)? `)` `->` type($res)"
+    )
+
+    def __init__(self, x, w, b, result_type, *, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+                 output_padding=(0, 0), group=1):
+        super().__init__(operands=[x, w, b], result_types=[result_type], properties={
+            "strides": i64_array(strides), "pads": i64_array(pads), "dilations": i64_array(dilations),
+            "output_padding": i64_array(output_padding), "group": i64_attr(group)})
+
+    @staticmethod
+    def output_dim(size: int, k: int, s: int, d: int, p0: int, p1: int, op: int) -> int:
+        return s * (size - 1) + op + d * (k - 1) + 1 - p0 - p1
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        n, c, h, w = _check_rank(self, "input", self.x, 4)
+        ci, og, kh, kw = _check_rank(self, "weight", self.w, 4)
+        s = _check_len(self, "strides", 2)
+        p = _check_len(self, "pads", 4)
+        d = _check_len(self, "dilations", 2)
+        op = _check_len(self, "output_padding", 2)
+        g = self.group.value.data
+        if g < 1 or c % g:
+            raise VerifyException(f"'graph.conv_transpose' group {g} must divide input channels {c}")
+        if ci != c:
+            raise VerifyException(f"'graph.conv_transpose' weight expects {ci} input channels, input has {c}")
+        if min(s) < 1 or min(d) < 1 or min(op) < 0 or p[0] < 0 or p[1] < 0:
+            raise VerifyException("'graph.conv_transpose' expects positive strides and dilations, non-negative "
+                                  "output_padding and begin pads")
+        if self.b is not None and _shape(self.b) != (og * g,):
+            raise VerifyException(f"'graph.conv_transpose' bias must have shape {og * g}, got "
+                                  f"{'x'.join(map(str, _shape(self.b)))}")
+        ho = self.output_dim(h, kh, s[0], d[0], p[0], p[2], op[0])
+        wo = self.output_dim(w, kw, s[1], d[1], p[1], p[3], op[1])
+        if ho < 1 or wo < 1:
+            raise VerifyException(f"'graph.conv_transpose' output would be empty ({ho}x{wo})")
+        _expect_shape(self, (n, og * g, ho, wo))
+
+
 from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
 
 Graph = Dialect(
@@ -1170,6 +1292,7 @@ Graph = Dialect(
         EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
         MaxOp, MinOp, PowOp,
         ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
+        ResizeOp, ConvTransposeOp,
         GatherOp, WhereOp,
     ],
     [],

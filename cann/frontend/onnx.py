@@ -977,6 +977,129 @@ def _where(imp, node, name, a):
 # Resize, ConvTranspose
 
 
+# ---------------------------------------------------------------------------------------------
+# Resize, ConvTranspose
+
+
+def _str_attr(a: dict[str, Any], key: str, default: str) -> str:
+    v = a.get(key, default)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+@_converter("Resize")
+def _resize(imp, node, name, a):
+    """Resize of H and W of a 4-D NCHW tensor; scales / sizes constant (opsets 10, 11, 13, 18, 19)."""
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    r = len(s)
+    mode = _str_attr(a, "mode", "nearest")
+    if mode not in g.RESIZE_MODES:
+        raise _bad_attr(node, "mode", mode, "only nearest and linear are supported")
+    if imp.opset < 11:  # Resize-10: X, scales; the Upsample rule (asymmetric, floor)
+        ctm, nearest_mode = "asymmetric", "floor"
+        scales = _const_input(imp, node, 1, "scales")
+        sizes = roi = None
+    else:
+        ctm = _str_attr(a, "coordinate_transformation_mode", "half_pixel")
+        nearest_mode = _str_attr(a, "nearest_mode", "round_prefer_floor")
+        roi = _const_input(imp, node, 1, "roi") if ctm == "tf_crop_and_resize" else None
+        scales = _const_input(imp, node, 2, "scales")
+        sizes = _const_input(imp, node, 3, "sizes")
+        if scales is not None and scales.size == 0:
+            scales = None
+        if sizes is not None and sizes.size == 0:
+            sizes = None
+    del roi
+    if ctm not in g.RESIZE_COORD_MODES or (ctm == "half_pixel_symmetric" and imp.opset < 19):
+        raise _bad_attr(node, "coordinate_transformation_mode", ctm)
+    if mode == "nearest" and nearest_mode not in g.RESIZE_NEAREST_MODES:
+        raise _bad_attr(node, "nearest_mode", nearest_mode)
+    for key in ("exclude_outside", "antialias"):
+        if int(a.get(key, 0)):
+            raise _bad_attr(node, key, int(a[key]))
+    if r != 4:
+        raise _Unsupported(f"Resize of a rank-{r} tensor is not supported (4-D NCHW only)")
+    axes = [int(v) % r for v in a.get("axes", range(r))]
+    if len(set(axes)) != len(axes):
+        raise _bad_attr(node, "axes", list(a["axes"]))
+    policy = _str_attr(a, "keep_aspect_ratio_policy", "stretch")
+    if (scales is None) == (sizes is None):
+        raise _Unsupported("Resize needs exactly one of the scales and sizes inputs")
+    full_scale = [1.0] * r
+    if scales is not None:
+        vals = [float(v) for v in scales.reshape(-1)]
+        if len(vals) != len(axes):
+            raise _Unsupported(f"Resize scales has {len(vals)} values for {len(axes)} axes")
+        for ax, v in zip(axes, vals):
+            full_scale[ax] = v
+    else:
+        vals = [int(v) for v in sizes.reshape(-1)]
+        if len(vals) != len(axes):
+            raise _Unsupported(f"Resize sizes has {len(vals)} values for {len(axes)} axes")
+        full_size = list(s)
+        for ax, v in zip(axes, vals):
+            full_size[ax] = v
+        full_scale = [full_size[i] / s[i] for i in range(r)]
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise _bad_attr(node, "keep_aspect_ratio_policy", policy)
+            pick = min if policy == "not_larger" else max
+            sc = pick(full_scale[i] for i in axes)
+            full_scale = [sc if i in axes else 1.0 for i in range(r)]
+    out = _out_type(imp, node)
+    os_ = tuple(out.get_shape())
+    if os_[:2] != s[:2] or full_scale[0] != 1.0 or full_scale[1] != 1.0:
+        raise _Unsupported("Resize of the N or C axis is not supported (H and W only)")
+    if 0 in os_:
+        raise _Unsupported("Resize with an empty result")
+    op = g.ResizeOp(x, out, mode=mode, coordinate_transformation_mode=ctm, nearest_mode=nearest_mode,
+                    scales=full_scale[2:])
+    return [imp.emit(op, name).results[0]]
+
+
+@_converter("ConvTranspose")
+def _conv_transpose(imp, node, name, a):
+    x = _float_input(imp, node)
+    w = imp.value(node.input[1])
+    b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    xs, ws = g._shape(x), g._shape(w)
+    if len(ws) != 4 or len(xs) != 4:
+        raise _bad_attr(node, "kernel_shape", list(ws[2:]), "only 2-D ConvTranspose is supported")
+    ks = list(a.get("kernel_shape", ws[2:]))
+    if ks != list(ws[2:]):
+        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    op_ = list(a.get("output_padding", [0, 0]))
+    for key, v in (("strides", strides), ("dilations", dil), ("output_padding", op_)):
+        if len(v) != 2:
+            raise _bad_attr(node, key, v, "only 2-D is supported")
+    auto = _str_attr(a, "auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise _bad_attr(node, "auto_pad", auto)
+    out = _out_type(imp, node)
+    os_ = list(out.get_shape())
+    eff = [d * (k - 1) + 1 for d, k in zip(dil, ks)]
+    full = [strides[i] * (xs[i + 2] - 1) + op_[i] + eff[i] for i in range(2)]
+    if "pads" in a and auto in ("NOTSET", "VALID"):  # as the spec's reference: explicit pads win
+        pads = list(a["pads"])
+        if len(pads) != 4:
+            raise _bad_attr(node, "pads", pads, "only 2-D is supported")
+        begin = pads[:2]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = list(a.get("output_shape", [xs[i + 2] * strides[i] for i in range(2)]))[-2:]
+        total = [full[i] - shape[i] for i in range(2)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+    else:
+        begin = [0, 0]
+    if min(begin) < 0:
+        raise _bad_attr(node, "pads", begin, "a negative begin padding")
+    end = [full[i] - begin[i] - os_[2 + i] for i in range(2)]
+    op = g.ConvTransposeOp(x, w, b, out, strides=strides, pads=begin + end, dilations=dil, output_padding=op_,
+                           group=int(a.get("group", 1)))
+    return [imp.emit(op, name).results[0]]
+
+
 SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})
 
 from cann.frontend import onnx_composite  # noqa: E402,F401  (registers RMS/Group/Instance/Lp/MVN normalization, Attention)

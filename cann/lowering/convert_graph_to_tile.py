@@ -135,6 +135,17 @@ class _Converter:
             return cube.conv2d(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32),
                                self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
                                _int(op, "group"), out_shape, loc, epilogue=epilogue)
+        if name == "graph.conv_transpose":
+            from cann.lowering.conv_transpose import conv_transpose
+
+            return conv_transpose(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32), self.const(op.b),
+                                  _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"), _int(op, "group"),
+                                  out_shape, loc, epilogue=epilogue)
+        if name == "graph.resize":
+            from cann.lowering.resize import resize
+
+            return resize(lw, self.tensor(op.x, loc), op.mode.data, op.coordinate_transformation_mode.data,
+                          op.nearest_mode.data, op.scale_values(), out_shape, loc)
         if name == "graph.gemm":
             if _int(op, "trans_a"):
                 raise CannError(loc_name(loc), "Gemm: attribute transA=1 is not supported yet")
