@@ -1141,15 +1141,6 @@ RESIZE_COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel"
 RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-
-# --------------------------------------------------------------------------------------------
-# Resize, ConvTranspose
-
-RESIZE_MODES = ("nearest", "linear")
-RESIZE_COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric")
-RESIZE_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-
-
 @irdl_op_definition
 class ResizeOp(IRDLOperation):
     """``graph.resize %x {mode = "nearest", coordinate_transformation_mode = "asymmetric",

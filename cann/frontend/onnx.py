@@ -977,10 +977,6 @@ def _where(imp, node, name, a):
 # Resize, ConvTranspose
 
 
-# ---------------------------------------------------------------------------------------------
-# Resize, ConvTranspose
-
-
 def _str_attr(a: dict[str, Any], key: str, default: str) -> str:
     v = a.get(key, default)
     return v.decode() if isinstance(v, bytes) else v
