@@ -69,11 +69,24 @@ class _Program:
         internal = [v for v in op.operands if v in self.names and self.names[v][0] not in "rxc"]
         chain = internal[0] if internal else None
         emit = self.steps.append
-        if isinstance(op, (graph.ReluOp, graph.SigmoidOp)):
+        if isinstance(op, (graph.ReluOp, graph.SigmoidOp, graph.ClipOp)):
             x = self.operand(op.operands[0])
             d = self._dst(op, chain, out_name)
             if isinstance(op, graph.ReluOp):
                 emit(("relu", d, x))
+            elif isinstance(op, graph.ClipOp):  # max(x, lo), then min(., hi) = -max(-., -hi)
+                lo, hi = op.min.value.data, op.max.value.data
+                src = x
+                if lo != float("-inf"):
+                    emit(("maxs", d, src, None, lo))
+                    src = d
+                if hi != float("inf"):
+                    emit(("muls", d, src, None, -1.0))
+                    emit(("maxs", d, d, None, -hi))
+                    emit(("muls", d, d, None, -1.0))
+                    src = d
+                if src != d:
+                    emit(("mov", d, src))
             else:  # 1 / (1 + exp(-x))
                 emit(("muls", d, x, None, -1.0))
                 emit(("exp", d, d))

@@ -30,7 +30,7 @@ from cann.dialects.graph_fused import FusedOp, YieldOp
 
 CUBE_HEADS = (graph.Conv2DOp, graph.GemmOp, graph.MatMulOp)
 BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp)
-UNARY = (graph.ReluOp, graph.SigmoidOp)
+UNARY = (graph.ReluOp, graph.SigmoidOp, graph.ClipOp)
 #: ops an elementwise group may contain
 ELEMENTWISE = (*BINARY, *UNARY, graph.BatchNormOp)
 

@@ -17,3 +17,11 @@
 // UBOFF-NOT:  graph.fused
 // UBOFF:      graph.conv2d
 // UBOFF-NEXT: graph.relu
+
+// GraphFusion GeluFusionPass (graph-recompose) on and off.
+// RUN: cann-compile %S/inputs/gelu.onnx --emit graph -o - | filecheck %s --check-prefix=GELU
+// RUN: cann-compile %S/inputs/gelu.onnx --emit graph -o - --fusion_switch_file %S/inputs/gelu_off.cfg | filecheck %s --check-prefix=NOGELU
+// GELU:       graph.gelu %{{.*}} {approximate = "none"}
+// GELU-NOT:   graph.erf
+// NOGELU-NOT: graph.gelu
+// NOGELU:     graph.erf

@@ -135,3 +135,26 @@ def test_softmax_with_its_elementwise_producers_is_one_kernel():
         assert row == {"kernel": "fused_softmax_0", "fusion": "reduction", "nodes": ["scale_mul", "mask_add", "softmax"]}
         y = model.run(x)["y"]
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
+
+
+def test_relu6_epilogue_matches_onnxruntime():
+    # Conv + Clip(0, 6) (Relu6) + residual Add: one cube kernel
+    rng = np.random.default_rng(3)
+    c = 16
+    inits = [numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) * 3).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "lo"), numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             n("Clip", ["c", "lo", "hi"], ["r6"], name="relu6"), n("Add", ["r6", "x"], ["y"], name="res")]
+    g = helper.make_graph(nodes, "r6", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 6, 6])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = testing.random_inputs(m)
+    ref = testing.run_onnxruntime(m, x)["y"]
+    assert ref.max() > 6 and ref.min() < 0  # both bounds bind somewhere
+    for pm, tol in TOL.items():
+        model = cann.compile(m, precision_mode=pm)
+        assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["conv2d_0"]
+        y = model.run(x)["y"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
