@@ -50,3 +50,22 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_output`)."""
     with atomic_output(path, "wb") as f:
         f.write(data)
+
+
+def parse_protobuf(message, path: str | os.PathLike, what: str):
+    """Read ``path`` and parse it into the protobuf ``message`` (returned).
+
+    Raises:
+        CannError: the file cannot be read (``cannot read model``) or does not parse (``not a/an
+            <what>``), naming the path.
+    """
+    where = os.fspath(path)
+    try:
+        data = Path(where).read_bytes()
+    except OSError as e:
+        raise CannError(where, f"cannot read model: {e.strerror or e}") from None
+    try:
+        message.ParseFromString(data)
+    except Exception as e:  # google.protobuf.message.DecodeError and friends
+        raise CannError(where, f"not {what}: {e}") from None
+    return message

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
+from cann.fileio import parse_protobuf
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
@@ -47,15 +47,7 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
     if isinstance(model, onnx.ModelProto):
         return model, model.graph.name or "<model>"
     path = os.fspath(model)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise CannError(path, f"cannot read model: {e.strerror or e}") from None
-    m = onnx.ModelProto()
-    try:
-        m.ParseFromString(data)
-    except Exception as e:  # google.protobuf.message.DecodeError and friends
-        raise CannError(path, f"not an ONNX model: {e}") from None
+    m = parse_protobuf(onnx.ModelProto(), path, "an ONNX model")
     if m.ir_version == 0 or not m.HasField("graph"):
         raise CannError(path, "not an ONNX model: no IR version or graph")
     try:

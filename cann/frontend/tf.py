@@ -29,7 +29,6 @@ import math
 import os
 import re
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +38,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
+from cann.fileio import parse_protobuf
 
 __all__ = ["import_tf", "load_graph_def", "SUPPORTED_OPS"]
 
@@ -160,18 +160,15 @@ def load_graph_def(model):
         gd.ParseFromString(model.SerializeToString())
         return gd, "<graph>"
     if isinstance(model, (bytes, bytearray, memoryview)):
-        data, where = bytes(model), "<bytes>"
+        where = "<bytes>"
+        gd = graph_pb2.GraphDef()
+        try:
+            gd.ParseFromString(bytes(model))
+        except Exception as e:  # google.protobuf.message.DecodeError and friends
+            raise CannError(where, f"not a TensorFlow GraphDef: {e}") from None
     else:
         where = os.fspath(model)
-        try:
-            data = Path(where).read_bytes()
-        except OSError as e:
-            raise CannError(where, f"cannot read model: {e.strerror or e}") from None
-    gd = graph_pb2.GraphDef()
-    try:
-        gd.ParseFromString(data)
-    except Exception as e:  # google.protobuf.message.DecodeError and friends
-        raise CannError(where, f"not a TensorFlow GraphDef: {e}") from None
+        gd = parse_protobuf(graph_pb2.GraphDef(), where, "a TensorFlow GraphDef")
     if not gd.node or any(not n.op for n in gd.node):
         raise CannError(where, "not a TensorFlow GraphDef: no nodes" if not gd.node else
                         "not a TensorFlow GraphDef: a node has no op")
