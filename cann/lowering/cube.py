@@ -83,6 +83,11 @@ class _CubeTiles:
             self.bufs[f"r{i}"] = kb.alloc(Space.UB, n_tile * m_tile, dt)
         for i in range(len(self.epi.tables)):
             self.bufs[f"c{i}"] = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
+        tiles = 1 + len(self.epi.residuals) + len(self.epi.temps)
+        need = (tiles * n_tile * m_tile + (1 + len(self.epi.tables)) * (n_tile // 16) * lw.lanes) * dt.itemsize
+        if need > lw.usable("ub"):  # raised during graph -> tile: a fused group falls back to one kernel per op
+            raise unsupported(kb.loc, f"fused epilogue needs {need} bytes of UB ({tiles} output tiles), "
+                                      f"{lw.usable('ub')} available")
         for t in self.epi.temps:
             self.bufs[t] = kb.alloc(Space.UB, n_tile * m_tile, dt)
         self.table_args = []

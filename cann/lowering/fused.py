@@ -28,6 +28,7 @@ _COMMUTATIVE = {"add", "mul", "max", "min"}
 class _Program:
     def __init__(self, cv, ops, names: dict[SSAValue, str], input_prefix: str, out_name: str):
         self.cv, self.names = cv, names
+        self.tiny = 1e-30 if cv.lw.dtype == np.float32 else 6.2e-5  # as cann.lowering.math.unary
         self.steps: list[tuple] = []
         self.tables: list[np.ndarray] = []
         self.inputs: list[DevTensor] = []
@@ -101,6 +102,25 @@ class _Program:
             d = self._dst(op, chain, out_name)
             emit(("mul", d, x, f"c{len(self.tables) - 2}"))
             emit(("add", d, d, f"c{len(self.tables) - 1}"))
+        elif op.name != "graph.batch_norm" and len(op.operands) == 1:  # the vector programs of cann.lowering.math
+            from cann.lowering.math import unary_program
+
+            kind = op.name.split(".")[1]
+            if kind == "gelu":
+                kind = "gelu_" + op.approximate.data
+            params = {k: op.param(k) for k in getattr(op, "PARAMS", {})}
+            steps, consts = unary_program(kind, params, self.tiny)
+            if consts:
+                raise CannError("", f"{kind} needs constant buffers a fused kernel does not carry")
+            x = self.operand(op.operands[0])
+            d = self._dst(op, chain, out_name)
+            # the programs read x after writing y: never in place (u*: scratch shared by the ops)
+            y = d if d != x else "u4"
+            rename = {"x0": x, "y": y, **{f"t{i}": f"u{i}" for i in range(4)}}
+            for st in steps:
+                emit(tuple(rename.get(v, v) if isinstance(v, str) else v for v in st))
+            if y != d:
+                emit(("mov", d, y))
         else:
             kind = op.name.split(".")[1]
             a, b = (self.operand(v) for v in op.operands)

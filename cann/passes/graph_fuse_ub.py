@@ -30,7 +30,9 @@ from cann.dialects.graph_fused import FusedOp, YieldOp
 
 CUBE_HEADS = (graph.Conv2DOp, graph.GemmOp, graph.MatMulOp)
 BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp)
-UNARY = (graph.ReluOp, graph.SigmoidOp, graph.ClipOp)
+UNARY = (graph.ReluOp, graph.SigmoidOp, graph.ClipOp, graph.GeluOp, graph.ErfOp, graph.EluOp, graph.SeluOp,
+         graph.LeakyReluOp, graph.SoftplusOp, graph.ExpOp, graph.SqrtOp, graph.AbsOp, graph.LogOp,
+         graph.ReciprocalOp, graph.NegOp)
 #: ops an elementwise group may contain
 ELEMENTWISE = (*BINARY, *UNARY, graph.BatchNormOp)
 
@@ -66,6 +68,8 @@ def fusable(op: Operation, group: list[Operation], cur: SSAValue) -> bool:
     if isinstance(op, graph.BatchNormOp):
         return op.x is cur and all(_is_const(v) for v in (op.scale, op.bias, op.mean, op.var))
     if isinstance(op, UNARY):
+        if isinstance(op, graph.GeluOp) and op.approximate.data != "none":
+            return False  # the tanh form needs a constant buffer the fused kernels do not carry
         return op.operands[0] is cur
     a, b = op.operands
     other = b if a is cur else a

@@ -158,3 +158,29 @@ def test_relu6_epilogue_matches_onnxruntime():
         assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["conv2d_0"]
         y = model.run(x)["y"]
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
+
+
+def test_gelu_and_elu_epilogues_match_onnxruntime():
+    # Gemm + GELU (erf form, recomposed) on the cube's output tiles; a Conv + Elu likewise
+    rng = np.random.default_rng(4)
+    n = helper.make_node
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 96)) / 8).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(96).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array(1.4142135, np.float32), "sq"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+             numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    nodes = [n("MatMul", ["x", "w"], ["m"], name="fc"), n("Add", ["m", "b"], ["h"], name="bias"),
+             n("Div", ["h", "sq"], ["a"], name="div"), n("Erf", ["a"], ["e"], name="erf"),
+             n("Add", ["e", "one"], ["e1"], name="add1"), n("Mul", ["h", "e1"], ["g"], name="mul"),
+             n("Mul", ["g", "half"], ["y"], name="gelu_half"), n("Elu", ["y"], ["z"], name="elu", alpha=0.7)]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [20, 64])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [20, 96])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    x = testing.random_inputs(m)
+    ref = testing.run_onnxruntime(m, x)["z"]
+    for pm, tol in TOL.items():
+        model = cann.compile(m, precision_mode=pm)
+        assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["matmul_0"]
+        y = model.run(x)["z"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
