@@ -54,8 +54,8 @@ def _broadcast_const_ok(c: SSAValue, shape: tuple[int, ...]) -> bool:
     if len(shape) == 4:
         full = (1,) * (4 - len(cs)) + cs
         return full == (1, shape[1], 1, 1)
-    if len(shape) == 2:  # Gemm output: a per-column constant
-        return cs in ((shape[1],), (1, shape[1]))
+    if len(shape) in (2, 3):  # Gemm/MatMul output: a per-column (last dimension) constant
+        return len(cs) <= len(shape) and cs[-1] == shape[-1] and all(d == 1 for d in cs[:-1])
     return False
 
 

@@ -78,3 +78,24 @@ builtin.module {
     func.return %y : tensor<4x32xf32>
   }
 }
+
+// -----
+
+// A MatMul by a constant on a 3-D input (a Dense layer on a sequence) takes its per-column bias
+// and GELU as an epilogue.
+// CHECK-LABEL: func.func @dense_gelu
+// CHECK:         graph.fused "cube_epilogue" : tensor<1x4x16xf32> {
+// CHECK-NEXT:      graph.matmul
+// CHECK-NEXT:      graph.add
+// CHECK-NEXT:      graph.gelu
+// CHECK-NEXT:      graph.yield
+builtin.module {
+  func.func @dense_gelu(%x: tensor<1x4x16xf32>) -> tensor<1x4x16xf32> {
+    %w = graph.constant dense<0.1> : tensor<16x16xf32>
+    %b = graph.constant dense<0.5> : tensor<16xf32>
+    %m = graph.matmul %x, %w : (tensor<1x4x16xf32>, tensor<16x16xf32>) -> tensor<1x4x16xf32>
+    %a = graph.add %m, %b : (tensor<1x4x16xf32>, tensor<16xf32>) -> tensor<1x4x16xf32>
+    %g = graph.gelu %a {approximate = "none"} : tensor<1x4x16xf32>
+    func.return %g : tensor<1x4x16xf32>
+  }
+}
