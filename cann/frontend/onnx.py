@@ -267,6 +267,38 @@ class _Importer:
         except ValueError as e:
             raise CannError(vi.name, f"model input: {e}") from None
 
+    def _static(self, name: str) -> bool:
+        t = self.types.get(name)
+        dims = _dims(t) if t is not None else None
+        return dims is not None and all(isinstance(d, int) for d in dims)
+
+    def infer_node(self, node: onnx.NodeProto) -> None:
+        """Fill in output types that whole-model shape inference left unknown (typically inside
+        expanded functions, where shapes come from Shape/Reshape chains): with the inputs folded
+        so far as initializers, onnx's shape inference runs again on this one node."""
+        if all(not o or self._static(o) for o in node.output):
+            return
+        inits, vis = [], []
+        for n in dict.fromkeys(i for i in node.input if i):
+            if n in self.consts:
+                inits.append(numpy_helper.from_array(np.ascontiguousarray(self.consts[n]), n))
+            elif n in self.types:
+                vis.append(helper.make_value_info(n, self.types[n]))
+            else:
+                return
+        outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
+        g = helper.make_graph([node], "infer", vis, outs, initializer=inits)
+        m = helper.make_model(g, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version or 8)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True)
+        except Exception:
+            return  # the conversion reports the unknown shape
+        for vi in (*inferred.graph.output, *inferred.graph.value_info):
+            if vi.name in node.output and not self._static(vi.name):
+                dims = _dims(vi.type)
+                if dims is not None and all(isinstance(d, int) for d in dims):
+                    self.types[vi.name] = vi.type
+
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
         if any(n in self.poisoned for n in node.input):
@@ -277,6 +309,7 @@ class _Importer:
                 self.diags.append(Diagnostic(name, f"unsupported operator {dom}{node.op_type} (opset {self.opset})"))
             return
         try:
+            self.infer_node(node)
             if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:
                 try:
                     vals = self.fold(node)
