@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from cann.dialects import graph as g
