@@ -12,10 +12,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem: where (an ONNX node name, a file, a flag) and what."""
+    """One problem: where (an ONNX node name, a file, a flag) and what.
+
+    ``needs_constant`` names the model tensors whose values, were they known at compile time,
+    would remove the problem (a Reshape ``shape``, reduction ``axes``, Resize ``scales`` or a
+    Conv weight fed as a graph input). :mod:`cann.backend` uses it to specialize a model on the
+    values of such inputs; it is not printed.
+    """
 
     location: str
     message: str
+    needs_constant: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"error: {self.location}: {self.message}" if self.location else f"error: {self.message}"

@@ -36,7 +36,12 @@ __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
 
 class _Unsupported(Exception):
-    """Raised by a converter: this node cannot be imported (one diagnostic)."""
+    """Raised by a converter: this node cannot be imported (one diagnostic). ``needs_constant``:
+    the tensors whose compile-time values would make it importable (see ``Diagnostic``)."""
+
+    def __init__(self, message: str, needs_constant: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.needs_constant = tuple(needs_constant)
 
 
 def _np_dtype(elem_type: int) -> np.dtype:
@@ -238,6 +243,9 @@ class _Importer:
         self.block = Block(arg_types=arg_types)
         for vi, arg in zip(inputs, self.block.args):
             self.values[vi.name] = arg
+            shape = arg.type.get_shape()
+            if 0 in shape:  # an empty input is fully known: its consumers fold (e.g. an empty reduction)
+                self.consts[vi.name] = np.zeros(shape, g.numpy_dtype(arg.type.get_element_type()))
 
         for i, node in enumerate(graph.node):
             if i in needed:
@@ -332,7 +340,7 @@ class _Importer:
                 if o:
                     self.poisoned.add(o)  # optional outputs we do not produce (used only if imported)
         except _Unsupported as e:
-            self.diags.append(Diagnostic(name, str(e)))
+            self.diags.append(Diagnostic(name, str(e), e.needs_constant))
             self.poisoned.update(node.output)
         except CannError as e:
             self.diags.extend(e.diagnostics)
@@ -529,7 +537,7 @@ def _reshape(imp, node, name, a):
     x = imp.value(node.input[0])
     for extra in node.input[1:]:
         if extra and not imp.is_const(extra):
-            raise _Unsupported(f"{node.op_type} with a non-constant {extra} (data-dependent shape)")
+            raise _Unsupported(f"{node.op_type} with a non-constant {extra} (data-dependent shape)", (extra,))
     rt = _out_type(imp, node)
     if rt.get_element_type() != g._elt(x):
         raise _Unsupported("result element type differs from the input")
@@ -591,6 +599,21 @@ def _shape_op(imp, node, name, a):
     return [None]
 
 
+@_converter("Size")
+def _size_op(imp, node, name, a):
+    """The element count of a static tensor is a constant (int64 scalar)."""
+    imp.consts[node.output[0]] = np.array(math.prod(imp.tensor_type(node.input[0], name).get_shape()), np.int64)
+    return [None]
+
+
+@_converter("Range", "ConstantOfShape")
+def _shape_valued(imp, node, name, a):
+    """Shape-valued ops fold at compile time (the importer folds them when their inputs are
+    constant); a runtime operand would make the output shape data-dependent."""
+    runtime = tuple(n for n in node.input if n and not imp.is_const(n))
+    raise _Unsupported(f"{node.op_type} with a non-constant input '{runtime[0]}' (data-dependent shape)", runtime)
+
+
 
 
 def import_onnx(
@@ -624,7 +647,7 @@ def _const_input(imp: _Importer, node: onnx.NodeProto, i: int, what: str) -> np.
         return None
     n = node.input[i]
     if not imp.is_const(n):
-        raise _Unsupported(f"{node.op_type} with a non-constant {what} input '{n}'")
+        raise _Unsupported(f"{node.op_type} with a non-constant {what} input '{n}'", (n,))
     return np.asarray(imp.consts[n])
 
 

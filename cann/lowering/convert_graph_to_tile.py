@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import (
     NameLoc,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from cann.dialects import graph
@@ -77,8 +77,14 @@ class _Converter:
         if v is None:
             return None
         if v not in self.consts:
-            raise CannError(loc_name(v.owner.location) if isinstance(v.owner, Operation) else "",
-                            "expected a constant operand (weights must be initializers)")
+            where, needs = "", ()
+            if isinstance(v.owner, Operation):
+                where = loc_name(v.owner.location)
+            elif isinstance(v, BlockArgument) and self.main_in.arg_attrs is not None:
+                needs = (self.main_in.arg_attrs.data[v.index].data["graph.name"].data,)
+                where = needs[0]
+            raise CannError(diagnostics=[Diagnostic(where, "expected a constant operand (weights must be "
+                                                           "initializers)", needs)])
         return self.consts[v]
 
     def tensor(self, v: SSAValue, loc) -> DevTensor:
@@ -295,6 +301,9 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
             if errors:
                 break
             for v in op.operands:
+                if v in conv.consts and v not in conv.values:  # a constant output keeps its own dtype
+                    arr = conv.consts[v].astype(np_dtype(v.type.element_type))
+                    conv.values[v] = lw.constant(arr.reshape(-1), ND, arr.shape)
                 t = conv.tensor(v, op.location)
                 final = lw.as_format(t, ND, np_dtype(v.type.element_type), op.location)
                 shaped = MemRefType(elem_type(final.dtype), v.type.get_shape(), memory_space=SpaceAttr(Space.GM))
