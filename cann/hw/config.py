@@ -59,6 +59,7 @@ class VectorSpec:
     max_repeat: int
     cycles_per_repeat: int
     cycles_per_repeat_transcendental: int
+    cycles_per_repeat_int64: int  # int64 lanes as pairs of int32 lanes (ASSUMPTION, cann.hw.isa)
 
     @property
     def repeat_bytes(self) -> int:

@@ -19,7 +19,18 @@ Conventions shared by all instructions (see docs/core-model.md):
   8 DataBlocks of 32 B; block ``b`` of iteration ``r`` of an operand is at
   ``base + (r*rep_stride + b*blk_stride) * 32`` bytes; ``mask`` is the number of active lanes
   (elements) per iteration, counted from lane 0.
-* ``dtype`` codes: 0 = float16, 1 = float32 (``DTYPES``).
+* ``dtype`` codes (``DTYPES``): 0 = float16, 1 = float32, 2 = int32, 3 = int16, 4 = uint8 (the
+  device's bool storage: one byte 0/1), 5 = int64. Which vector instruction computes on which dtype
+  is :data:`VEC_DTYPES` (ascend-core.md §1.1: ``asc_add`` takes int16/half/int32/float; uint8 only
+  moves, selects and converts). ASSUMPTION (docs/core-model.md): int64 add/sub/max/min/compare,
+  moves and conversions run on the vector unit as pairs of int32 lanes, a repeat costing
+  ``cycles_per_repeat_int64`` cycles (no public source lists int64 vector arithmetic; int64 multiply
+  is not modeled). Cube and MTE format instructions (``mmad``, ``img2col``, ``nd2nz``) take the float
+  codes only.
+* ``vcmpv`` compares lane by lane (``CMP_MODES``) and writes one byte 0/1 per lane (the bool
+  format); ``vconv`` converts between the dtype pairs of ``VCONV_PAIRS`` with a rounding mode
+  (``ROUND_MODES``). Both address lanes contiguously: element ``e`` of repeat ``r`` of an operand is
+  at ``base + r*rep*32 + e*itemsize``.
 * Pipes use HIVM's numbering (ascend-core.md §4.1): S=0, V=1, M=2, MTE1=3, MTE2=4, MTE3=5, ALL=6.
 * Scalar registers: the scalar unit has :data:`SCALAR_REGS` 64-bit integer registers ``r0..``, written
   by ``ld_idx`` (an index element loaded from UB) and read by ``copy_gm_to_ub_reg`` (a DMA whose GM
@@ -52,8 +63,14 @@ class Pipe(enum.IntEnum):
 
 
 #: dtype code -> numpy dtype
-DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32)}
+DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
+                               3: np.dtype(np.int16), 4: np.dtype(np.uint8), 5: np.dtype(np.int64)}
 DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
+DTYPE_CODES[np.dtype(np.bool_)] = 4  # bool is stored as uint8 0/1
+#: dtype codes the cube and the MTE format conversions take
+FLOAT_CODES = frozenset({0, 1})
+#: the 64-bit dtype whose vector repeats cost ``cycles_per_repeat_int64`` (ASSUMPTION, see above)
+INT64_CODE = 5
 
 #: ld_idx element codes -> numpy dtype (index tensors)
 IDX_DTYPES: dict[int, np.dtype] = {0: np.dtype(np.int32), 1: np.dtype(np.int64)}
@@ -111,6 +128,39 @@ _VEC_UNARY = {
 }
 #: unary vector ops whose cost is the transcendental rate
 TRANSCENDENTAL = frozenset({"vexp", "vln", "vrec", "vsqrt", "vdiv"})
+_VEC_BITWISE = {"vand": "dst = src0 & src1", "vor": "dst = src0 | src1", "vxor": "dst = src0 ^ src1"}
+
+#: vcmpv ``mode`` codes (HIVM compare modes)
+CMP_MODES: dict[int, str] = {0: "eq", 1: "ne", 2: "lt", 3: "gt", 4: "ge", 5: "le"}
+CMP_CODES: dict[str, int] = {v: k for k, v in CMP_MODES.items()}
+#: vconv ``round`` codes (HIVM vcast round modes): rint = to nearest, ties to even; round = to
+#: nearest, ties away from zero; floor; ceil; trunc = toward zero
+ROUND_MODES: dict[int, str] = {0: "rint", 1: "round", 2: "floor", 3: "ceil", 4: "trunc"}
+ROUND_CODES: dict[str, int] = {v: k for k, v in ROUND_MODES.items()}
+
+_F, _I16, _I32, _U8, _I64 = frozenset({0, 1}), 3, 2, 4, 5
+_ALL = frozenset(DTYPES)
+#: dtype codes each vector instruction computes on (others are a fault)
+VEC_DTYPES: dict[str, frozenset[int]] = {
+    **{m: _F | {_I32, _I16, _I64} for m in ("vadd", "vsub", "vmax", "vmin", "vcmpv")},
+    **{m: _F | {_I32, _I16} for m in ("vmul", "vadds", "vmuls", "vmaxs", "vabs", "vrelu")},
+    **{m: _F for m in ("vdiv", "vexp", "vln", "vrec", "vsqrt", "vcmax", "vcadd")},
+    **{m: _ALL for m in ("vmov", "vdup", "vbrcb", "vsel")},
+    **{m: frozenset({_I16}) for m in _VEC_BITWISE},
+}
+#: vconv (src code, dst code) -> the round modes it takes. Float -> int conversions saturate and
+#: take NaN to 0; int -> float and float narrowing round to nearest even (rint) only.
+_RINT = frozenset({0})
+_ROUNDS = frozenset(ROUND_MODES)
+VCONV_PAIRS: dict[tuple[int, int], frozenset[int]] = {
+    (1, 0): _RINT, (0, 1): _RINT,                 # float32 <-> float16
+    (1, 1): _ROUNDS, (0, 0): _ROUNDS,             # to an integral value in the same float dtype
+    (1, 2): _ROUNDS, (0, 2): _ROUNDS,             # float -> int32
+    (2, 1): _RINT, (2, 0): _RINT,                 # int32 -> float
+    (4, 0): _RINT, (0, 4): _ROUNDS,               # uint8 <-> float16
+    (2, 5): _RINT, (5, 2): _RINT,                 # int32 <-> int64 (narrowing keeps the low 32 bits)
+    (1, 5): _ROUNDS, (5, 1): _RINT,               # float32 <-> int64
+}
 
 _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("copy_gm_to_l1", Pipe.MTE2, _DMA_IN, "dma", "GM -> L1 burst copy"),
@@ -167,6 +217,17 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("loop_offset", Pipe.S, _f("arg", "stride"), "spmd",
      "in the enclosing loop, iteration i sees kernel argument arg's GM base moved by i * stride bytes"),
     ("loop_end", Pipe.S, (), "spmd", "ends the innermost loop_begin"),
+    # integer and bool computation; appended: opcodes above are unchanged
+    *[(m, Pipe.V, _VEC, "vector", d + " (bitwise, int16 lanes; bool bytes are processed two per lane)")
+      for m, d in _VEC_BITWISE.items()],
+    ("vcmpv", Pipe.V, _f("dtype", "mode", "dst", "src0", "src1", "repeat", "mask", "dst_rep", "src0_rep", "src1_rep"),
+     "compare", "dst byte e of repeat r = (src0 <mode> src1) ? 1 : 0 for lane e (CMP_MODES: eq ne lt gt ge le; "
+     "NaN compares false except ne); lanes = 256 B / itemsize of dtype, contiguous per repeat; dst lane e at "
+     "dst + r*dst_rep*32 + e"),
+    ("vconv", Pipe.V, _f("src_dtype", "dst_dtype", "round", "dst", "src0", "repeat", "mask", "dst_rep", "src0_rep"),
+     "convert", "dst = convert(src0) from src_dtype to dst_dtype with rounding mode round (VCONV_PAIRS, "
+     "ROUND_MODES); 256 B / max(itemsize) elements per repeat, contiguous; element e of repeat r at "
+     "base + r*rep*32 + e*itemsize"),
 ]
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(

@@ -39,6 +39,34 @@ _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.floa
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
 
 
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "ge": np.greater_equal,
+        "le": np.less_equal}
+
+
+def _round(x: np.ndarray, mode: str) -> np.ndarray:
+    """float64 ``x`` rounded to integral values by ``mode`` (:data:`cann.hw.isa.ROUND_MODES`)."""
+    if mode == "rint":
+        return np.rint(x)
+    if mode == "round":  # ties away from zero (exact in float64 for float16 / float32 inputs)
+        return np.copysign(np.floor(np.abs(x) + 0.5), x)
+    return {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}[mode](x)
+
+
+def convert(s: np.ndarray, ddt: np.dtype, mode: str) -> np.ndarray:
+    """vconv semantics: float -> int rounds by ``mode``, saturates and takes NaN to 0; float ->
+    same float rounds to an integral value; int -> float and float narrowing round to nearest even;
+    int64 -> int32 keeps the low 32 bits."""
+    if s.dtype.kind == "f" and (ddt.kind in "iu" or ddt == s.dtype):
+        x = _round(s.astype(np.float64), mode)
+        if ddt.kind == "f":
+            return x.astype(ddt)
+        info = np.iinfo(ddt)
+        x = np.where(np.isnan(x), 0.0, x)
+        out = np.clip(x, info.min, info.max).astype(ddt)
+        return np.where(x >= float(info.max), ddt.type(info.max), out)
+    return s.astype(ddt)
+
+
 class SimError(CannError):
     """A program error found by the simulator (bounds, alignment, invalid field, ...)."""
 
@@ -183,6 +211,10 @@ class AICore:
             return self._dma_reg
         if d.group == "select":
             return self._vsel
+        if d.group == "compare":
+            return self._vcmpv
+        if d.group == "convert":
+            return self._vconv_round
         if d.group == "fixpipe" and self.spec.bandwidth.l0c_to_ub <= 0:
             def absent(v):
                 raise _Fault(f"{m}: {self.spec.name} has no L0C -> UB path ({self.spec.core_type} cores; "
@@ -219,6 +251,14 @@ class AICore:
         dt = isa.DTYPES.get(code)
         if dt is None:
             raise _Fault(f"invalid dtype code {code} (valid: {', '.join(f'{k}={v}' for k, v in isa.DTYPES.items())})")
+        return dt
+
+    @staticmethod
+    def _fdtype(code: int) -> np.dtype:
+        """A dtype code the cube and the MTE format conversions take (float16 / float32)."""
+        dt = AICore._dtype(code)
+        if code not in isa.FLOAT_CODES:
+            raise _Fault(f"dtype {dt} (code {code}): the cube and format conversions take float16 / float32 only")
         return dt
 
     @staticmethod
@@ -290,7 +330,7 @@ class AICore:
 
     def _vsel(self, v) -> None:
         code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
-        dt, lanes, e = self._vec_check(code, repeat, mask)
+        dt, lanes, e = self._vec_check(code, repeat, mask, "vsel")
         isz = dt.itemsize
         ops = [(dst, db, dr), (cond, cb, cr), (s0, s0b, s0r), (s1, s1b, s1r)]
         for what, (base, blk, rep) in zip(("dst", "cond", "src0", "src1"), ops):
@@ -307,7 +347,7 @@ class AICore:
 
     def _nd2nz(self, v) -> None:
         code, dst, src_arg, src, rows, cols, stride = v
-        dt = self._dtype(code)
+        dt = self._fdtype(code)
         self._positive(rows=rows, cols=cols)
         self._nonneg(src_row_stride=stride)
         isz = dt.itemsize
@@ -341,7 +381,7 @@ class AICore:
 
     def _img2col(self, v) -> None:
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
-        dt = self._dtype(code)
+        dt = self._fdtype(code)
         isz = dt.itemsize
         c0 = self._n0  # NC1HWC0 with C0 = 16 for both dtypes
         k0 = self.spec.cube.k0(isz)
@@ -391,7 +431,7 @@ class AICore:
 
     def _mmad(self, v) -> None:
         code, dst, a, b, m, k, n, init = v
-        dt = self._dtype(code)
+        dt = self._fdtype(code)
         isz = dt.itemsize
         k0, m0, n0 = self.spec.cube.k0(isz), self._m0, self._n0
         self._positive(m=m, k=k, n=n)
@@ -423,7 +463,7 @@ class AICore:
 
     def _l0c_to_ub(self, v) -> None:
         code, dst, src, n1, m, src_m = v
-        dt = self._dtype(code)
+        dt = self._fdtype(code)
         self._positive(n1=n1, m=m)
         if src_m < m:
             raise _Fault(f"src_m {src_m} < m {m}")
@@ -437,8 +477,11 @@ class AICore:
     # -----------------------------------------------------------------------------------------
     # vector
 
-    def _vec_check(self, code: int, repeat: int, mask: int) -> tuple[np.dtype, int, int]:
+    def _vec_check(self, code: int, repeat: int, mask: int, mnemonic: str | None = None) -> tuple[np.dtype, int, int]:
         dt = self._dtype(code)
+        if mnemonic is not None and code not in isa.VEC_DTYPES.get(mnemonic, isa.FLOAT_CODES):
+            ok = ", ".join(str(isa.DTYPES[c]) for c in sorted(isa.VEC_DTYPES.get(mnemonic, isa.FLOAT_CODES)))
+            raise _Fault(f"{mnemonic} does not compute on {dt} (code {code}); it takes {ok}")
         if not 1 <= repeat <= self._max_repeat:
             raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
         lanes = self._rep_bytes // dt.itemsize
@@ -477,7 +520,8 @@ class AICore:
 
     def _make_vector(self, m: str):
         f32 = _F32
-        binary = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum, "vmin": np.minimum}
+        binary = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum, "vmin": np.minimum,
+                  "vand": np.bitwise_and, "vor": np.bitwise_or, "vxor": np.bitwise_xor}
         scalar = {"vadds": np.add, "vmuls": np.multiply, "vmaxs": np.maximum}
         unary = {"vabs": np.abs}
         unary32 = {"vexp": np.exp, "vln": np.log, "vsqrt": np.sqrt, "vrec": lambda x: np.divide(1.0, x, dtype=f32)}
@@ -539,7 +583,7 @@ class AICore:
                     op(*views)
                 return
             code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-            dt, lanes, e = self._vec_check(code, repeat, mask)
+            dt, lanes, e = self._vec_check(code, repeat, mask, m)
             isz = dt.itemsize
             ops = [(dst, db, dr)]
             self._operand("dst", dst, db, dr, repeat, mask, e, isz)
@@ -574,9 +618,46 @@ class AICore:
         d = _view(ub, dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
         np.copyto(d, s, casting="unsafe")
 
+    def _contiguous(self, what: str, base: int, rep: int, repeat: int, mask: int, dt: np.dtype) -> np.ndarray:
+        """The (repeat, mask) lanes of a contiguous-lane operand (vcmpv, vconv), bounds checked."""
+        self._nonneg(**{f"{what}_rep": rep})
+        bb = self._blk_bytes
+        self._onchip("ub", what, base, (repeat - 1) * rep * bb + mask * dt.itemsize)
+        return _view(self.bufs["ub"], base, (repeat, mask), (rep * bb, dt.itemsize), dt)
+
+    def _vcmpv(self, v) -> None:
+        code, mode, dst, s0, s1, repeat, mask, dr, s0r, s1r = v
+        dt, lanes, e = self._vec_check(code, repeat, mask, "vcmpv")
+        fn = _CMP.get(isa.CMP_MODES.get(mode, ""))
+        if fn is None:
+            raise _Fault(f"invalid compare mode {mode} (valid: {', '.join(f'{k}={n}' for k, n in isa.CMP_MODES.items())})")
+        a = self._contiguous("src0", s0, s0r, repeat, mask, dt)
+        b = self._contiguous("src1", s1, s1r, repeat, mask, dt)
+        d = self._contiguous("dst", dst, dr, repeat, mask, _U8)
+        np.copyto(d, fn(a, b), casting="unsafe")
+
+    def _vconv_round(self, v) -> None:
+        sc, dc, rnd, dst, s0, repeat, mask, dr, s0r = v
+        sdt, ddt = self._dtype(sc), self._dtype(dc)
+        modes = isa.VCONV_PAIRS.get((sc, dc))
+        if modes is None:
+            raise _Fault(f"no vconv from {sdt} to {ddt} (pairs: " +
+                         ", ".join(f"{isa.DTYPES[a]}->{isa.DTYPES[b]}" for a, b in isa.VCONV_PAIRS) + ")")
+        if rnd not in modes:
+            raise _Fault(f"vconv {sdt}->{ddt} takes round modes "
+                         f"{', '.join(f'{k}={isa.ROUND_MODES[k]}' for k in sorted(modes))}, got {rnd}")
+        n = self._rep_bytes // max(sdt.itemsize, ddt.itemsize)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        if not 1 <= mask <= n:
+            raise _Fault(f"mask {mask} outside [1, {n}]")
+        s = self._contiguous("src0", s0, s0r, repeat, mask, sdt)
+        d = self._contiguous("dst", dst, dr, repeat, mask, ddt)
+        np.copyto(d, convert(s, ddt, isa.ROUND_MODES[rnd]), casting="unsafe")
+
     def _reduce(self, v, is_max: bool) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-        dt, lanes, e = self._vec_check(code, repeat, mask)
+        dt, lanes, e = self._vec_check(code, repeat, mask, "vcmax" if is_max else "vcadd")
         isz = dt.itemsize
         self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
         self._onchip("ub", "dst", dst, repeat * isz)

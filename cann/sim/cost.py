@@ -15,7 +15,11 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 * ``mmad``: ``cube_startup + ceil(m/m0)*ceil(k/k0)*ceil(n/n0)``, times ``fp32_rate_divisor`` for fp32.
 * ``copy_l0c_to_ub``: ``vector_startup + ceil(n1*m*n0*4 / l0c_to_ub)`` (fp32 bytes read from L0C).
 * vector, vconv, reduce, broadcast: ``vector_startup + repeat*cycles_per_repeat``
-  (``cycles_per_repeat_transcendental`` for :data:`cann.hw.isa.TRANSCENDENTAL`).
+  (``cycles_per_repeat_transcendental`` for :data:`cann.hw.isa.TRANSCENDENTAL`;
+  ``cycles_per_repeat_int64`` for a vector op on int64 lanes).
+* ``vcmpv``: ``vector_startup + repeat*cycles_per_repeat`` (``cycles_per_repeat_int64`` on int64).
+* ``vconv`` (rounding conversion): ``vector_startup + repeat*cycles_per_repeat`` (a repeat holds
+  256 B / the wider element size elements).
 * sync (``set_flag``, ``wait_flag``, ``pipe_barrier``) and SPMD control (``block_*``): ``latency.scalar``.
 * ``ld_idx`` (a scalar load of one index element from UB): ``latency.scalar``.
 * ``copy_gm_to_ub_reg``: the ``copy_gm_to_ub`` DMA formula (the register only moves the source address).
@@ -82,8 +86,16 @@ class CostModel:
         def l0c_to_ub(v):  # dtype, dst, src, n1, m, src_m (the path is absent when l0c_to_ub = 0)
             return lat.vector_startup + _cdiv(v[3] * v[4] * cube.n0 * L0C_ITEMSIZE, max(bw.l0c_to_ub, 1))
 
-        def vector(v):  # repeat is field 4
-            return lat.vector_startup + v[4] * vec.cycles_per_repeat
+        def vector(v):  # dtype is field 0, repeat field 4
+            per = vec.cycles_per_repeat_int64 if v[0] == isa.INT64_CODE else vec.cycles_per_repeat
+            return lat.vector_startup + v[4] * per
+
+        def compare(v):  # vcmpv: dtype, mode, dst, src0, src1, repeat
+            per = vec.cycles_per_repeat_int64 if v[0] == isa.INT64_CODE else vec.cycles_per_repeat
+            return lat.vector_startup + v[5] * per
+
+        def convert(v):  # vconv: src_dtype, dst_dtype, round, dst, src0, repeat
+            return lat.vector_startup + v[5] * vec.cycles_per_repeat
 
         def vector_tr(v):
             return lat.vector_startup + v[4] * vec.cycles_per_repeat_transcendental
@@ -97,7 +109,8 @@ class CostModel:
         by_group = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad,
                     "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
                     "broadcast": vector, "sync": sync, "spmd": sync, "scalar": sync,
-                    "dma_reg": dma(bw.gm_to_ub), "select": select}
+                    "dma_reg": dma(bw.gm_to_ub), "select": select,
+                    "compare": compare, "convert": convert}
         self._fn: dict[str, Callable] = {}
         for d in isa.INSTRUCTIONS:
             if d.group == "dma":

@@ -194,7 +194,19 @@ def _footprints(spec: SocSpec):
                      for base, blk, rep, w in ((dst, db, dr, True), (cond, cb, cr, False), (s0, s0b, s0r, False),
                                                (s1, s1b, s1r, False))), 0, 0
 
-    binary = {"vadd", "vsub", "vmul", "vdiv", "vmax", "vmin"}
+    def vcmpv(v, args):
+        code, _, dst, s0, s1, repeat, mask, dr, s0r, s1r = v
+        isz = _isz(code)
+        return ((_UB, s0, s0 + (repeat - 1) * s0r * bb + mask * isz, False),
+                (_UB, s1, s1 + (repeat - 1) * s1r * bb + mask * isz, False),
+                (_UB, dst, dst + (repeat - 1) * dr * bb + mask, True)), 0, 0
+
+    def vconv_round(v, args):
+        sc, dc, _, dst, s0, repeat, mask, dr, s0r = v
+        return ((_UB, s0, s0 + (repeat - 1) * s0r * bb + mask * _isz(sc), False),
+                (_UB, dst, dst + (repeat - 1) * dr * bb + mask * _isz(dc), True)), 0, 0
+
+    binary = {"vadd", "vsub", "vmul", "vdiv", "vmax", "vmin", "vand", "vor", "vxor"}
     for d in isa.INSTRUCTIONS:
         m, g = d.mnemonic, d.group
         if m in ("copy_gm_to_l1", "copy_gm_to_ub"):
@@ -208,7 +220,8 @@ def _footprints(spec: SocSpec):
         else:
             fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
                       "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none, "scalar": ld_idx,
-                      "dma_reg": dma_reg, "select": vsel}[g]
+                      "dma_reg": dma_reg, "select": vsel, "compare": vcmpv,
+                      "convert": vconv_round}[g]
     return fns
 
 

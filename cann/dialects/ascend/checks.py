@@ -80,7 +80,7 @@ def _check_dma(v: dict) -> None:
 
 
 def _check_nd2nz(v: dict) -> None:
-    _dtype(v)
+    _fdtype(v)
     _in(v, "rows", 1)
     _in(v, "cols", 1)
     _in(v, "src_row_stride", 0)
@@ -96,7 +96,7 @@ def _check_load2d(v: dict) -> None:
 
 def _check_img2col(v: dict) -> None:
     lim = limits()
-    dt = _dtype(v)
+    dt = _fdtype(v)
     for n in ("fm_c1", "fm_h", "fm_w", "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w"):
         _in(v, n, 1)
     for n in ("pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start"):
@@ -107,7 +107,7 @@ def _check_img2col(v: dict) -> None:
 
 def _check_mmad(v: dict) -> None:
     lim = limits()
-    dt = _dtype(v)
+    dt = _fdtype(v)
     _multiple(v, "m", lim.m0)
     _multiple(v, "k", lim.k0[dt])
     _multiple(v, "n", lim.n0)
@@ -115,7 +115,7 @@ def _check_mmad(v: dict) -> None:
 
 
 def _check_fixpipe(v: dict) -> None:
-    _dtype(v)
+    _fdtype(v)
     _in(v, "n1", 1)
     _in(v, "m", 1)
     if v["src_m"] < v["m"]:
@@ -146,6 +146,49 @@ def _check_dma_reg(v: dict) -> None:
     _check_dma(v)
     _check_reg(v)
     _in(v, "reg_stride", 0)
+
+
+def _vec_dtype(v: dict, mnemonic: str) -> int:
+    code = _dtype(v)
+    ok = isa.VEC_DTYPES.get(mnemonic, isa.FLOAT_CODES)
+    if code not in ok:
+        raise _Bad(f"{mnemonic} does not compute on {isa.DTYPES[code]} (dtype {code}); it takes "
+                   f"{', '.join(f'{c}={isa.DTYPES[c]}' for c in sorted(ok))}")
+    return code
+
+
+def _check_compare(v: dict) -> None:
+    _vec_dtype(v, "vcmpv")
+    if v["mode"] not in isa.CMP_MODES:
+        raise _Bad(f"mode must be one of {', '.join(f'{k}={n}' for k, n in isa.CMP_MODES.items())}, got {v['mode']}")
+    _in(v, "repeat", 1, limits().max_repeat)
+    _in(v, "mask", 1, limits().lanes(v["dtype"]))
+    for n in ("dst_rep", "src0_rep", "src1_rep"):
+        _in(v, n, 0)
+
+
+def _check_convert(v: dict) -> None:
+    for n in ("src_dtype", "dst_dtype"):
+        if v[n] not in isa.DTYPES:
+            raise _Bad(f"{n} must be one of {sorted(isa.DTYPES)}, got {v[n]}")
+    modes = isa.VCONV_PAIRS.get((v["src_dtype"], v["dst_dtype"]))
+    if modes is None:
+        raise _Bad(f"no vconv from {isa.DTYPES[v['src_dtype']]} to {isa.DTYPES[v['dst_dtype']]}")
+    if v["round"] not in modes:
+        raise _Bad(f"round must be one of {sorted(modes)} for this pair, got {v['round']}")
+    wide = max(isa.DTYPES[v["src_dtype"]].itemsize, isa.DTYPES[v["dst_dtype"]].itemsize)
+    _in(v, "repeat", 1, limits().max_repeat)
+    _in(v, "mask", 1, limits().repeat_bytes // wide)
+    for n in ("dst_rep", "src0_rep"):
+        _in(v, n, 0)
+
+
+def _fdtype(v: dict) -> int:
+    code = _dtype(v)
+    if code not in isa.FLOAT_CODES:
+        raise _Bad(f"dtype must be a float code ({sorted(isa.FLOAT_CODES)}) for the cube and format conversions, "
+                   f"got {code}")
+    return code
 
 
 def _check_select(v: dict) -> None:
@@ -192,7 +235,11 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         elif g == "fixpipe":
             _check_fixpipe(v)
         elif g in ("vector", "reduce", "broadcast"):
-            _check_vector(v, limits().lanes(_dtype(v)))
+            _check_vector(v, limits().lanes(_vec_dtype(v, defn.mnemonic)))
+        elif g == "compare":
+            _check_compare(v)
+        elif g == "convert":
+            _check_convert(v)
         elif g == "vconv":
             # a conversion processes repeat_bytes / 4 elements per repeat, whatever dtype says
             _check_vector(v, limits().repeat_bytes // 4)

@@ -53,6 +53,8 @@ def _valid_values(d: isa.InstrDef) -> dict:
         v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), event=7)
     if d.mnemonic == "pipe_barrier":
         v["pipe"] = int(isa.Pipe.ALL)
+    if d.mnemonic in isa.VEC_DTYPES:  # a dtype the instruction computes on
+        v["dtype"] = min(isa.VEC_DTYPES[d.mnemonic])
     return v
 
 
