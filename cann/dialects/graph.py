@@ -1255,6 +1255,7 @@ class ConvTransposeOp(IRDLOperation):
 
 
 from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
+from cann.dialects.graph_int import GRAPH_INT_OPS  # noqa: E402  (comparisons, boolean logic, rounding)
 
 Graph = Dialect(
     "graph",
@@ -1285,6 +1286,7 @@ Graph = Dialect(
         ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
         ResizeOp, ConvTransposeOp,
         GatherOp, WhereOp,
+        *GRAPH_INT_OPS,
     ],
     [],
 )

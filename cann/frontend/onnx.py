@@ -1147,3 +1147,4 @@ def _conv_transpose(imp, node, name, a):
 SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})
 
 from cann.frontend import onnx_composite  # noqa: E402,F401  (registers RMS/Group/Instance/Lp/MVN normalization, Attention)
+from cann.frontend import onnx_int  # noqa: E402,F401  (comparisons, boolean logic, integer math, int/bool casts)

@@ -47,7 +47,8 @@ from cann.hw.config import SocSpec
 ND = "ND"
 NC1HWC0 = "NC1HWC0"
 
-_ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64}
+_ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64,
+         np.dtype(np.bool_): IntegerType(1), np.dtype(np.int16): IntegerType(16)}
 
 
 def elem_type(dtype: np.dtype) -> Attribute:
@@ -110,6 +111,20 @@ def storage_size(shape: tuple[int, ...], fmt: str) -> int:
     return math.prod(shape)
 
 
+def _int_vec_ok(op: str, buf: SSAValue) -> bool:
+    """Whether tile vector op ``op`` computes on integer / bool buffer ``buf`` (``isa.VEC_DTYPES``;
+    casts and comparisons are checked by the tile -> ascend lowering against ``isa.VCONV_PAIRS``)."""
+    from cann.hw import isa
+
+    if op.startswith(("cast", "cmp_")):
+        return True
+    dt = np_dtype(buf.type.element_type)
+    code = isa.DTYPE_CODES.get(dt)
+    if op in ("and", "or", "xor") and dt.itemsize in (1, 2):
+        code = isa.DTYPE_CODES[np.dtype(np.int16)]
+    return code is not None and code in isa.VEC_DTYPES.get("v" + op, isa.FLOAT_CODES)
+
+
 class KernelBuilder:
     """Builds one kernel: a ``func.func`` marked ``tile.kernel`` over flat GM buffer arguments."""
 
@@ -170,9 +185,9 @@ class KernelBuilder:
         if count <= 0:
             return
         for b in (dst, src0, src1):
-            if b is not None and isinstance(b.type.element_type, IntegerType):
+            if b is not None and isinstance(b.type.element_type, IntegerType) and not _int_vec_ok(op, b):
                 raise unsupported(self.loc, f"{np_dtype(b.type.element_type).name} tensors are not supported by this "
-                                            f"operator on the AI Core (vector math is float16/float32 only)")
+                                            f"operator on the AI Core (no '{op}' vector instruction for the dtype)")
         s0 = dst if src0 is None else src0
         s1 = s0 if src1 is None else src1
         self.emit(tile.VecOp(dst, s0, s1, op=op, count=count, unit=unit, dst_offset=dst_offset,

@@ -131,6 +131,10 @@ class _Converter:
         """The kernels of one graph op (``epilogue``: elementwise ops fused after a cube op)."""
         lw, loc, name = self.lw, op.location, op.name
         out_shape = _shape(op.results[0]) if op.results else ()
+        from cann.lowering import compare  # comparisons, bool logic, integer math, int/bool casts
+
+        if compare.handles(op):
+            return compare.lower(self, op)
         if name == "graph.fused":
             from cann.lowering.fused import lower_fused
 

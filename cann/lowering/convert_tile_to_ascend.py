@@ -27,7 +27,9 @@ from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
 from cann.lowering.common import np_dtype
 
-_BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin"}
+_BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin",
+           "and": "vand", "or": "vor", "xor": "vxor"}
+_BITWISE = {"and", "or", "xor"}
 _SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "dup": "vdup"}
 _UNARY = {"relu": "vrelu", "exp": "vexp", "ln": "vln", "rec": "vrec", "sqrt": "vsqrt", "abs": "vabs", "mov": "vmov"}
 _DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to_ub",
@@ -199,8 +201,12 @@ class _Kernel:
         offs = [op.field("dst_offset"), op.field("src0_offset"), op.field("src1_offset")]
         strides = [op.field("dst_stride"), op.field("src0_stride"), op.field("src1_stride")]
         bufs = [dst, s0, s1]
-        if kind == "cast":
-            return self._cast(dst, s0, offs[0], offs[1], count * unit)
+        if kind.startswith("cast"):  # cast or cast_<round mode>
+            return self._cast(dst, s0, offs[0], offs[1], count * unit, kind[5:] or None)
+        if kind.startswith("cmp_"):
+            return self._compare(kind[4:], dst, s0, s1, offs, strides, count * unit)
+        if kind in _BITWISE and self.isz(dst) == 1:
+            return self._bitwise_bytes(_BINARY[kind], bufs, offs, strides, count * unit)
         if kind in _BINARY:
             mn, used = _BINARY[kind], 3
         elif kind in _SCALAR:
@@ -259,10 +265,52 @@ class _Kernel:
                 self.emit(mn, **f)
                 u += n_units
 
-    def _cast(self, dst, src, doff: int, soff: int, total: int) -> None:
+    def _dense_only(self, what: str, strides) -> None:
+        if any(s != 1 for s in strides):
+            raise self.error(f"{what} takes dense operands (strides {list(strides)})")
+
+    def _compare(self, mode: str, dst, s0, s1, offs, strides, total: int) -> None:
+        """vcmpv: one 0/1 byte per lane of the (equal-dtype) sources."""
+        self._dense_only("a comparison", strides)
+        if mode not in isa.CMP_CODES:
+            raise self.error(f"unknown comparison '{mode}'")
+        isz = self.isz(s0)
+        lanes = self.vec.repeat_bytes // isz
+        bb, maxr = self.vec.block_bytes, self.vec.max_repeat
+        pos = 0
+        while pos < total:
+            left = total - pos
+            rep = min(maxr, left // lanes) if left >= lanes else 1
+            mask = lanes if left >= lanes else left
+            self.emit("vcmpv", dtype=self.code(s0), mode=isa.CMP_CODES[mode], dst=self.byte(dst, offs[0] + pos),
+                      src0=self.byte(s0, offs[1] + pos), src1=self.byte(s1, offs[2] + pos), repeat=rep, mask=mask,
+                      dst_rep=max(1, lanes // bb), src0_rep=lanes * isz // bb, src1_rep=lanes * isz // bb)
+            pos += rep * lanes if left >= lanes else left
+
+    def _bitwise_bytes(self, mn: str, bufs, offs, strides, total: int) -> None:
+        """A bitwise op on bool (byte) buffers: two bytes per int16 lane."""
+        self._dense_only("a bitwise op", strides)
+        lanes = self.vec.repeat_bytes // 2
+        bpr, maxr = self.vec.blocks_per_repeat, self.vec.max_repeat
+        n16, pos = -(-total // 2), 0
+        while pos < n16:
+            left = n16 - pos
+            rep = min(maxr, left // lanes) if left >= lanes else 1
+            mask = lanes if left >= lanes else left
+            f = dict(dtype=isa.DTYPE_CODES[np.dtype(np.int16)], repeat=rep, mask=mask)
+            for i, nm in enumerate(("dst", "src0", "src1")):
+                f[nm] = self.byte(bufs[i], offs[i] + 2 * pos)
+                f[f"{nm}_blk"], f[f"{nm}_rep"] = 1, bpr
+            self.emit(mn, **f)
+            pos += rep * lanes if left >= lanes else left
+
+    def _cast(self, dst, src, doff: int, soff: int, total: int, mode: str | None = None) -> None:
+        """A dtype conversion (``mode`` None: the pair's default rounding, rint)."""
         sd, dd = np_dtype(src.type.element_type), np_dtype(dst.type.element_type)
-        if sd == dd:
+        if sd == dd and mode is None:
             raise self.error("cast between equal dtypes")
+        if mode is not None or {sd, dd} != {np.dtype(np.float16), np.dtype(np.float32)}:
+            return self._vconv(dst, src, doff, soff, total, mode or "rint")
         mn = "vconv_f322f16" if sd == np.float32 else "vconv_f162f32"
         per = self.vec.repeat_bytes // 4
         bb = self.vec.block_bytes
@@ -274,6 +322,23 @@ class _Kernel:
             self.emit(mn, dtype=isa.DTYPE_CODES[sd], dst=self.byte(dst, doff + pos), src0=self.byte(src, soff + pos),
                       src1=self.byte(src, soff + pos), repeat=rep, mask=mask, dst_rep=per * dd.itemsize // bb,
                       src0_rep=per * sd.itemsize // bb, src1_rep=per * sd.itemsize // bb)
+            pos += rep * per if left >= per else left
+
+    def _vconv(self, dst, src, doff: int, soff: int, total: int, mode: str) -> None:
+        """The rounding ``vconv`` between any pair of ``isa.VCONV_PAIRS``."""
+        sd, dd = np_dtype(src.type.element_type), np_dtype(dst.type.element_type)
+        sc, dc = isa.DTYPE_CODES[sd], isa.DTYPE_CODES[dd]
+        if mode not in isa.ROUND_CODES or isa.ROUND_CODES[mode] not in isa.VCONV_PAIRS.get((sc, dc), ()):
+            raise self.error(f"no vconv from {sd} to {dd} with rounding '{mode}'")
+        per = self.vec.repeat_bytes // max(sd.itemsize, dd.itemsize)
+        bb, pos = self.vec.block_bytes, 0
+        while pos < total:
+            left = total - pos
+            rep = min(self.vec.max_repeat, left // per) if left >= per else 1
+            mask = per if left >= per else left
+            self.emit("vconv", src_dtype=sc, dst_dtype=dc, round=isa.ROUND_CODES[mode],
+                      dst=self.byte(dst, doff + pos), src0=self.byte(src, soff + pos), repeat=rep, mask=mask,
+                      dst_rep=per * dd.itemsize // bb, src0_rep=per * sd.itemsize // bb)
             pos += rep * per if left >= per else left
 
     def _reduce(self, op) -> None:

@@ -55,13 +55,15 @@ def _nd(lw: Lowering, t: DevTensor, loc) -> DevTensor:
 
 
 def gather(lw: Lowering, src: DevTensor, out_shape, strides, offset: int, loc, hint: str = "gather") -> DevTensor:
-    """A new ND tensor of ``out_shape``: element i = src.flat[offset + i . strides] (see module doc)."""
-    src = _nd(lw, src, loc)
+    """A new ND tensor of ``out_shape``: element i = src.flat[offset + i . strides] (see module doc).
+    Integer and bool (ND) tensors are moved in their own dtype."""
+    src = _nd(lw, src, loc) if src.dtype.kind == "f" else src
     out_shape = tuple(int(d) for d in out_shape)
-    out = lw.gm_tensor(out_shape, ND)
+    out = lw.gm_tensor(out_shape, ND, src.dtype)
     kb = lw.kernel(hint, loc)
     sa, da = kb.arg(src), kb.arg(out)
-    _gather_into(lw, kb, sa, da, 0, out_shape, _dense_strides(out_shape), strides, offset, _staging(lw, kb))
+    _gather_into(lw, kb, sa, da, 0, out_shape, _dense_strides(out_shape), strides, offset,
+                 _staging(lw, kb, dtype=src.dtype))
     lw.launch(kb)
     return out
 
@@ -78,10 +80,11 @@ def _collapse(shape, sstr, dstr):
     return out or [[1, 0, 0]]
 
 
-def _staging(lw: Lowering, kb, share: int = 1):
+def _staging(lw: Lowering, kb, share: int = 1, dtype=None):
     """A UB staging buffer for :func:`_gather_into` (``share``: fraction of UB it may take)."""
-    chunk = ub_chunk(lw, lw.dtype.itemsize * share, 256)
-    return kb.alloc(Space.UB, chunk, lw.dtype), chunk
+    dtype = np.dtype(lw.dtype if dtype is None else dtype)
+    chunk = ub_chunk(lw, dtype.itemsize * share, 256)
+    return kb.alloc(Space.UB, chunk, dtype), chunk
 
 
 def _gather_into(lw, kb, sa, da, dst_base: int, shape, dst_strides, src_strides, src_base: int, staging) -> None:

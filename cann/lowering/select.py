@@ -1,10 +1,11 @@
 """ONNX Where as an AI Core kernel (``graph.where``): ``vsel`` over UB chunks.
 
-Booleans on the device are stored in the precision mode's float dtype as 0/1 (the ``vsel``
-condition format, docs/core-model.md). A constant condition becomes such a device constant
-(broadcast at compile time); a runtime one is a 0/1 tensor made by a device kernel. X and Y
-broadcast to the result (:func:`cann.lowering.math.broadcast_to`); a scalar constant X or Y is a
-``vdup``-filled UB buffer. A constant condition that is all true or all false needs no select.
+The ``vsel`` condition is 0/1 in the data dtype (docs/core-model.md). A constant condition becomes
+such a device constant (broadcast at compile time); a runtime one is a bool tensor (one byte 0/1
+per element) converted in the kernel by ``vconv`` (uint8 -> float16 [-> float32 / int32 ->
+int64]). X and Y broadcast to the result (:func:`cann.lowering.math.broadcast_to`); a scalar
+constant X or Y is a ``vdup``-filled UB buffer. A constant condition that is all true or all false
+needs no select. Integer (int32 / int64) X and Y select in their dtype.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering import math as mathk
-from cann.lowering.common import ND, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.common import ND, DevTensor, Lowering, np_dtype, ub_chunk, unsupported
 
 
 def _operand(conv, v, shape, loc):
@@ -36,6 +37,8 @@ def lower_where(conv, op) -> DevTensor:
     if size == 0:
         raise unsupported(loc, "Where with an empty result")
     cc = conv.consts.get(op.cond)
+    if cc is None or np_dtype(op.results[0].type.element_type).kind != "f":
+        return _where_program(conv, op, shape, cc, loc)
     if cc is not None:
         cb = np.broadcast_to(np.asarray(cc).astype(bool), shape)
         if cb.all() or not cb.any():  # one side only
@@ -49,6 +52,47 @@ def lower_where(conv, op) -> DevTensor:
         cond = mathk.broadcast_to(lw, mathk._nd(lw, conv.tensor(op.cond, loc), loc), shape, loc)
     x, y = _operand(conv, op.x, shape, loc), _operand(conv, op.y, shape, loc)
     return select(lw, cond, x, y, shape, loc)
+
+
+def _where_program(conv, op, shape, cc, loc) -> DevTensor:
+    """Where as one :func:`cann.lowering.compare.program`: a runtime bool condition converted to
+    the data dtype in the kernel, or a constant one; X / Y broadcast tensors or vdup scalars."""
+    from cann.lowering.compare import BOOL, convert_steps, device_dtype, operand, program
+
+    lw: Lowering = conv.lw
+    dt = device_dtype(lw, np_dtype(op.results[0].type.element_type), loc)
+    inputs: list[DevTensor] = []
+    consts: dict[str, tuple] = {}
+    types: dict[str, np.dtype] = {"y": dt}
+    steps: list = []
+    if cc is not None:
+        cb = np.broadcast_to(np.asarray(cc).astype(bool), shape)
+        if cb.all() or not cb.any():  # one side only
+            v = op.x if cb.all() else op.y
+            c = conv.consts.get(v)
+            if c is not None and np.asarray(c).size == 1:
+                return program(lw, "where", loc, [], [("dup", "y", None, None, np.asarray(c).reshape(-1)[0].item())],
+                               types, shape)
+            return mathk.broadcast_to(lw, operand(conv, v, loc), shape, loc)
+        inputs.append(lw.constant(np.ascontiguousarray(cb, dtype=dt).reshape(-1), ND, shape))
+        cond = "x0"
+    else:
+        inputs.append(mathk.broadcast_to(lw, operand(conv, op.cond, loc), shape, loc))
+        conv_steps, temps = convert_steps("x0", "c", BOOL, dt, "t", loc)
+        steps += conv_steps
+        types.update(temps, c=dt)
+        cond = "c"
+    names = []
+    for v, cname in ((op.x, "cx"), (op.y, "cy")):
+        c = conv.consts.get(v)
+        if c is not None and np.asarray(c).size == 1:
+            consts[cname] = (dt, np.asarray(c).reshape(-1)[0].item())
+            names.append(cname)
+        else:
+            inputs.append(mathk.broadcast_to(lw, operand(conv, v, loc), shape, loc))
+            names.append(f"x{len(inputs) - 1}")
+    steps.append(("select", "y", cond, names[0], names[1]))
+    return program(lw, "where", loc, inputs, steps, types, shape, consts)
 
 
 def select(lw: Lowering, cond: DevTensor, x: DevTensor | float, y: DevTensor | float, shape, loc) -> DevTensor:

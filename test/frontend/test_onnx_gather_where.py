@@ -58,11 +58,11 @@ CHECK: graph.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x4xi1>, tensor<f32>, ten
 """, tmp_path)
 
 
-def test_where_on_integers_is_a_clear_error():
+def test_where_on_narrow_integers_is_a_clear_error():
     m = _model([helper.make_node("Where", ["c", "a", "b"], ["y"])],
-               [("c", TensorProto.BOOL, [4]), ("a", TensorProto.INT64, [4]), ("b", TensorProto.INT64, [4])],
-               [("y", TensorProto.INT64)])
-    with pytest.raises(CannError, match="Where on int64 tensors is not supported"):
+               [("c", TensorProto.BOOL, [4]), ("a", TensorProto.UINT8, [4]), ("b", TensorProto.UINT8, [4])],
+               [("y", TensorProto.UINT8)])
+    with pytest.raises(CannError, match="Where on uint8 tensors is not supported"):
         import_onnx(m)
 
 

@@ -1,0 +1,165 @@
+"""ONNX converters for comparisons, boolean logic, integer arithmetic, casts between integer,
+bool and float dtypes, and rounding (registered into :mod:`cann.frontend.onnx`).
+
+Computed dtypes: float16 / float32 (the precision mode's dtype on the device), int32 and int64
+(int64 arithmetic is an ASSUMPTION of the core model, docs/core-model.md), bool (one byte 0/1).
+Other integer widths (int8, uint8, int16, ...) are rejected naming the node and the dtype. The
+lowerings are in :mod:`cann.lowering.compare`.
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from cann.dialects import graph as g
+from cann.dialects import graph_int as gi
+from cann.frontend import onnx as _onnx
+from cann.frontend.onnx import _CONVERTERS, _converter, _out_type, _Unsupported
+
+#: dtypes the device computes on (besides float16/float32): int32, int64, bool
+INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
+CAST_DTYPES = FLOAT_DTYPES + INT_DTYPES + (np.dtype(np.bool_),)
+
+
+def _dt(v) -> np.dtype:
+    return g.numpy_dtype(g._elt(v))
+
+
+def _input(imp, node, i: int, allowed: tuple[np.dtype, ...], what: str = ""):
+    v = imp.value(node.input[i])
+    if _dt(v) not in allowed:
+        raise _Unsupported(f"{node.op_type}{what} on {_dt(v).name} tensors is not supported "
+                           f"({', '.join(d.name for d in allowed)})")
+    return v
+
+
+_COMPARE = {"Equal": "eq", "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge"}
+
+
+@_converter(*_COMPARE)
+def _compare(imp, node, name, a):
+    allowed = FLOAT_DTYPES + INT_DTYPES + ((np.dtype(np.bool_),) if node.op_type == "Equal" else ())
+    x = _input(imp, node, 0, allowed)
+    y = _input(imp, node, 1, allowed)
+    if _dt(x) != _dt(y):
+        raise _Unsupported(f"{node.op_type} of {_dt(x).name} and {_dt(y).name} tensors")
+    if _dt(x) == np.bool_:  # a == b on booleans: not (a xor b)
+        d = imp.emit(gi.LogicalOp(x, y, "xor"), name).results[0]
+        return [imp.emit(gi.NotOp(d), name).results[0]]
+    return [imp.emit(gi.CompareOp(x, y, _COMPARE[node.op_type]), name).results[0]]
+
+
+@_converter("And", "Or", "Xor")
+def _logical(imp, node, name, a):
+    b = (np.dtype(np.bool_),)
+    x, y = _input(imp, node, 0, b), _input(imp, node, 1, b)
+    return [imp.emit(gi.LogicalOp(x, y, node.op_type.lower()), name).results[0]]
+
+
+@_converter("Not")
+def _not(imp, node, name, a):
+    return [imp.emit(gi.NotOp(_input(imp, node, 0, (np.dtype(np.bool_),))), name).results[0]]
+
+
+@_converter("Floor", "Ceil", "Round")
+def _round(imp, node, name, a):
+    x = _input(imp, node, 0, FLOAT_DTYPES)
+    return [imp.emit(gi.RoundOp(x, node.op_type.lower()), name).results[0]]
+
+
+@_converter("Sign")
+def _sign(imp, node, name, a):
+    return [imp.emit(gi.SignOp(_input(imp, node, 0, FLOAT_DTYPES + INT_DTYPES)), name).results[0]]
+
+
+@_converter("IsNaN")
+def _isnan(imp, node, name, a):
+    return [imp.emit(gi.IsNaNOp(_input(imp, node, 0, FLOAT_DTYPES)), name).results[0]]
+
+
+@_converter("IsInf")
+def _isinf(imp, node, name, a):
+    x = _input(imp, node, 0, FLOAT_DTYPES)
+    pos, neg = int(a.get("detect_positive", 1)), int(a.get("detect_negative", 1))
+    return [imp.emit(gi.IsInfOp(x, pos, neg), name).results[0]]
+
+
+# -- integer forms of existing converters: the float path is the original converter -------------
+
+def _int_or(original, int_conv, i: int = 0):
+    """``int_conv`` when input ``i`` is an integer tensor, else the original (float) converter."""
+    def conv(imp, node, name, a):
+        if g.numpy_dtype(imp.tensor_type(node.input[i], name).get_element_type()).kind in "iu":
+            return int_conv(imp, node, name, a)
+        return original(imp, node, name, a)
+    return conv
+
+
+def _int_variadic(imp, node, name, a):
+    vals = [_input(imp, node, i, INT_DTYPES) for i in range(len(node.input)) if node.input[i]]
+    cls = {"Max": g.MaxOp, "Min": g.MinOp}[node.op_type]
+    acc = vals[0]
+    for v in vals[1:]:
+        if _dt(v) != _dt(acc):
+            raise _Unsupported(f"{node.op_type} of {_dt(acc).name} and {_dt(v).name} tensors")
+        acc = imp.emit(cls(acc, v), name).results[0]
+    return [acc]
+
+
+def _int_unary(imp, node, name, a):
+    x = _input(imp, node, 0, INT_DTYPES)
+    return [imp.emit({"Abs": g.AbsOp, "Neg": g.NegOp}[node.op_type](x), name).results[0]]
+
+
+def _int_clip(imp, node, name, a):
+    x = _input(imp, node, 0, INT_DTYPES)
+    y = x
+    for i, cls in ((1, g.MaxOp), (2, g.MinOp)):
+        if len(node.input) > i and node.input[i]:
+            b = imp.value(node.input[i])
+            if _dt(b) != _dt(x):
+                raise _Unsupported(f"Clip bound of dtype {_dt(b).name} on a {_dt(x).name} tensor")
+            y = imp.emit(cls(y, b, x.type), name).results[0]
+    return [y]
+
+
+def _int_where(imp, node, name, a):
+    cond, x, y = (imp.value(n) for n in node.input[:3])
+    if _dt(x) not in INT_DTYPES + FLOAT_DTYPES:
+        raise _Unsupported(f"Where on {_dt(x).name} tensors is not supported (float16, float32, int32, int64)")
+    return [imp.emit(g.WhereOp(cond, x, y), name).results[0]]
+
+
+def _cast(original):
+    def conv(imp, node, name, a):
+        if imp.is_const(node.input[0]):
+            return original(imp, node, name, a)
+        out = _out_type(imp, node)
+        x = imp.value(node.input[0])
+        src, dst = _dt(x), g.numpy_dtype(out.get_element_type())
+        if src in FLOAT_DTYPES and dst in FLOAT_DTYPES or src == dst:
+            return original(imp, node, name, a)
+        for d in (src, dst):
+            if d not in CAST_DTYPES:
+                raise _Unsupported(f"{node.op_type} from {src.name} to {dst.name} is not supported "
+                                   f"({', '.join(c.name for c in CAST_DTYPES)})")
+        return [imp.emit(g.CastOp(x, out.get_element_type()), name).results[0]]
+    return conv
+
+
+def _install() -> None:
+    for t in ("Max", "Min"):
+        _CONVERTERS[t] = _int_or(_CONVERTERS[t], _int_variadic)
+    for t in ("Abs", "Neg"):
+        _CONVERTERS[t] = _int_or(_CONVERTERS[t], _int_unary)
+    _CONVERTERS["Clip"] = _int_or(_CONVERTERS["Clip"], _int_clip)
+    _CONVERTERS["Where"] = _int_or(_CONVERTERS["Where"], _int_where, 1)
+    for t in ("Cast", "CastLike"):
+        _CONVERTERS[t] = _cast(_CONVERTERS[t])
+    names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf"}
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
+
+
+_install()

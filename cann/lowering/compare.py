@@ -1,0 +1,263 @@
+"""Comparisons, boolean logic, integer arithmetic, casts and rounding as AI Core vector kernels.
+
+Device dtypes: float tensors are computed in the precision mode's dtype, int32 and int64 as
+they are (int64 lanes: an ASSUMPTION of the core model, docs/core-model.md), bool tensors as one
+byte 0/1 per element (``uint8`` lanes of ``vcmpv``, ``vconv`` and ``vsel``).
+
+Every op here is one :func:`program` kernel: a straight-line vector program over same-sized ND
+operands in UB chunks, each named buffer with its own dtype (operands are broadcast to the result
+shape first by a DMA gather, :func:`cann.lowering.math.broadcast_to`). The instructions:
+
+* comparisons: ``vcmpv`` (one 0/1 byte per lane); Not/And/Or/Xor on bool bytes: ``vxor``/``vand``/
+  ``vor`` on int16 lanes (two bytes per lane; Not is xor with 0x0101);
+* casts: ``vconv`` chains (bool -> float16 [-> float32 / int32 -> int64]; float -> int32 / int64
+  truncates toward zero, as ONNX; int -> float rounds to nearest even); to bool: ``vcmpv ne 0``;
+* Floor / Ceil / Round: ``vconv`` to the same float dtype with rounding floor / ceil / rint (ONNX
+  Round is half to even);
+* Sign: ``(x > 0) - (x < 0)`` from two ``vcmpv`` converted to the dtype; IsNaN: ``x != x``;
+  IsInf: ``x == +inf`` / ``x == -inf`` against ``vdup`` buffers;
+* integer Add/Sub/Mul/Max/Min/Abs/Neg: ``vadd``/``vsub``/``vmul``/``vmax``/``vmin``/``vabs``/``vmuls``
+  on int32 (int64: add/sub/max/min, Neg as 0 - x; Mul and Abs of int64 are refused: no int64
+  multiply on the modeled vector unit).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerType
+from xdsl.ir import Operation, SSAValue
+
+from cann.dialects import tile
+from cann.dialects.tile import Space
+from cann.lowering import math as mathk
+from cann.lowering.common import ND, DevTensor, Lowering, np_dtype, ub_chunk, unsupported
+
+BOOL = np.dtype(np.bool_)
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+
+#: graph ops lowered here whatever their dtype
+OWN_OPS = frozenset({"graph.compare", "graph.logical", "graph.not", "graph.round", "graph.sign", "graph.is_nan",
+                     "graph.is_inf"})
+#: graph ops lowered here when their result is an integer tensor (or a cast involving int / bool)
+INT_OPS = frozenset({"graph.add", "graph.sub", "graph.mul", "graph.div", "graph.max", "graph.min", "graph.abs",
+                     "graph.neg", "graph.pow", "graph.clip", "graph.where"})
+
+Step = tuple  # (op, dst, src0[, src1[, scalar]]) or ("select", dst, cond, a, b)
+
+
+def handles(op: Operation) -> bool:
+    """Whether :func:`lower` is the lowering of graph op ``op``."""
+    if op.name in OWN_OPS:
+        return True
+    if op.name == "graph.cast":
+        src, dst = np_dtype(op.operands[0].type.element_type), np_dtype(op.results[0].type.element_type)
+        return src.kind != "f" or dst.kind != "f"
+    return op.name in INT_OPS and bool(op.results) and isinstance(op.results[0].type.element_type, IntegerType)
+
+
+def device_dtype(lw: Lowering, dt: np.dtype, loc) -> np.dtype:
+    """The dtype a tensor of ONNX dtype ``dt`` is computed in on the device."""
+    dt = np.dtype(dt)
+    if dt.kind == "f":
+        return lw.dtype
+    if dt in (I32, I64, BOOL):
+        return dt
+    raise unsupported(loc, f"{dt.name} tensors are not computed on by the AI Core (float16, float32, int32, int64, "
+                           f"bool)")
+
+
+def operand(conv, v: SSAValue, loc) -> DevTensor:
+    """Graph value ``v`` as an ND device tensor in its device dtype (constants included)."""
+    lw: Lowering = conv.lw
+    dt = device_dtype(lw, np_dtype(v.type.element_type), loc)
+    if v not in conv.values and v in conv.consts and dt.kind != "f":
+        arr = np.asarray(conv.consts[v]).astype(dt)
+        conv.values[v] = lw.constant(arr.reshape(-1), ND, arr.shape)
+    t = conv.tensor(v, loc)
+    return mathk._nd(lw, t, loc) if t.dtype.kind == "f" else t
+
+
+def _scalar(conv, v: SSAValue):
+    c = conv.consts.get(v)
+    if c is not None and np.asarray(c).size == 1:
+        return np.asarray(c).reshape(-1)[0].item()
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the kernel
+
+
+def program(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[Step], types: dict[str, np.dtype],
+            out_shape, consts: dict[str, tuple[np.dtype, float]] | None = None) -> DevTensor:
+    """Run ``steps`` over same-sized ND ``inputs`` (``x<i>``, in their dtypes) chunk by chunk into
+    ``y``; ``types`` gives the dtype of ``y`` and every temporary, ``consts`` the ``vdup``-filled
+    buffers (name -> (dtype, value))."""
+    shape = tuple(out_shape)
+    size = math.prod(shape)
+    if size == 0:
+        raise unsupported(loc, f"{hint} with an empty result")
+    if any(t.size != size for t in inputs):
+        raise unsupported(loc, f"{hint}: operands of shapes {[list(t.shape) for t in inputs]}")
+    consts = dict(consts or {})
+    dts = {f"x{i}": t.dtype for i, t in enumerate(inputs)}
+    dts.update({k: np.dtype(v) for k, v in types.items()})
+    dts.update({k: np.dtype(v[0]) for k, v in consts.items()})
+    per_elem = sum(d.itemsize for d in dts.values())
+    chunk = min(ub_chunk(lw, per_elem + 1, 256), max(256, -(-size // 256) * 256))
+    out = lw.gm_tensor(shape, ND, dts["y"])
+    kb = lw.kernel(hint, loc)
+    kb.tiling["chunk"] = chunk
+    srcs = [kb.arg(t) for t in inputs]
+    dst = kb.arg(out)
+    bufs = {n: kb.alloc(Space.UB, chunk, d) for n, d in dts.items()}
+    for cn, (_, cv) in consts.items():
+        kb.vec("dup", bufs[cn], count=chunk, scalar=float(cv))
+    for q0 in range(0, size, chunk):
+        q = min(chunk, size - q0)
+        for i, s in enumerate(srcs):
+            kb.copy(s, bufs[f"x{i}"], src_offset=q0, burst=q)
+        for st in steps:
+            if st[0] == "select":
+                _, d, c, a, b = st
+                kb.emit(tile.SelectOp(bufs[d], bufs[c], bufs[a], bufs[b], count=q))
+                continue
+            op, d, s0 = st[0], st[1], st[2]
+            s1 = st[3] if len(st) > 3 else None
+            sc = st[4] if len(st) > 4 else 0.0
+            kb.vec(op, bufs[d], bufs[s0] if s0 else None, bufs[s1] if s1 else None, count=q, scalar=sc)
+        kb.copy(bufs["y"], dst, dst_offset=q0, burst=q)
+    lw.launch(kb)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# conversions between device dtypes (vconv chains)
+
+#: one vconv step of a conversion path: (src, dst) -> the intermediate dtypes
+_VIA = {
+    (BOOL, F16): (), (BOOL, F32): (F16,), (BOOL, I32): (F16,), (BOOL, I64): (F16, I32),
+    (F16, F32): (), (F32, F16): (), (F32, I32): (), (F16, I32): (), (I32, F32): (), (I32, F16): (),
+    (I32, I64): (), (I64, I32): (), (F32, I64): (), (I64, F32): (), (F16, I64): (F32,), (I64, F16): (F32,),
+}
+
+
+def convert_steps(src: str, dst: str, sdt: np.dtype, ddt: np.dtype, tmp: str, loc) -> tuple[list[Step], dict]:
+    """Steps converting buffer ``src`` (``sdt``) into ``dst`` (``ddt``) with ONNX Cast semantics
+    (float -> int truncates toward zero, to bool is != 0); returns (steps, temporaries' dtypes)."""
+    if sdt == ddt:
+        return [("mov", dst, src)], {}
+    if ddt == BOOL:  # x != 0
+        return [("dup", tmp + "z", None, None, 0.0), ("cmp_ne", dst, src, tmp + "z")], {tmp + "z": sdt}
+    if (sdt, ddt) not in _VIA:
+        raise unsupported(loc, f"no conversion from {sdt.name} to {ddt.name} on the AI Core")
+    chain = [sdt, *_VIA[(sdt, ddt)], ddt]
+    steps, temps, cur = [], {}, src
+    for i, (a, b) in enumerate(zip(chain, chain[1:])):
+        out = dst if i == len(chain) - 2 else f"{tmp}{i}"
+        if out != dst:
+            temps[out] = b
+        mode = "trunc" if a.kind == "f" and b.kind == "i" else "rint"
+        steps.append(("cast" if mode == "rint" else "cast_trunc", out, cur))
+        cur = out
+    return steps, temps
+
+
+# ---------------------------------------------------------------------------------------------
+# graph ops
+
+
+def _broadcast(lw, conv, vals, shape, loc) -> list[DevTensor]:
+    return [mathk.broadcast_to(lw, operand(conv, v, loc), shape, loc) for v in vals]
+
+
+def lower(conv, op: Operation) -> DevTensor:
+    lw: Lowering = conv.lw
+    loc, name = op.location, op.name
+    shape = tuple(op.results[0].type.get_shape())
+    res_dt = np_dtype(op.results[0].type.element_type)
+    if name == "graph.compare":
+        a, b = _broadcast(lw, conv, op.operands, shape, loc)
+        if a.dtype != b.dtype:
+            raise unsupported(loc, f"comparison of {a.dtype.name} and {b.dtype.name} tensors")
+        return program(lw, "compare", loc, [a, b], [("cmp_" + op.kind.data, "y", "x0", "x1")], {"y": BOOL}, shape)
+    if name == "graph.logical":
+        a, b = _broadcast(lw, conv, op.operands, shape, loc)
+        return program(lw, "logical_" + op.kind.data, loc, [a, b], [(op.kind.data, "y", "x0", "x1")], {"y": BOOL},
+                       shape)
+    if name == "graph.not":  # xor with 1 in every byte (int16 lanes of 0x0101)
+        x = operand(conv, op.operands[0], loc)
+        return program(lw, "not", loc, [x], [("xor", "y", "x0", "c1")], {"y": BOOL}, shape,
+                       {"c1": (np.dtype(np.int16), 0x0101)})
+    if name == "graph.round":
+        x = operand(conv, op.operands[0], loc)
+        mode = {"floor": "floor", "ceil": "ceil", "round": "rint"}[op.mode.data]
+        return program(lw, op.mode.data, loc, [x], [("cast_" + mode, "y", "x0")], {"y": x.dtype}, shape)
+    if name == "graph.is_nan":
+        x = operand(conv, op.operands[0], loc)
+        return program(lw, "is_nan", loc, [x], [("cmp_ne", "y", "x0", "x0")], {"y": BOOL}, shape)
+    if name == "graph.is_inf":
+        return _is_inf(lw, conv, op, shape, loc)
+    if name == "graph.sign":
+        return _sign(lw, operand(conv, op.operands[0], loc), shape, loc)
+    if name == "graph.cast":
+        x = operand(conv, op.operands[0], loc)
+        ddt = device_dtype(lw, res_dt, loc)
+        steps, temps = convert_steps("x0", "y", x.dtype, ddt, "t", loc)
+        return program(lw, "cast", loc, [x], steps, {"y": ddt, **temps}, shape)
+    if name == "graph.where":
+        from cann.lowering.select import lower_where
+
+        return lower_where(conv, op)
+    return _int_math(lw, conv, op, shape, device_dtype(lw, res_dt, loc), loc)
+
+
+def _is_inf(lw, conv, op, shape, loc) -> DevTensor:
+    x = operand(conv, op.operands[0], loc)
+    pos, neg = op.detect_positive.value.data, op.detect_negative.value.data
+    steps: list[Step] = []
+    consts = {}
+    if pos and neg:
+        steps = [("abs", "t0", "x0"), ("cmp_eq", "y", "t0", "cp")]
+        consts["cp"] = (x.dtype, math.inf)
+    elif pos or neg:
+        steps = [("cmp_eq", "y", "x0", "cp")]
+        consts["cp"] = (x.dtype, math.inf if pos else -math.inf)
+    else:  # nothing detected: x < x is false everywhere (NaN included)
+        steps = [("cmp_lt", "y", "x0", "x0")]
+    return program(lw, "is_inf", loc, [x], steps, {"y": BOOL, "t0": x.dtype}, shape, consts)
+
+
+def _sign(lw, x: DevTensor, shape, loc) -> DevTensor:
+    """sign(x) = (x > 0) - (x < 0): two vcmpv, converted to x's dtype, subtracted (NaN -> 0)."""
+    dt = x.dtype
+    gt, t = convert_steps("p", "a", BOOL, dt, "u", loc)
+    lt, t2 = convert_steps("n", "b", BOOL, dt, "w", loc)
+    steps = [("cmp_gt", "p", "x0", "z"), ("cmp_lt", "n", "x0", "z"), *gt, *lt, ("sub", "y", "a", "b")]
+    return program(lw, "sign", loc, [x], steps, {"y": dt, "p": BOOL, "n": BOOL, "a": dt, "b": dt, **t, **t2}, shape,
+                   {"z": (dt, 0.0)})
+
+
+_INT_BINARY = {"graph.add": "add", "graph.sub": "sub", "graph.mul": "mul", "graph.max": "max", "graph.min": "min"}
+
+
+def _int_math(lw, conv, op, shape, dt: np.dtype, loc) -> DevTensor:
+    name = op.name
+    kind = name.split(".", 1)[1]
+    if name in _INT_BINARY:
+        if dt == I64 and kind == "mul":
+            raise unsupported(loc, "Mul of int64 tensors: the modeled vector unit has no int64 multiply")
+        a, b = _broadcast(lw, conv, op.operands, shape, loc)
+        return program(lw, kind, loc, [a, b], [(_INT_BINARY[name], "y", "x0", "x1")], {"y": dt}, shape)
+    if name in ("graph.abs", "graph.neg"):
+        x = operand(conv, op.operands[0], loc)
+        if name == "graph.abs":
+            if dt == I64:  # |x| = max(x, 0 - x)
+                steps = [("sub", "t0", "z", "x0"), ("max", "y", "x0", "t0")]
+                return program(lw, "abs", loc, [x], steps, {"y": dt, "t0": dt}, shape, {"z": (dt, 0)})
+            return program(lw, "abs", loc, [x], [("abs", "y", "x0")], {"y": dt}, shape)
+        return program(lw, "neg", loc, [x], [("sub", "y", "z", "x0")], {"y": dt}, shape, {"z": (dt, 0)})
+    raise unsupported(loc, f"{name.split('.', 1)[1]} on {dt.name} tensors is not supported on the AI Core")
