@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i1
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, StringAttr, TensorType, i1, i64
 from xdsl.ir import SSAValue
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
@@ -188,3 +189,42 @@ class IsInfOp(IRDLOperation):
 
 
 GRAPH_INT_OPS = (CompareOp, LogicalOp, NotOp, RoundOp, SignOp, IsNaNOp, IsInfOp)
+
+
+@irdl_op_definition
+class ArgReduceOp(IRDLOperation):
+    """``%i = graph.arg_reduce %x {kind = "max", axis = 1, keepdims = 1, select_last_index = 0} :
+    tensor<...> -> tensor<...xi64>``: ONNX ArgMax / ArgMin (int64 indices along ``axis``)."""
+
+    name = "graph.arg_reduce"
+    x = operand_def(TensorType)
+    kind = prop_def(StringAttr)
+    axis = prop_def(IntegerAttr)
+    keepdims = prop_def(IntegerAttr)
+    select_last_index = prop_def(IntegerAttr)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue, kind: str, axis: int, keepdims: int, select_last_index: int):
+        s = _shape(x)
+        shape = tuple(1 if i == axis else d for i, d in enumerate(s) if keepdims or i != axis)
+        super().__init__(operands=[x], result_types=[TensorType(i64, shape)],
+                         properties={"kind": StringAttr(kind), "axis": i64_attr(axis), "keepdims": i64_attr(keepdims),
+                                     "select_last_index": i64_attr(select_last_index)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        if self.kind.data not in ("max", "min"):
+            raise VerifyException("'graph.arg_reduce' kind must be max or min")
+        s, ax = _shape(self.x), self.axis.value.data
+        if not 0 <= ax < len(s):
+            raise VerifyException(f"'graph.arg_reduce' axis {ax} out of range for rank {len(s)}")
+        keep = self.keepdims.value.data
+        _expect_shape(self, tuple(1 if i == ax else d for i, d in enumerate(s) if keep or i != ax))
+        if numpy_dtype(_elt(self.res)) != np.int64:
+            raise VerifyException("'graph.arg_reduce' result must be int64")
+
+
+GRAPH_INT_OPS = GRAPH_INT_OPS + (ArgReduceOp,)

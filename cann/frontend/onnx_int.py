@@ -15,7 +15,7 @@ import numpy as np
 from cann.dialects import graph as g
 from cann.dialects import graph_int as gi
 from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _CONVERTERS, _converter, _out_type, _Unsupported
+from cann.frontend.onnx import _CONVERTERS, _bad_attr, _converter, _out_type, _Unsupported
 
 #: dtypes the device computes on (besides float16/float32): int32, int64, bool
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -84,6 +84,22 @@ def _isinf(imp, node, name, a):
     x = _input(imp, node, 0, FLOAT_DTYPES)
     pos, neg = int(a.get("detect_positive", 1)), int(a.get("detect_negative", 1))
     return [imp.emit(gi.IsInfOp(x, pos, neg), name).results[0]]
+
+
+@_converter("ArgMax", "ArgMin")
+def _arg_reduce(imp, node, name, a):
+    x = _input(imp, node, 0, FLOAT_DTYPES + INT_DTYPES)
+    r = len(g._shape(x))
+    axis = int(a.get("axis", 0))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    if 0 in g._shape(x):
+        raise _Unsupported(f"{node.op_type} of an empty tensor")
+    op = gi.ArgReduceOp(x, node.op_type[3:].lower(), axis % r, int(a.get("keepdims", 1)),
+                        int(a.get("select_last_index", 0)))
+    if op.res.type != _out_type(imp, node):
+        raise _Unsupported(f"{node.op_type} result type differs from shape inference")
+    return [imp.emit(op, name).results[0]]
 
 
 # -- integer forms of existing converters: the float path is the original converter -------------
@@ -158,7 +174,8 @@ def _install() -> None:
     _CONVERTERS["Where"] = _int_or(_CONVERTERS["Where"], _int_where, 1)
     for t in ("Cast", "CastLike"):
         _CONVERTERS[t] = _cast(_CONVERTERS[t])
-    names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf"}
+    names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",
+                                  "ArgMax", "ArgMin"}
     _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
 
 

@@ -16,6 +16,9 @@ shape first by a DMA gather, :func:`cann.lowering.math.broadcast_to`). The instr
   Round is half to even);
 * Sign: ``(x > 0) - (x < 0)`` from two ``vcmpv`` converted to the dtype; IsNaN: ``x != x``;
   IsInf: ``x == +inf`` / ``x == -inf`` against ``vdup`` buffers;
+* ArgMax / ArgMin (:func:`arg_reduce`): the axis moved outermost (DMA transpose), then a hardware
+  loop over its rows keeps the running extreme (``vmax``/``vmin``) and its row index (``vsel`` on
+  int32 lanes with the ``vcmpv`` mask converted by ``vconv``), converted to int64 at the end;
 * integer Add/Sub/Mul/Max/Min/Abs/Neg: ``vadd``/``vsub``/``vmul``/``vmax``/``vmin``/``vabs``/``vmuls``
   on int32 (int64: add/sub/max/min, Neg as 0 - x; Mul and Abs of int64 are refused: no int64
   multiply on the modeled vector unit).
@@ -40,7 +43,7 @@ I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 
 #: graph ops lowered here whatever their dtype
 OWN_OPS = frozenset({"graph.compare", "graph.logical", "graph.not", "graph.round", "graph.sign", "graph.is_nan",
-                     "graph.is_inf"})
+                     "graph.is_inf", "graph.arg_reduce"})
 #: graph ops lowered here when their result is an integer tensor (or a cast involving int / bool)
 INT_OPS = frozenset({"graph.add", "graph.sub", "graph.mul", "graph.div", "graph.max", "graph.min", "graph.abs",
                      "graph.neg", "graph.pow", "graph.clip", "graph.where"})
@@ -201,6 +204,9 @@ def lower(conv, op: Operation) -> DevTensor:
         return program(lw, "is_nan", loc, [x], [("cmp_ne", "y", "x0", "x0")], {"y": BOOL}, shape)
     if name == "graph.is_inf":
         return _is_inf(lw, conv, op, shape, loc)
+    if name == "graph.arg_reduce":
+        return arg_reduce(lw, operand(conv, op.operands[0], loc), op.kind.data, op.axis.value.data,
+                          bool(op.select_last_index.value.data), shape, loc)
     if name == "graph.sign":
         return _sign(lw, operand(conv, op.operands[0], loc), shape, loc)
     if name == "graph.cast":
@@ -261,3 +267,46 @@ def _int_math(lw, conv, op, shape, dt: np.dtype, loc) -> DevTensor:
             return program(lw, "abs", loc, [x], [("abs", "y", "x0")], {"y": dt}, shape)
         return program(lw, "neg", loc, [x], [("sub", "y", "z", "x0")], {"y": dt}, shape, {"z": (dt, 0)})
     raise unsupported(loc, f"{name.split('.', 1)[1]} on {dt.name} tensors is not supported on the AI Core")
+
+
+def arg_reduce(lw: Lowering, x: DevTensor, kind: str, axis: int, last: bool, out_shape, loc) -> DevTensor:
+    """ArgMax / ArgMin along ``axis`` (first index of the extreme, or the last with ``last``)."""
+    shape = tuple(x.shape)
+    kept = [i for i in range(len(shape)) if i != axis]
+    k_, r_ = shape[axis], math.prod(shape[i] for i in kept)
+    if any(shape[i] != 1 for i in kept if i < axis):  # move the axis outermost: [K, R]
+        st = mathk._dense_strides(shape)
+        perm = [axis] + kept
+        x = mathk.gather(lw, x, [shape[p] for p in perm], [st[p] for p in perm], 0, loc, "arg_transpose")
+    dt = x.dtype
+    if k_ > 2**24:
+        raise unsupported(loc, f"Arg{kind.capitalize()} over {k_} elements (indices are counted in int32 lanes "
+                               f"converted from float16 masks: at most 2^24)")
+    cmp = {("max", False): "cmp_gt", ("max", True): "cmp_ge", ("min", False): "cmp_lt", ("min", True): "cmp_le"}
+    mask_steps, mask_temps = convert_steps("m", "mi", BOOL, I32, "mt", loc)
+    types = {"row": dt, "acc": dt, "m": BOOL, "mi": I32, "k": I32, "idx": I32, "y": I64, **mask_temps}
+    per_elem = sum(np.dtype(d).itemsize for d in types.values())
+    chunk = min(ub_chunk(lw, per_elem + 1, 256), max(256, -(-r_ // 256) * 256))
+    out = lw.gm_tensor((r_,), ND, I64)
+    kb = lw.kernel("arg" + kind, loc, {"cols": chunk})
+    chunk = kb.tiling["cols"]
+    xa, ya = kb.arg(x), kb.arg(out)
+    b = {n: kb.alloc(Space.UB, chunk, d) for n, d in types.items()}
+    for c0 in range(0, r_, chunk):
+        c = min(chunk, r_ - c0)
+        kb.copy(xa, b["acc"], src_offset=c0, burst=c)
+        kb.vec("dup", b["idx"], count=c, scalar=0.0)
+        kb.vec("dup", b["k"], count=c, scalar=0.0)
+        if k_ > 1:
+            with kb.loop(k_ - 1, {xa: r_}):  # rows 1..K-1: one row's code, the source moved per iteration
+                kb.copy(xa, b["row"], src_offset=r_ + c0, burst=c)
+                kb.vec("adds", b["k"], b["k"], count=c, scalar=1.0)
+                kb.vec(cmp[(kind, last)], b["m"], b["row"], b["acc"], count=c)
+                kb.vec(kind, b["acc"], b["acc"], b["row"], count=c)
+                for op, d, s0 in mask_steps:
+                    kb.vec(op, b[d], b[s0], count=c)
+                kb.emit(tile.SelectOp(b["idx"], b["mi"], b["k"], b["idx"], count=c))
+        kb.vec("cast", b["y"], b["idx"], count=c)
+        kb.copy(b["y"], ya, dst_offset=c0, burst=c)
+    lw.launch(kb)
+    return lw.view(out, tuple(out_shape))

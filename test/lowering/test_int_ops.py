@@ -181,3 +181,20 @@ def test_kernels_use_the_integer_instructions():
     om = cann.compile(m, precision_mode="must_keep_origin_dtype").om
     text = "\n".join(i.asm() for k in om.kernels for i in isa.decode(k.code))
     assert "vconv src_dtype=1, dst_dtype=2, round=4" in text  # float32 -> int32, trunc
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis,keepdims,last", [(0, 1, 0), (1, 0, 0), (2, 1, 1), (-1, 0, 1), (1, 1, 1)])
+@pytest.mark.parametrize("dt,t", [(np.float32, TP.FLOAT), (np.int64, TP.INT64)])
+def test_arg_max_min(op, axis, keepdims, last, dt, t):
+    x = np.random.default_rng(7).integers(-3, 3, (3, 4, 70)).astype(dt)  # ties: first / last index matters
+    ax = axis % 3
+    shp = [1 if i == ax else d for i, d in enumerate(x.shape) if keepdims or i != ax]
+    n = helper.make_node(op, ["x"], ["y"], name="n0", axis=axis, keepdims=keepdims, select_last_index=last)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", t, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TP.INT64, shp)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})["y"]
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, ref)
