@@ -445,3 +445,7 @@ def _register_supported() -> None:
 
 
 _register_supported()
+
+# more composites, in their own modules (they import this one)
+from cann.frontend import onnx_spatial  # noqa: E402,F401  (1-D / N-D Conv, pools, LpPool; Resize by matrices)
+from cann.frontend import onnx_rearrange  # noqa: E402,F401  (DepthToSpace, Tile, Trilu, CumSum, Einsum, ...)

@@ -91,7 +91,9 @@ class _Converter:
         if v in self.values:
             return self.values[v]
         if v in self.consts:  # a constant used as a tensor operand
-            arr = self.consts[v].astype(self.lw.dtype)
+            arr = self.consts[v]
+            if arr.dtype.kind not in "iu":  # integer constants are moved as they are (DMA only)
+                arr = arr.astype(self.lw.dtype)
             t = self.lw.constant(arr.reshape(-1), ND, arr.shape)
             self.values[v] = t
             return t

@@ -143,14 +143,18 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
             off += c_
         lw.launch(kb)
         return out
-    ins = [lw.as_format(t, ND, lw.dtype, loc) for t in inputs]
-    out = lw.gm_tensor(out_shape, ND)
+    # integer ND tensors of one dtype are moved as they are (DMA only); float ones in the precision's dtype
+    dt = inputs[0].dtype
+    if not (dt.kind in "iu" and all(t.dtype == dt and t.fmt == ND for t in inputs)):
+        dt = lw.dtype
+    ins = [lw.as_format(t, ND, dt, loc) for t in inputs]
+    out = lw.gm_tensor(out_shape, ND, dt)
     kb = lw.kernel("concat", loc)
     dst = kb.arg(out)
     outer = math.prod(out_shape[:axis])
     inner_out = math.prod(out_shape[axis:])
-    chunk = ub_chunk(lw, lw.dtype.itemsize)
-    buf = kb.alloc(Space.UB, chunk, lw.dtype)
+    chunk = ub_chunk(lw, dt.itemsize)
+    buf = kb.alloc(Space.UB, chunk, dt)
     off = 0
     for t in ins:
         src = kb.arg(t)
@@ -168,10 +172,11 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
 def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTensor:
     """Transpose of an ND tensor: the longest run contiguous in both layouts moves as one burst,
     the next output axis is the burst count, the remaining axes are unrolled."""
-    t = lw.as_format(t, ND, lw.dtype, loc)
+    dt = t.dtype if t.dtype.kind in "iu" and t.fmt == ND else lw.dtype  # integers: moved as they are
+    t = lw.as_format(t, ND, dt, loc)
     shape = t.shape
     out_shape = tuple(shape[p] for p in perm)
-    out = lw.gm_tensor(out_shape, ND)
+    out = lw.gm_tensor(out_shape, ND, dt)
     src_strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
     # collapse the trailing output axes that are also trailing, in order, in the input
     run, k = 1, len(perm)
@@ -180,8 +185,8 @@ def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTens
         k -= 1
     kb = lw.kernel("transpose", loc)
     src, dst = kb.arg(t), kb.arg(out)
-    chunk = ub_chunk(lw, lw.dtype.itemsize)
-    buf = kb.alloc(Space.UB, chunk, lw.dtype)
+    chunk = ub_chunk(lw, dt.itemsize)
+    buf = kb.alloc(Space.UB, chunk, dt)
     if k == 0:  # identity permutation
         for p0 in range(0, t.size, chunk):
             p = min(chunk, t.size - p0)

@@ -16,14 +16,14 @@ def _model(nodes, inputs, outputs):
 def test_unsupported_lowering_names_the_node_once():
     """Only the failing node is reported, not the nodes downstream of it."""
     m = _model([helper.make_node("Transpose", ["a"], ["t"], name="tr"),
-                helper.make_node("Gemm", ["t", "w"], ["y"], name="gemm_1", transA=1),
+                helper.make_node("Gather", ["t", "i"], ["y"], name="gather_1"),
                 helper.make_node("Relu", ["y"], ["z"], name="relu_2")],
-               [("a", [4, 3])], [("z", [4, 2])])
-    m.graph.initializer.append(numpy_helper.from_array(np.ones((3, 2), np.float32), "w"))
+               [("a", [4, 3])], [("z", [1, 4])])
+    m.graph.initializer.append(numpy_helper.from_array(np.array([7], np.int64), "i"))
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
     assert e.value.lines() == [
-        "error: gemm_1: Gemm: attribute transA=1 is not supported yet",
+        "error: gather_1: Gather index 7 out of range [-3, 2] for axis 0",
     ]
 
 

@@ -129,9 +129,9 @@ def test_fpn_style_matches_onnxruntime():
 
 
 @pytest.mark.parametrize("attrs,what", [
-    ({"mode": "cubic"}, "mode"),
-    ({"mode": "linear", "exclude_outside": 1}, "exclude_outside"),
-    ({"mode": "linear", "antialias": 1}, "antialias"),
+    ({"mode": "bicubic"}, "mode"),
+    ({"mode": "cubic", "coordinate_transformation_mode": "centered"}, "coordinate_transformation_mode"),
+    ({"mode": "nearest", "antialias": 1}, "antialias"),
     ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, "coordinate_transformation_mode"),
 ])
 def test_unsupported_attributes_name_node_op_and_attribute(attrs, what):
@@ -142,10 +142,10 @@ def test_unsupported_attributes_name_node_op_and_attribute(attrs, what):
     assert "resize" in msg and "Resize" in msg and what in msg, msg
 
 
-def test_resizing_channels_is_an_error():
-    m = resize_model((1, 2, 4, 4), scales=[1, 2, 1, 1], mode="nearest")
-    with pytest.raises(CannError, match="N or C axis"):
-        cann.compile(m)
+def test_resizing_channels_runs_as_matrices():
+    """Axes other than H, W (here C) take the per-axis MatMul form (cann/frontend/onnx_spatial.py)."""
+    check(resize_model((1, 2, 4, 4), scales=[1, 2, 1, 1], mode="nearest"), (1, 2, 4, 4))
+    check(resize_model((1, 3, 4, 4), scales=[1, 1.5, 1, 2], mode="linear"), (1, 3, 4, 4))
 
 
 def test_axis_map_and_progressions():

@@ -1,0 +1,454 @@
+"""ONNX importers for spatial operators of other ranks than the 2-D kernels', written with them.
+
+Registered in the importer's table of :mod:`cann.frontend.onnx` (imported at the end of that
+module); 4-D (2-D spatial) nodes keep their own converters, everything below runs on the AI Core:
+
+* **Conv, ConvTranspose, MaxPool, AveragePool** with one spatial axis: ``[N, C, L]`` is viewed as
+  ``[N, C, 1, L]`` and the 2-D kernel runs with a height-1 window (every attribute: ``auto_pad``,
+  ``pads``, ``strides``, ``dilations``, ``group``, ``output_padding`` / ``output_shape``,
+  ``ceil_mode``, ``count_include_pad``);
+* **MaxPool, AveragePool** with three or more spatial axes: pooling is separable per axis (a max of
+  maxima; an average of averages, whose divisor is the product of the per-axis counts with or
+  without the pads), so a 2-D pool over the last two axes is followed by one ``(k, 1)`` pool per
+  remaining axis on a view ``[N, C * outer, d, inner]`` (reshapes only, no data movement);
+* **LpPool** (every rank): ``(sum |x|^p)^(1/p)`` over the window: ``|x|^p`` elementwise, a
+  separable sum pool (AveragePool counting the zero pads, times the window size; ``ceil_mode``
+  becomes extra zero padding at the end), then ``sqrt`` / ``pow(1/p)``;
+* **Resize** with ``mode='cubic'``, ``antialias=1``, ``tf_crop_and_resize``, or of other axes or
+  ranks than H, W of a 4-D tensor: resizing is linear and separable, so each resized axis is a
+  MatMul on the cube with a compile-time ``[in, out]`` weight matrix built with the spec's
+  arithmetic (coefficients, ``cubic_coeff_a``, ``exclude_outside``, antialias footprints, edge
+  clamping); ``tf_crop_and_resize``'s extrapolated positions have zero weights plus a constant
+  ``extrapolation_value`` added after the axis, as the reference does axis by axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+
+from cann.dialects import graph as g
+from cann.frontend import onnx as _onnx
+from cann.frontend.onnx import (
+    _bad_attr,
+    _check_unused_outputs,
+    _const_input,
+    _converter,
+    _CONVERTERS,
+    _emit_unary,
+    _float_input,
+    _out_type,
+    _scalar_const,
+    _str_attr,
+    _Unsupported,
+)
+from cann.frontend.onnx_composite import _const, _mul, _reshape, _transpose
+
+_conv2d = _CONVERTERS["Conv"]
+_pool2d = _CONVERTERS["MaxPool"]
+_conv_transpose2d = _CONVERTERS["ConvTranspose"]
+_resize2d = _CONVERTERS["Resize"]
+
+
+def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
+    """strides, pads (begins then ends), dilations for ``len(kernel)`` spatial axes; auto_pad resolved."""
+    n = len(kernel)
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dil = [int(v) for v in a.get("dilations", [1] * n)]
+    pads = [int(v) for v in a.get("pads", [0] * (2 * n))]
+    for key, v, want in (("strides", strides, n), ("dilations", dil, n), ("pads", pads, 2 * n)):
+        if len(v) != want:
+            raise _bad_attr(node, key, v, f"expected {want} values for {n} spatial axes")
+    if min(strides) < 1 or min(dil) < 1 or min(pads) < 0:
+        raise _bad_attr(node, "strides", strides, "strides and dilations must be positive, pads non-negative")
+    auto = _str_attr(a, "auto_pad", "NOTSET")
+    if auto == "VALID":
+        pads = [0] * (2 * n)
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * n)
+        for i in range(n):
+            out = -(-in_shape[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - in_shape[i])
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + n] = (small, big) if auto == "SAME_UPPER" else (big, small)
+    elif auto != "NOTSET":
+        raise _bad_attr(node, "auto_pad", auto)
+    return strides, pads, dil
+
+
+def _pool_pass(imp, name, kind, x4, out_hw, k, s, p, d, cm, cip):
+    """One 2-D pool on a 4-D view; ``p`` = (top, left, bottom, right)."""
+    n, c = g._shape(x4)[:2]
+    rt = TensorType(g._elt(x4), [n, c, *out_hw])
+    if kind == "max":
+        op = g.MaxPoolOp(x4, rt, kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=cm)
+    else:
+        op = g.AvgPoolOp(x4, rt, kernel_shape=k, strides=s, pads=p, dilations=d, ceil_mode=cm, count_include_pad=cip)
+    return imp.emit(op, name).results[0]
+
+
+def _separable_pool(imp, name, kind, x, out_sp, ks, strides, pads, dil, cm, cip):
+    """A pool over every spatial axis of ``x`` ([N, C, *spatial]) as 2-D pools on reshaped views."""
+    s = g._shape(x)
+    n, c, sp = s[0], s[1], list(s[2:])
+    r = len(sp)
+    if r == 1:
+        y = _pool_pass(imp, name, kind, _reshape(imp, name, x, [n, c, 1, sp[0]]), [1, out_sp[0]], [1, ks[0]],
+                       [1, strides[0]], [0, pads[0], 0, pads[1]], [1, dil[0]], cm, cip)
+        return _reshape(imp, name, y, [n, c, out_sp[0]])
+    # the last two axes
+    outer = c * math.prod(sp[:-2])
+    y = _pool_pass(imp, name, kind, _reshape(imp, name, x, [n, outer, sp[-2], sp[-1]]), out_sp[-2:], ks[-2:],
+                   strides[-2:], [pads[r - 2], pads[r - 1], pads[2 * r - 2], pads[2 * r - 1]], dil[-2:], cm, cip)
+    cur = sp[:-2] + list(out_sp[-2:])
+    # then each remaining axis, innermost first: view [N, C * outer, d, inner], a (k, 1) window
+    for i in range(r - 3, -1, -1):
+        o = c * math.prod(cur[:i])
+        inner = math.prod(cur[i + 1:])
+        y = _pool_pass(imp, name, kind, _reshape(imp, name, y, [n, o, cur[i], inner]), [out_sp[i], inner],
+                       [ks[i], 1], [strides[i], 1], [pads[i], 0, pads[i + r], 0], [dil[i], 1], cm, cip)
+        cur[i] = out_sp[i]
+    return _reshape(imp, name, y, [n, c, *out_sp])
+
+
+@_converter("MaxPool", "AveragePool")
+def _pool_nd(imp, node, name, a):
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    if len(s) == 4:
+        return _pool2d(imp, node, name, a)
+    ks = [int(v) for v in a.get("kernel_shape", [])]
+    if len(s) < 3 or len(ks) != len(s) - 2:
+        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
+    if node.op_type == "MaxPool":
+        _check_unused_outputs(imp, node, 1)
+        if a.get("storage_order", 0) not in (0, 1):
+            raise _bad_attr(node, "storage_order", a["storage_order"])
+    strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+    cm = int(a.get("ceil_mode", 0))
+    cip = int(a.get("count_include_pad", 0))
+    out = list(_out_type(imp, node).get_shape())
+    if 0 in out:
+        raise _Unsupported(f"{node.op_type} with an empty result")
+    kind = "max" if node.op_type == "MaxPool" else "avg"
+    return [_separable_pool(imp, name, kind, x, out[2:], ks, strides, pads, dil, cm, cip)]
+
+
+@_converter("LpPool")
+def _lp_pool(imp, node, name, a):
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    ks = [int(v) for v in a.get("kernel_shape", [])]
+    if len(s) < 3 or len(ks) != len(s) - 2:
+        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
+    p = float(a.get("p", 2))
+    if p <= 0:
+        raise _bad_attr(node, "p", a.get("p"), "must be positive")
+    r = len(ks)
+    strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+    out = list(_out_type(imp, node).get_shape())
+    if 0 in out:
+        raise _Unsupported("LpPool with an empty result")
+    # ceil_mode (and any output longer than the floor rule) becomes zero padding at the end: the
+    # zeros add nothing to the sum, and every window then lies in the padded input
+    for i in range(r):
+        eff = (ks[i] - 1) * dil[i] + 1
+        need = (out[2 + i] - 1) * strides[i] + eff - s[2 + i] - pads[i]
+        pads[i + r] = max(pads[i + r], need)
+    if p == 1:
+        xp = _emit_unary(imp, name, g.AbsOp, x)
+    elif p == 2:
+        xp = _mul(imp, name, x, x)
+    else:
+        xp = imp.emit(g.PowOp(_emit_unary(imp, name, g.AbsOp, x), _scalar_const(imp, name, p, x)), name).results[0]
+    avg = _separable_pool(imp, name, "avg", xp, out[2:], ks, strides, pads, dil, 0, 1)
+    total = _mul(imp, name, avg, _scalar_const(imp, name, float(math.prod(ks)), avg))
+    if p == 1:
+        return [total]
+    if p == 2:
+        return [_emit_unary(imp, name, g.SqrtOp, total)]
+    return [imp.emit(g.PowOp(total, _scalar_const(imp, name, 1.0 / p, total)), name).results[0]]
+
+
+@_converter("Conv")
+def _conv_nd(imp, node, name, a):
+    x = imp.value(node.input[0])
+    if len(g._shape(x)) != 3:
+        return _conv2d(imp, node, name, a)
+    x = _float_input(imp, node)
+    n, c, length = g._shape(x)
+    w = _const_input(imp, node, 1, "W")
+    if w.ndim != 3:
+        raise _Unsupported(f"Conv of a 1-D input with a rank-{w.ndim} weight")
+    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
+    if ks != list(w.shape[2:]):
+        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    strides, pads, dil = _spatial_nd(node, a, [length], ks)
+    b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    out = list(_out_type(imp, node).get_shape())
+    w4 = _const(imp, name, w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]), x)
+    rt = TensorType(g._elt(x), [out[0], out[1], 1, out[2]])
+    op = g.Conv2DOp(_reshape(imp, name, x, [n, c, 1, length]), w4, b, rt, strides=[1, strides[0]],
+                    pads=[0, pads[0], 0, pads[1]], dilations=[1, dil[0]], group=int(a.get("group", 1)))
+    return [_reshape(imp, name, imp.emit(op, name).results[0], out)]
+
+
+@_converter("ConvTranspose")
+def _conv_transpose_nd(imp, node, name, a):
+    x = imp.value(node.input[0])
+    if len(g._shape(x)) != 3:
+        return _conv_transpose2d(imp, node, name, a)
+    x = _float_input(imp, node)
+    n, c, length = g._shape(x)
+    w = _const_input(imp, node, 1, "W")
+    if w.ndim != 3:
+        raise _Unsupported(f"ConvTranspose of a 1-D input with a rank-{w.ndim} weight")
+    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
+    if ks != list(w.shape[2:]):
+        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    stride = [int(v) for v in a.get("strides", [1])]
+    dil = [int(v) for v in a.get("dilations", [1])]
+    op_ = [int(v) for v in a.get("output_padding", [0])]
+    for key, v in (("strides", stride), ("dilations", dil), ("output_padding", op_)):
+        if len(v) != 1:
+            raise _bad_attr(node, key, v, "expected 1 value for 1 spatial axis")
+    auto = _str_attr(a, "auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise _bad_attr(node, "auto_pad", auto)
+    out = list(_out_type(imp, node).get_shape())
+    eff = dil[0] * (ks[0] - 1) + 1
+    full = stride[0] * (length - 1) + op_[0] + eff
+    if "pads" in a and auto in ("NOTSET", "VALID"):
+        pads = [int(v) for v in a["pads"]]
+        if len(pads) != 2:
+            raise _bad_attr(node, "pads", pads, "expected 2 values for 1 spatial axis")
+        begin = pads[0]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = [int(v) for v in a.get("output_shape", [length * stride[0]])][-1]
+        total = full - shape
+        begin = total // 2 if auto == "SAME_UPPER" else total - total // 2
+    else:
+        begin = 0
+    if begin < 0:
+        raise _bad_attr(node, "pads", begin, "a negative begin padding")
+    end = full - begin - out[2]
+    b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    w4 = _const(imp, name, w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]), x)
+    rt = TensorType(g._elt(x), [out[0], out[1], 1, out[2]])
+    op = g.ConvTransposeOp(_reshape(imp, name, x, [n, c, 1, length]), w4, b, rt, strides=[1, stride[0]],
+                           pads=[0, begin, 0, end], dilations=[1, dil[0]], output_padding=[0, op_[0]],
+                           group=int(a.get("group", 1)))
+    return [_reshape(imp, name, imp.emit(op, name).results[0], out)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Resize as per-axis MatMuls
+
+
+def _cubic_coeffs(ratio: float, A: float) -> np.ndarray:
+    r = ratio
+    return np.array([((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                     ((A + 2) * r - (A + 3)) * r * r + 1,
+                     ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+                     ((A * ((1 - r) + 1) - 5 * A) * ((1 - r) + 1) + 8 * A) * ((1 - r) + 1) - 4 * A])
+
+
+def _cubic_coeffs_aa(ratio: float, scale: float, A: float) -> np.ndarray:
+    scale = min(scale, 1.0)
+
+    def f(x: float) -> float:
+        x = abs(x)
+        if x <= 1:
+            return (A + 2) * x ** 3 - (A + 3) * x * x + 1
+        if x < 2:
+            return A * x ** 3 - 5 * A * x * x + 8 * A * x - 4 * A
+        return 0.0
+
+    i0 = int(np.floor(-2 / scale) + 1)
+    c = np.array([f(scale * (i - ratio)) for i in range(i0, 2 - i0)])
+    return c / c.sum()
+
+
+def _linear_coeffs_aa(ratio: float, scale: float) -> np.ndarray:
+    scale = min(scale, 1.0)
+    start = int(np.floor(-1 / scale) + 1)
+    args = (np.arange(start, start + 2 - 2 * start) - ratio) * scale
+    c = np.clip(1 - np.abs(args), 0, 1)
+    return c / c.sum()
+
+
+def _nearest_coeffs(ratio: float, mode: str) -> np.ndarray:
+    if float(ratio).is_integer():
+        return np.array([0.0, 1.0])
+    return np.array({"round_prefer_floor": [ratio <= 0.5, ratio > 0.5], "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
+                     "floor": [1, 0], "ceil": [0, 1]}[mode], np.float64)
+
+
+def resize_matrix(mode: str, ctm: str, in_size: int, out_size: int, scale: float, *, cubic_a: float = -0.75,
+                  exclude_outside: bool = False, antialias: bool = False, nearest_mode: str = "round_prefer_floor",
+                  roi: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(W, extrapolated): output position o of the axis is ``sum_i W[o, i] x[i]``, or the
+    extrapolation value where ``extrapolated[o]`` (tf_crop_and_resize only); the spec's arithmetic
+    (``onnx/reference/ops/op_resize.py``, float64)."""
+    out_w = scale * in_size
+    y = np.arange(out_size, dtype=np.float64)
+    extrap = np.zeros(out_size, np.bool_)
+    if ctm == "align_corners":
+        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        x = in_size / 2 * (1 - out_size / out_w) + (y + 0.5) / scale - 0.5
+    elif ctm == "tf_crop_and_resize":
+        r0, r1 = roi
+        if out_w == 1:
+            x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2)
+        else:
+            x = y * (r1 - r0) * (in_size - 1) / (out_w - 1)
+        x = x + r0 * (in_size - 1)
+        extrap = (x < 0) | (x > in_size - 1)
+    else:
+        raise ValueError(ctm)
+    xi = np.floor(x).astype(np.int64)
+    ratios = np.where(x == xi, 1.0, x - xi)
+
+    def coeffs(ratio: float) -> np.ndarray:
+        if mode == "cubic":
+            return _cubic_coeffs_aa(ratio, scale, cubic_a) if antialias else _cubic_coeffs(ratio, cubic_a)
+        if mode == "linear":
+            return _linear_coeffs_aa(ratio, scale) if antialias else np.array([1 - ratio, ratio])
+        return _nearest_coeffs(ratio, nearest_mode)
+
+    w = np.zeros((out_size, in_size), np.float64)
+    for o in range(out_size):
+        c = np.asarray(coeffs(float(ratios[o])), np.float64)
+        n = len(c)
+        pad = int(np.ceil(n / 2))
+        xp = x[o] + pad
+        pp = int(np.floor(xp))
+        frac = xp - pp
+        if n % 2 == 0:
+            off = -(n // 2) if frac == 0 else -(n // 2) + 1
+        else:
+            off = -((n - 1) // 2) + (0 if frac <= 0.5 else 1)
+        idx = pp + off + np.arange(n) - pad
+        if exclude_outside:
+            c = np.where((idx < 0) | (idx >= in_size), 0.0, c)
+            s = c.sum()
+            c = c / (s if s != 0 else 1.0)
+        if extrap[o]:
+            continue
+        np.add.at(w[o], np.clip(idx, 0, in_size - 1), c)
+    return w, extrap
+
+
+def _matrix_resize_needed(a, mode: str, ctm: str, rank: int, axes_moved: bool) -> bool:
+    return (mode == "cubic" or int(a.get("antialias", 0)) != 0 or int(a.get("exclude_outside", 0)) != 0
+            or ctm == "tf_crop_and_resize" or rank != 4 or axes_moved)
+
+
+@_converter("Resize")
+def _resize_nd(imp, node, name, a):
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    r = len(s)
+    mode = _str_attr(a, "mode", "nearest")
+    out = list(_out_type(imp, node).get_shape())
+    if imp.opset < 11:
+        return _resize2d(imp, node, name, a)
+    ctm = _str_attr(a, "coordinate_transformation_mode", "half_pixel")
+    if not _matrix_resize_needed(a, mode, ctm, r, r == 4 and out[:2] != list(s[:2])):
+        return _resize2d(imp, node, name, a)
+    if mode not in ("nearest", "linear", "cubic"):
+        raise _bad_attr(node, "mode", mode)
+    if ctm not in (*g.RESIZE_COORD_MODES, "tf_crop_and_resize") or (ctm == "half_pixel_symmetric" and imp.opset < 19):
+        raise _bad_attr(node, "coordinate_transformation_mode", ctm)
+    nearest_mode = _str_attr(a, "nearest_mode", "round_prefer_floor")
+    if nearest_mode not in g.RESIZE_NEAREST_MODES:
+        raise _bad_attr(node, "nearest_mode", nearest_mode)
+    antialias = int(a.get("antialias", 0))
+    if antialias and mode == "nearest":
+        raise _bad_attr(node, "antialias", antialias, "not defined for mode='nearest'")
+    axes = [int(v) for v in a.get("axes", range(r))]
+    if any(not -r <= v < r for v in axes) or len({v % r for v in axes}) != len(axes):
+        raise _bad_attr(node, "axes", axes)
+    axes = [v % r for v in axes]
+    scales = _const_input(imp, node, 2, "scales")
+    sizes = _const_input(imp, node, 3, "sizes")
+    if scales is not None and scales.size == 0:
+        scales = None
+    if sizes is not None and sizes.size == 0:
+        sizes = None
+    if (scales is None) == (sizes is None):
+        raise _Unsupported("Resize needs exactly one of the scales and sizes inputs")
+    full_scale = [1.0] * r
+    if scales is not None:
+        vals = [float(v) for v in scales.reshape(-1)]
+        if len(vals) != len(axes):
+            raise _Unsupported(f"Resize scales has {len(vals)} values for {len(axes)} axes")
+        for ax, v in zip(axes, vals):
+            full_scale[ax] = v
+    else:
+        vals = [int(v) for v in sizes.reshape(-1)]
+        if len(vals) != len(axes):
+            raise _Unsupported(f"Resize sizes has {len(vals)} values for {len(axes)} axes")
+        full_size = list(s)
+        for ax, v in zip(axes, vals):
+            full_size[ax] = v
+        full_scale = [full_size[i] / s[i] for i in range(r)]
+        policy = _str_attr(a, "keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise _bad_attr(node, "keep_aspect_ratio_policy", policy)
+            sc = (min if policy == "not_larger" else max)(full_scale[i] for i in axes)
+            full_scale = [sc if i in axes else 1.0 for i in range(r)]
+    roi_full = None
+    if ctm == "tf_crop_and_resize":
+        roi = _const_input(imp, node, 1, "roi")
+        if roi is None or roi.size != 2 * len(axes):
+            raise _bad_attr(node, "coordinate_transformation_mode", ctm, "needs a constant roi of 2 values per axis")
+        rv = [float(v) for v in roi.reshape(-1)]
+        roi_full = [(0.0, 1.0)] * r
+        for j, ax in enumerate(axes):
+            roi_full[ax] = (rv[j], rv[j + len(axes)])
+    if 0 in out:
+        raise _Unsupported("Resize with an empty result")
+    ev = float(a.get("extrapolation_value", 0.0))
+    y = x
+    cur = list(s)
+    # the last axis first (no transpose), then the others, each moved last and back
+    for ax in sorted(range(r), key=lambda i: -i):
+        roi_ax = roi_full[ax] if roi_full is not None else None
+        if math.isclose(full_scale[ax], 1.0) and out[ax] == cur[ax] and (
+                roi_ax is None or (math.isclose(roi_ax[0], 0.0) and math.isclose(roi_ax[1], 1.0))):
+            continue
+        w, extrap = resize_matrix(mode, ctm, cur[ax], out[ax], full_scale[ax], cubic_a=float(a.get("cubic_coeff_a", -0.75)),
+                                  exclude_outside=bool(int(a.get("exclude_outside", 0))), antialias=bool(antialias),
+                                  nearest_mode=nearest_mode, roi=roi_ax)
+        perm = [i for i in range(r) if i != ax] + [ax]
+        t = _transpose(imp, name, y, perm)
+        ts = list(g._shape(t))
+        m = _reshape(imp, name, t, [math.prod(ts[:-1]), ts[-1]])
+        m = imp.emit(g.MatMulOp(m, _const(imp, name, w.T, x)), name).results[0]
+        if extrap.any():
+            m = imp.emit(g.AddOp(m, _const(imp, name, np.where(extrap, ev, 0.0).reshape(1, -1), x)), name).results[0]
+        t = _reshape(imp, name, m, ts[:-1] + [out[ax]])
+        inv = [perm.index(i) for i in range(r)]
+        y = _transpose(imp, name, t, inv)
+        cur[ax] = out[ax]
+    if list(g._shape(y)) != out:
+        raise _Unsupported(f"Resize result shape {list(g._shape(y))} differs from shape inference {out}")
+    return [y]
+
+
+def _register_supported() -> None:
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool"})
+
+
+_register_supported()

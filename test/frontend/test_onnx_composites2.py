@@ -1,0 +1,408 @@
+"""ONNX operators written with existing kernels (cann/frontend/onnx_spatial.py, onnx_rearrange.py):
+1-D / 3-D pooling and convolution, LpPool, Resize by per-axis matrices (cubic, antialias,
+tf_crop_and_resize), Gemm transA, DepthToSpace / SpaceToDepth, Tile, CenterCropPad, Trilu,
+CumSum, Einsum, GatherElements. Compiled, run on the simulator, compared with
+``onnx.reference.ReferenceEvaluator`` (or numpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import cann
+from cann.errors import CannError
+
+MODES = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+
+
+def _model(node, inputs, out_type=F, inits=None, opset=22):
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                          [helper.make_tensor_value_info(node.output[0], out_type, None)],
+                          [numpy_helper.from_array(np.asarray(a), n) for n, a in (inits or {}).items()])
+    return onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def _rel_l2(out, ref):
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def _check(model, feeds, mode="must_keep_origin_dtype", ref=None):
+    ref = ref if ref is not None else ReferenceEvaluator(model).run(None, feeds)[0]
+    out = cann.compile(model, precision_mode=mode).run(feeds)[model.graph.output[0].name]
+    assert out.shape == ref.shape
+    if ref.dtype.kind in "iub":
+        np.testing.assert_array_equal(out, ref)
+    else:
+        assert np.isfinite(out).all()
+        err = _rel_l2(out, ref)
+        assert err <= MODES[mode], f"rel L2 {err:.3g}"
+    return out
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# pooling, LpPool, Conv / ConvTranspose of other ranks
+
+
+def _explicit_pads(attrs, spatial):
+    """auto_pad SAME_* as explicit pads (the reference evaluator fails on some SAME pools)."""
+    attrs = dict(attrs)
+    auto = attrs.pop("auto_pad", "NOTSET")
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        return attrs | ({"auto_pad": auto} if auto != "NOTSET" else {})
+    n = len(spatial)
+    ks, st = attrs["kernel_shape"], attrs.get("strides", [1] * n)
+    dil = attrs.get("dilations", [1] * n)
+    pads = [0] * (2 * n)
+    for i in range(n):
+        out = -(-spatial[i] // st[i])
+        total = max(0, (out - 1) * st[i] + (ks[i] - 1) * dil[i] + 1 - spatial[i])
+        lo, hi = total // 2, total - total // 2
+        pads[i], pads[i + n] = (lo, hi) if auto == "SAME_UPPER" else (hi, lo)
+    return attrs | {"pads": pads}
+
+
+def _np_pool(op, x, attrs, out_sp, cip=0):
+    """numpy pooling over every spatial axis (explicit pads; windows past the padded input ignored)."""
+    n = x.ndim - 2
+    ks, st = attrs["kernel_shape"], attrs.get("strides", [1] * n)
+    dil, pads = attrs.get("dilations", [1] * n), attrs.get("pads", [0] * (2 * n))
+    big = [pads[i] + x.shape[2 + i] + pads[i + n] + st[i] * out_sp[i] + ks[i] * dil[i] for i in range(n)]
+    xp = np.full(x.shape[:2] + tuple(big), np.nan)
+    if op == "AveragePool" and cip:
+        xp[(slice(None), slice(None), *[slice(0, pads[i] + x.shape[2 + i] + pads[i + n]) for i in range(n)])] = 0
+    xp[(slice(None), slice(None), *[slice(pads[i], pads[i] + x.shape[2 + i]) for i in range(n)])] = x
+    y = np.zeros(x.shape[:2] + tuple(out_sp))
+    for o in np.ndindex(*out_sp):
+        win = xp[(slice(None), slice(None), *[slice(o[i] * st[i], o[i] * st[i] + (ks[i] - 1) * dil[i] + 1, dil[i])
+                                              for i in range(n)])].reshape(x.shape[0], x.shape[1], -1)
+        y[(slice(None), slice(None), *o)] = np.nanmax(win, -1) if op == "MaxPool" else np.nanmean(win, -1)
+    return y.astype(np.float32)
+
+
+def _np_conv_transpose_1d(x, w, b, attrs, out_len):
+    s, d = attrs.get("strides", [1])[0], attrs.get("dilations", [1])[0]
+    grp, begin = attrs.get("group", 1), attrs.get("pads", [0, 0])[0]
+    n, c, length = x.shape
+    cin, cout, k = c // grp, w.shape[1], w.shape[2]
+    full = np.zeros((n, cout * grp, (length - 1) * s + (k - 1) * d + 1 + begin + out_len))
+    for gi in range(grp):
+        for i in range(length):
+            for kk in range(k):
+                full[:, gi * cout:(gi + 1) * cout, i * s + kk * d] += x[:, gi * cin:(gi + 1) * cin, i] @ w[
+                    gi * cin:(gi + 1) * cin, :, kk]
+    return (full[:, :, begin:begin + out_len] + b.reshape(1, -1, 1)).astype(np.float32)
+
+
+def _ref_2d(op, x, attrs, inits=None):
+    """Reference of a 1-D op through the 2-D op on [N, C, 1, L] (some 1-D reference kernels fail)."""
+    a2 = {}
+    for k, v in attrs.items():
+        if k in ("kernel_shape", "strides", "dilations", "output_padding"):
+            v = [1, *v]
+        elif k == "pads":
+            v = [0, v[0], 0, v[1]]
+        elif k == "output_shape":
+            v = [1, *v]
+        a2[k] = v
+    inits = {n: (a.reshape(a.shape[0], a.shape[1], 1, a.shape[2]) if a.ndim == 3 else a)
+             for n, a in (inits or {}).items()}
+    x4 = x.reshape(x.shape[0], x.shape[1], 1, x.shape[2])
+    ins = ["x", *inits]
+    m = _model(helper.make_node(op, ins, ["y"], **a2), [("x", F, x4.shape)], inits=inits)
+    y = ReferenceEvaluator(m).run(None, {"x": x4})[0]
+    return y.reshape(y.shape[0], y.shape[1], y.shape[3])
+
+
+POOLS = [
+    dict(kernel_shape=[3]),
+    dict(kernel_shape=[3], strides=[2], pads=[1, 2], ceil_mode=1),
+    dict(kernel_shape=[2], dilations=[2], pads=[1, 1]),
+    dict(kernel_shape=[3], auto_pad="SAME_UPPER"),
+    dict(kernel_shape=[2, 2, 2]),
+    dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 1, 0], ceil_mode=1),
+    dict(kernel_shape=[2, 3, 2], dilations=[2, 1, 2], pads=[1, 1, 1, 1, 1, 1]),
+    dict(kernel_shape=[2, 3, 2], auto_pad="SAME_LOWER"),
+]
+
+
+@pytest.mark.parametrize("attrs", POOLS)
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "AveragePool1"])
+def test_pool_nd(op, attrs):
+    extra = {}
+    if op == "AveragePool1":
+        op, extra = "AveragePool", {"count_include_pad": 1}
+    shape = (2, 3, 11) if len(attrs["kernel_shape"]) == 1 else (1, 3, 7, 6, 8)
+    x = _x(*shape)
+    m = _model(helper.make_node(op, ["x"], ["y"], **attrs, **extra), [("x", F, shape)])
+    out_sp = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim][2:]
+    ref = _np_pool(op, x, _explicit_pads(attrs, shape[2:]), out_sp, extra.get("count_include_pad", 0))
+    if not attrs.get("ceil_mode") and "auto_pad" not in attrs:  # the spec's reference agrees
+        np.testing.assert_allclose(ref, ReferenceEvaluator(m).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    _check(m, {"x": x}, ref=ref)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pool_3d_fp16(mode):
+    x = _x(1, 2, 5, 6, 7)
+    m = _model(helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3, 3], pads=[1] * 6, strides=[2, 2, 2]),
+               [("x", F, x.shape)])
+    _check(m, {"x": x}, mode)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("attrs,shape", [
+    (dict(kernel_shape=[3]), (1, 2, 9)),
+    (dict(kernel_shape=[2, 2], strides=[2, 2], pads=[1, 0, 1, 0]), (1, 3, 6, 5)),
+    (dict(kernel_shape=[3, 3], dilations=[2, 1], pads=[2, 1, 1, 0]), (1, 2, 7, 7)),
+    (dict(kernel_shape=[3, 2], auto_pad="SAME_UPPER", strides=[2, 1]), (1, 2, 7, 7)),
+    (dict(kernel_shape=[2, 2, 2]), (1, 2, 4, 5, 3)),
+])
+def test_lp_pool(p, attrs, shape):
+    x = _x(*shape)
+    m = _model(helper.make_node("LpPool", ["x"], ["y"], p=p, **attrs), [("x", F, shape)])
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(),
+    dict(strides=[2], pads=[1, 2]),
+    dict(dilations=[2], auto_pad="SAME_LOWER"),
+    dict(group=2, strides=[3]),
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_1d(attrs, bias):
+    x = _x(2, 4, 13)
+    w = _x(6, 4 // attrs.get("group", 1), 3, seed=1) * 0.5
+    inits = {"w": w}
+    ins = ["x", "w"]
+    if bias:
+        inits["b"] = _x(6, seed=2)
+        ins.append("b")
+    m = _model(helper.make_node("Conv", ins, ["y"], **attrs), [("x", F, x.shape)], inits=inits)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("attrs", [
+    dict(),
+    dict(strides=[2], pads=[1, 0], output_padding=[1]),
+    dict(strides=[3], dilations=[2]),
+    dict(strides=[2], output_shape=[12], auto_pad="SAME_UPPER"),
+    dict(group=2),
+])
+def test_conv_transpose_1d(attrs):
+    x = _x(1, 4, 6)
+    w = _x(4, 3, 3, seed=1) * 0.5
+    inits = {"w": w, "b": _x(3 * attrs.get("group", 1), seed=2)}
+    m = _model(helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs), [("x", F, x.shape)], inits=inits)
+    if "output_shape" in attrs:
+        ref = _ref_2d("ConvTranspose", x, attrs, inits)
+    else:
+        out_len = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim][2]
+        ref = _np_conv_transpose_1d(x, w, inits["b"], attrs, out_len)
+    _check(m, {"x": x}, ref=ref)
+
+
+def test_conv_1d_runtime_weight_is_rejected():
+    m = _model(helper.make_node("Conv", ["x", "w"], ["y"]), [("x", F, (1, 2, 5)), ("w", F, (3, 2, 2))])
+    with pytest.raises(CannError, match="non-constant W"):
+        cann.compile(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resize by matrices
+
+
+RESIZES = [
+    (dict(mode="cubic"), [1, 1, 2.0, 1.5], None),
+    (dict(mode="cubic"), [1, 1, 0.6, 0.8], None),
+    (dict(mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1), [1, 1, 0.7, 1.7], None),
+    (dict(mode="cubic", coordinate_transformation_mode="align_corners"), [1, 1, 1.5, 2.0], None),
+    (dict(mode="cubic", coordinate_transformation_mode="asymmetric"), [1, 1, 2.0, 2.0], None),
+    (dict(mode="cubic", antialias=1), [1, 1, 0.5, 0.6], None),
+    (dict(mode="linear", antialias=1), [1, 1, 0.4, 0.75], None),
+    (dict(mode="cubic", antialias=1, keep_aspect_ratio_policy="not_larger", axes=[2, 3]), None, [4, 5]),
+    (dict(mode="cubic", coordinate_transformation_mode="pytorch_half_pixel"), None, [1, 3, 9, 1]),
+    (dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0),
+     None, [1, 3, 5, 6]),
+    (dict(mode="nearest", coordinate_transformation_mode="tf_crop_and_resize"), [1, 1, 1.5, 2.0], None),
+]
+
+
+@pytest.mark.parametrize("attrs,scales,sizes", RESIZES)
+def test_resize_matrix(attrs, scales, sizes):
+    x = _x(1, 3, 8, 7)
+    inits = {"roi": np.array([0, 0, 0.1, -0.2, 1, 1, 0.8, 1.3], np.float32)
+             if attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize" else np.zeros(0, np.float32)}
+    ins = ["x", "roi"]
+    if scales is not None:
+        inits["scales"] = np.array(scales, np.float32)
+        ins.append("scales")
+    else:
+        inits["sizes"] = np.array(sizes, np.int64)
+        ins += ["", "sizes"]
+    m = _model(helper.make_node("Resize", ins, ["y"], **attrs), [("x", F, x.shape)], inits=inits, opset=19)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resize_cubic_3d_last_axis(mode):
+    x = _x(2, 5, 9)
+    m = _model(helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic"), [("x", F, x.shape)],
+               inits={"scales": np.array([1, 1, 1.7], np.float32)}, opset=19)
+    _check(m, {"x": x}, mode)
+
+
+def test_resize_cubic_bad_ctm_names_node():
+    m = _model(helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="cubic", name="rz",
+                                coordinate_transformation_mode="half_pixel_symmetric"), [("x", F, (1, 1, 4, 4))],
+               inits={"scales": np.array([1, 1, 2, 2], np.float32)}, opset=18)
+    with pytest.raises(CannError, match="rz.*coordinate_transformation_mode"):
+        cann.compile(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gemm transA, DepthToSpace / SpaceToDepth, Tile, CenterCropPad
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gemm_trans_a(mode):
+    a = _x(6, 4)
+    m = _model(helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1, alpha=0.5, beta=2.0),
+               [("a", F, a.shape)], inits={"b": _x(5, 6, seed=1), "c": _x(5, seed=2)})
+    _check(m, {"a": a}, mode)
+
+
+@pytest.mark.parametrize("op,mode", [("DepthToSpace", "DCR"), ("DepthToSpace", "CRD"), ("SpaceToDepth", "DCR"),
+                                     ("SpaceToDepth", "CRD")])
+def test_depth_space(op, mode):
+    shape = (2, 8, 3, 2) if op == "DepthToSpace" else (2, 3, 4, 6)
+    x = _x(*shape)
+    kw = {"mode": mode} if op == "DepthToSpace" or mode != "DCR" else {}
+    m = _model(helper.make_node(op, ["x"], ["y"], blocksize=2, **kw), [("x", F, shape)], opset=28)
+    _check(m, {"x": x})
+
+
+def test_depth_to_space_bad_mode_names_node():
+    m = _model(helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="XYZ", name="d2s"),
+               [("x", F, (1, 4, 2, 2))], opset=13)
+    with pytest.raises(CannError, match="d2s.*mode"):
+        cann.compile(m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_tile(dtype):
+    x = (_x(2, 3, 4) * 10).astype(dtype)
+    m = _model(helper.make_node("Tile", ["x", "r"], ["y"]), [("x", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)),
+                                                                x.shape)],
+               out_type=helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), inits={"r": np.array([2, 1, 3], np.int64)})
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("shape,axes", [([4, 9], [1, 2]), ([7, 3, 2], None), ([2], [-2])])
+def test_center_crop_pad(shape, axes):
+    x = _x(3, 6, 5)
+    kw = {"axes": axes} if axes else {}
+    m = _model(helper.make_node("CenterCropPad", ["x", "s"], ["y"], **kw), [("x", F, x.shape)],
+               inits={"s": np.array(shape, np.int64)}, opset=18)
+    _check(m, {"x": x})
+
+
+# ---------------------------------------------------------------------------------------------
+# Trilu, CumSum
+
+
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("k", [-2, 0, 1, 4])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_trilu(upper, k, dtype):
+    x = (_x(2, 4, 5) * 100).astype(dtype)
+    tt = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = _model(helper.make_node("Trilu", ["x", "k"], ["y"], upper=upper), [("x", tt, x.shape)], out_type=tt,
+               inits={"k": np.array(k, np.int64)}, opset=14)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("axis,exclusive,reverse", [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)])
+def test_cumsum(mode, axis, exclusive, reverse):
+    x = _x(3, 4, 6)
+    m = _model(helper.make_node("CumSum", ["x", "a"], ["y"], exclusive=exclusive, reverse=reverse),
+               [("x", F, x.shape)], inits={"a": np.array(axis, np.int64)}, opset=14)
+    _check(m, {"x": x}, mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# Einsum
+
+
+EINSUMS = [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij->ji", [(3, 4)]),
+    ("ii->i", [(4, 4)]),
+    ("bii->bi", [(3, 5, 5)]),
+    ("i,i", [(6,), (6,)]),
+    ("ij->", [(3, 4)]),
+    ("ij->i", [(3, 4)]),
+    ("ij,jk", [(3, 4), (4, 2)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+    ("ijk,ik->j", [(3, 4, 5), (3, 5)]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUMS)
+def test_einsum(eq, shapes):
+    xs = {f"x{i}": _x(*s, seed=i) for i, s in enumerate(shapes)}
+    m = _model(helper.make_node("Einsum", list(xs), ["y"], equation=eq), [(n, F, v.shape) for n, v in xs.items()],
+               opset=12)
+    _check(m, xs, ref=np.einsum(eq, *xs.values()).astype(np.float32))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_einsum_fp16(mode):
+    xs = {"a": _x(2, 3, 4), "b": _x(2, 4, 5, seed=1)}
+    m = _model(helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bki"),
+               [(n, F, v.shape) for n, v in xs.items()], opset=12)
+    _check(m, xs, mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# GatherElements
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("const", [True, False])
+def test_gather_elements(axis, const):
+    x = _x(3, 4, 5)
+    r = np.random.default_rng(3)
+    ishape = list(x.shape)
+    ishape[axis] = 6
+    n = x.shape[axis]
+    idx = r.integers(-n, n, size=ishape).astype(np.int64)
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=axis)
+    if const:
+        m = _model(node, [("x", F, x.shape)], inits={"i": idx}, opset=13)
+        feeds = {"x": x}
+    else:
+        m = _model(node, [("x", F, x.shape), ("i", I64, idx.shape)], opset=13)
+        feeds = {"x": x, "i": idx}
+    _check(m, feeds)
+
+
+def test_gather_elements_const_out_of_range_names_node():
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0, name="ge")
+    m = _model(node, [("x", F, (2, 2))], inits={"i": np.array([[0, 2]], np.int64)}, opset=13)
+    with pytest.raises(CannError, match="ge.*out of range"):
+        cann.compile(m)
