@@ -18,7 +18,12 @@ module); every op below runs on the AI Core through the kernels of the ops it de
 * **GatherElements**: constant indices become one Gather of the flattened data at the
   compile-time flat positions; runtime indices a Gather along the axis of every row (the rows
   flattened to ``R``) followed by a strided selection of the ``R`` diagonal blocks (``R^2``
-  gathered rows, so limited to small ``R``).
+  gathered rows, so limited to small ``R``);
+* **GatherND, ReverseSequence, Compress** (indices / lengths / condition constant): one Gather of
+  the flattened data at compile-time positions;
+* **ScatterElements, Scatter, ScatterND, TensorScatter** (indices constant): ``none`` is a
+  Gather of ``concat(data, updates)`` reading each position's last update; a reduction gathers
+  ``[positions, 1 + most updates of a position]`` and reduces the last axis (see :func:`_scatter`).
 """
 
 from __future__ import annotations
@@ -433,8 +438,186 @@ def _gather_elements(imp, node, name, a):
     return [_check_out(imp, node, _transpose(imp, name, y, inv))]
 
 
+# ---------------------------------------------------------------------------------------------
+# constant-index data movement: GatherND, ReverseSequence, Compress, Scatter*
+
+
+def _const_gather(imp, name, sources, idx: np.ndarray):
+    """Elements of the flattened, concatenated ``sources`` at the compile-time positions ``idx``
+    (any shape): one Concat and one Gather (DMA bursts), shaped as ``idx``."""
+    flats = [_reshape(imp, name, v, [math.prod(g._shape(v))]) for v in sources]
+    src = flats[0] if len(flats) == 1 else imp.emit(g.ConcatOp(flats, 0), name).results[0]
+    fi = imp.emit(g.make_constant(np.ascontiguousarray(idx.astype(np.int64)), name), name).results[0]
+    y = imp.emit(g.GatherOp(src, fi, 0), name).results[0]
+    return y
+
+
+def _wrap(node, idx, n, what="index"):
+    bad = idx[(idx < -n) | (idx >= n)]
+    if bad.size:
+        raise _Unsupported(f"{node.op_type} {what} {int(bad.reshape(-1)[0])} out of range [{-n}, {n - 1}]")
+    return np.where(idx < 0, idx + n, idx)
+
+
+@_converter("GatherND")
+def _gather_nd(imp, node, name, a):
+    data = imp.value(node.input[0])
+    ds = g._shape(data)
+    idx = _const_input(imp, node, 1, "indices").astype(np.int64)
+    b = int(a.get("batch_dims", 0))
+    k = idx.shape[-1] if idx.ndim else 0
+    if idx.ndim < 1 or b < 0 or b >= min(idx.ndim, len(ds) + 1) or b + k > len(ds) or idx.shape[:b] != ds[:b]:
+        raise _bad_attr(node, "batch_dims", b, f"does not fit data {list(ds)} and indices {list(idx.shape)}")
+    pos = np.arange(math.prod(ds)).reshape(ds)
+    out = np.empty(idx.shape[:-1] + tuple(ds[b + k:]), np.int64)
+    for bi in np.ndindex(*ds[:b]):
+        sub, ix = pos[bi], idx[bi]
+        for j in range(k):
+            ix[..., j] = _wrap(node, ix[..., j], ds[b + j])
+        out[bi] = sub[tuple(np.moveaxis(ix, -1, 0))]
+    if out.size == 0:
+        raise _Unsupported("GatherND with an empty result")
+    return [_check_out(imp, node, _const_gather(imp, name, [data], out))]
+
+
+@_converter("ReverseSequence")
+def _reverse_sequence(imp, node, name, a):
+    x = imp.value(node.input[0])
+    s = g._shape(x)
+    lens = _const_input(imp, node, 1, "sequence_lens").astype(np.int64).reshape(-1)
+    ba, ta = int(a.get("batch_axis", 1)), int(a.get("time_axis", 0))
+    if len(s) < 2 or {ba, ta} != {0, 1}:
+        raise _bad_attr(node, "batch_axis", ba, "batch_axis and time_axis must be 0 and 1")
+    if lens.size != s[ba] or (lens < 0).any() or (lens > s[ta]).any():
+        raise _Unsupported(f"ReverseSequence sequence_lens {lens.tolist()} do not fit the shape {list(s)}")
+    coords = list(np.indices(s))
+    t, bidx = coords[ta], coords[ba]
+    ln = lens[bidx]
+    coords[ta] = np.where(t < ln, ln - 1 - t, t)
+    return [_check_out(imp, node, _const_gather(imp, name, [x], np.ravel_multi_index(tuple(coords), s)))]
+
+
+@_converter("Compress")
+def _compress(imp, node, name, a):
+    x = imp.value(node.input[0])
+    s = g._shape(x)
+    cond = _const_input(imp, node, 1, "condition").astype(np.bool_).reshape(-1)
+    if "axis" in a:
+        axis = _axis(node, a, "axis", len(s), 0)
+        n = s[axis]
+    else:
+        axis, n = None, math.prod(s)
+    sel = np.nonzero(cond[:n])[0]
+    if sel.size == 0:
+        raise _Unsupported("Compress with an empty result")
+    if axis is None:
+        return [_const_gather(imp, name, [x], sel)]
+    idx = imp.emit(g.make_constant(sel.astype(np.int64), name), name).results[0]
+    return [imp.emit(g.GatherOp(x, idx, axis), name).results[0]]
+
+
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+
+
+def _scatter(imp, node, name, data, updates, targets: np.ndarray, reduction: str):
+    """``data`` with ``updates`` (flat order) written / combined at the flat positions ``targets``:
+    ``none``: a Gather of concat(data, updates) reading the last update of each position; a
+    reduction: a Gather into ``[positions, 1 + most updates of one position]`` (padded with the
+    position's own data element for max / min, with a 0 / 1 constant for add / mul) and a
+    reduction over the last axis."""
+    ds = g._shape(data)
+    nd, nu = math.prod(ds), targets.size
+    if g._elt(updates) != g._elt(data):
+        raise _Unsupported(f"{node.op_type} updates of another dtype than the data")
+    if reduction == "none":
+        idx = np.arange(nd)
+        idx[targets] = nd + np.arange(nu)  # numpy keeps the last of duplicate writes
+        return _reshape(imp, name, _const_gather(imp, name, [data, updates], idx), ds)
+    if reduction not in _SCATTER_REDUCE:
+        raise _bad_attr(node, "reduction", reduction)
+    if g.numpy_dtype(g._elt(data)).kind != "f":
+        raise _Unsupported(f"{node.op_type} reduction '{reduction}' on {g.numpy_dtype(g._elt(data)).name} tensors")
+    lists = [[p] for p in range(nd)]
+    for u, p in enumerate(targets.tolist()):
+        lists[p].append(nd + u)
+    k = max(len(v) for v in lists)
+    if k == 1:
+        return data
+    pad_const = reduction in ("add", "mul")
+    fill = nd + nu  # the neutral constant, after data and updates
+    table = np.array([v + ([fill] if pad_const else [v[0]]) * (k - len(v)) for v in lists], np.int64)
+    srcs = [data, updates]
+    if pad_const:
+        srcs.append(_const(imp, name, np.array([0.0 if reduction == "add" else 1.0]), data))
+    y = _const_gather(imp, name, srcs, table)
+    y = _reduce(imp, name, y, _SCATTER_REDUCE[reduction], [1], keepdims=False)
+    return _reshape(imp, name, y, ds)
+
+
+@_converter("ScatterElements", "Scatter")
+def _scatter_elements(imp, node, name, a):
+    data, updates = imp.value(node.input[0]), imp.value(node.input[2])
+    ds = g._shape(data)
+    r = len(ds)
+    axis = _axis(node, a, "axis", r, 0)
+    idx = _const_input(imp, node, 1, "indices").astype(np.int64)
+    if idx.shape != g._shape(updates) or idx.ndim != r:
+        raise _Unsupported(f"{node.op_type} indices {list(idx.shape)} and updates {list(g._shape(updates))} differ")
+    coords = list(np.indices(idx.shape))
+    coords[axis] = _wrap(node, idx, ds[axis])
+    targets = np.ravel_multi_index(tuple(coords), ds).reshape(-1)
+    red = _str_attr(a, "reduction", "none")
+    return [_check_out(imp, node, _scatter(imp, node, name, data, updates, targets, red))]
+
+
+@_converter("ScatterND")
+def _scatter_nd(imp, node, name, a):
+    data, updates = imp.value(node.input[0]), imp.value(node.input[2])
+    ds = g._shape(data)
+    idx = _const_input(imp, node, 1, "indices").astype(np.int64)
+    k = idx.shape[-1] if idx.ndim else 0
+    if idx.ndim < 1 or k > len(ds) or tuple(g._shape(updates)) != idx.shape[:-1] + tuple(ds[k:]):
+        raise _Unsupported(f"ScatterND indices {list(idx.shape)} and updates {list(g._shape(updates))} do not fit "
+                           f"data {list(ds)}")
+    ix = idx.reshape(-1, k).copy()
+    for j in range(k):
+        ix[:, j] = _wrap(node, ix[:, j], ds[j])
+    inner = math.prod(ds[k:])
+    base = np.ravel_multi_index(tuple(ix.T), ds[:k]) if k else np.zeros(len(ix), np.int64)
+    targets = (base.reshape(-1, 1) * inner + np.arange(inner).reshape(1, -1)).reshape(-1)
+    red = _str_attr(a, "reduction", "none")
+    return [_check_out(imp, node, _scatter(imp, node, name, data, updates, targets, red))]
+
+
+@_converter("TensorScatter")
+def _tensor_scatter(imp, node, name, a):
+    """KV-cache update: ``update`` written into ``past_cache`` along ``axis`` from ``write_indices[b]``
+    (linear, or modulo the cache length: circular); a constant-index scatter (Gather of both)."""
+    cache, upd = imp.value(node.input[0]), imp.value(node.input[1])
+    cs, us = g._shape(cache), g._shape(upd)
+    r = len(cs)
+    axis = _axis(node, a, "axis", r, -2)
+    if axis == 0 or len(us) != r or any(cs[i] != us[i] for i in range(r) if i != axis) or us[axis] > cs[axis]:
+        raise _Unsupported(f"TensorScatter update {list(us)} does not fit the cache {list(cs)} on axis {axis}")
+    wi = _const_input(imp, node, 2, "write_indices")
+    wi = np.zeros(cs[0], np.int64) if wi is None else wi.astype(np.int64).reshape(-1)
+    mode = _str_attr(a, "mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise _bad_attr(node, "mode", mode)
+    coords = list(np.indices(us))
+    seq = wi[coords[0]] + coords[axis]
+    if mode == "circular":
+        seq = seq % cs[axis]
+    elif (seq >= cs[axis]).any() or (seq < 0).any():
+        raise _Unsupported("TensorScatter write_indices + update length exceed the cache (linear mode)")
+    coords[axis] = seq
+    targets = np.ravel_multi_index(tuple(coords), cs).reshape(-1)
+    return [_check_out(imp, node, _scatter(imp, node, name, cache, upd, targets, "none"))]
+
+
 def _register_supported() -> None:
-    names = {"DepthToSpace", "SpaceToDepth", "Tile", "CenterCropPad", "Trilu", "CumSum", "Einsum", "GatherElements"}
+    names = {"DepthToSpace", "SpaceToDepth", "Tile", "CenterCropPad", "Trilu", "CumSum", "Einsum", "GatherElements",
+             "GatherND", "ReverseSequence", "Compress", "ScatterElements", "Scatter", "ScatterND", "TensorScatter"}
     _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
 
 

@@ -243,6 +243,44 @@ def _conv_transpose_nd(imp, node, name, a):
     return [_reshape(imp, name, imp.emit(op, name).results[0], out)]
 
 
+@_converter("Col2Im")
+def _col2im(imp, node, name, a):
+    """Col2Im (2-D image): the columns ``[N, C*kh*kw, L]`` viewed as ``[N, C*kh*kw, oh, ow]`` are a
+    ConvTranspose with a constant one-hot weight (column ``c*K + k`` feeds channel ``c`` at kernel
+    offset ``k``): the cube sums the overlapping blocks; strides, dilations, pads as the node's."""
+    x = _float_input(imp, node)
+    xs = g._shape(x)
+    img = [int(v) for v in _const_input(imp, node, 1, "image_shape").reshape(-1)]
+    blk = [int(v) for v in _const_input(imp, node, 2, "block_shape").reshape(-1)]
+    if len(img) != 2 or len(blk) != 2:
+        raise _Unsupported(f"Col2Im of a {len(img)}-D image (2-D supported)")
+    strides, pads, dil = _spatial_nd(node, a, img, blk)
+    k = blk[0] * blk[1]
+    if len(xs) != 3 or xs[1] % k:
+        raise _Unsupported(f"Col2Im input of shape {list(xs)} for blocks {blk}")
+    n, ck, length = xs
+    c = ck // k
+    eff = [(blk[i] - 1) * dil[i] + 1 for i in range(2)]
+    o = [(img[i] + pads[i] + pads[i + 2] - eff[i]) // strides[i] + 1 for i in range(2)]
+    if o[0] * o[1] != length or min(o) < 1:
+        raise _Unsupported(f"Col2Im input length {length} is not the {o[0]}x{o[1]} blocks of the image")
+    w = np.zeros((ck, c, blk[0], blk[1]))
+    for ci in range(c):
+        for kk in range(k):
+            w[ci * k + kk, ci, kk // blk[1], kk % blk[1]] = 1.0
+    begin, end, opad = [], [], []
+    for i in range(2):
+        full = strides[i] * (o[i] - 1) + eff[i]
+        op_ = max(0, img[i] + pads[i] - full)
+        begin.append(pads[i])
+        end.append(full + op_ - pads[i] - img[i])
+        opad.append(op_)
+    rt = TensorType(g._elt(x), [n, c, *img])
+    op = g.ConvTransposeOp(_reshape(imp, name, x, [n, ck, *o]), _const(imp, name, w, x), None, rt, strides=strides,
+                           pads=begin + end, dilations=dil, output_padding=opad, group=1)
+    return [imp.emit(op, name).results[0]]
+
+
 # ---------------------------------------------------------------------------------------------
 # Resize as per-axis MatMuls
 
@@ -448,7 +486,7 @@ def _resize_nd(imp, node, name, a):
 
 
 def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool"})
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool", "Col2Im"})
 
 
 _register_supported()

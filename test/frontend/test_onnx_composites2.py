@@ -406,3 +406,92 @@ def test_gather_elements_const_out_of_range_names_node():
     m = _model(node, [("x", F, (2, 2))], inits={"i": np.array([[0, 2]], np.int64)}, opset=13)
     with pytest.raises(CannError, match="ge.*out of range"):
         cann.compile(m)
+
+
+# ---------------------------------------------------------------------------------------------
+# constant-index data movement: GatherND, ReverseSequence, Compress, Scatter*, TensorScatter, Col2Im
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("idx,batch_dims", [
+    (np.array([[0, 1], [2, -1]]), 0),
+    (np.array([[1], [0]]), 0),
+    (np.array([[[0, 1, 2]], [[2, 0, 3]]]), 0),
+    (np.array([[1], [2], [0]]), 1),
+])
+def test_gather_nd(dtype, idx, batch_dims):
+    x = (_x(3, 3, 4) * 10).astype(dtype)
+    tt = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = _model(helper.make_node("GatherND", ["x", "i"], ["y"], batch_dims=batch_dims), [("x", tt, x.shape)],
+               out_type=tt, inits={"i": idx.astype(np.int64)}, opset=13)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("batch_axis,time_axis", [(0, 1), (1, 0)])
+def test_reverse_sequence(batch_axis, time_axis):
+    x = _x(4, 4, 3)
+    m = _model(helper.make_node("ReverseSequence", ["x", "l"], ["y"], batch_axis=batch_axis, time_axis=time_axis),
+               [("x", F, x.shape)], inits={"l": np.array([4, 1, 0, 3], np.int64)}, opset=10)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress(axis):
+    x = _x(3, 4)
+    kw = {} if axis is None else {"axis": axis}
+    m = _model(helper.make_node("Compress", ["x", "c"], ["y"], **kw), [("x", F, x.shape)],
+               inits={"c": np.array([True, False, True, True][: 3 if axis == 0 else 4])}, opset=11)
+    _check(m, {"x": x})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_scatter_elements(reduction, axis):
+    x, u = _x(3, 4), _x(2, 4, seed=1)
+    idx = np.array([[0, 2, 1, -1], [0, 2, 0, 1]], np.int64)  # duplicates
+    if axis == 1:
+        u, idx = u[:, :3].T.copy(), np.array([[0, 3], [3, 3], [-1, 0]], np.int64)
+    m = _model(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=axis, reduction=reduction),
+               [("x", F, x.shape), ("u", F, u.shape)], inits={"i": idx}, opset=18)
+    _check(m, {"x": x, "u": u})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+@pytest.mark.parametrize("idx,ushape", [(np.array([[1], [0], [1]]), (3, 4, 5)), (np.array([[2, 3], [0, 0]]), (2, 5))])
+def test_scatter_nd(reduction, idx, ushape):
+    if reduction == "none" and len(np.unique(idx, axis=0)) != len(idx):
+        idx = idx[1:]
+        ushape = (len(idx),) + ushape[1:]
+    x, u = _x(3, 4, 5), _x(*ushape, seed=1)
+    m = _model(helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction),
+               [("x", F, x.shape), ("u", F, u.shape)], inits={"i": idx.astype(np.int64)}, opset=18)
+    _check(m, {"x": x, "u": u})
+
+
+def test_scatter_elements_int_data_none():
+    x = np.arange(12, dtype=np.int64).reshape(3, 4)
+    u = -np.arange(4, dtype=np.int64).reshape(1, 4)
+    m = _model(helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0), [("x", I64, x.shape),
+                                                                                     ("u", I64, u.shape)],
+               out_type=I64, inits={"i": np.array([[2, 0, 1, 2]], np.int64)}, opset=18)
+    _check(m, {"x": x, "u": u})
+
+
+@pytest.mark.parametrize("mode,wi", [("linear", [0, 2]), ("circular", [3, 5])])
+def test_tensor_scatter(mode, wi):
+    c, u = _x(2, 3, 6, 4), _x(2, 3, 2, 4, seed=1)
+    m = _model(helper.make_node("TensorScatter", ["c", "u", "w"], ["y"], mode=mode),
+               [("c", F, c.shape), ("u", F, u.shape)], inits={"w": np.array(wi, np.int64)}, opset=24)
+    _check(m, {"c": c, "u": u})
+
+
+@pytest.mark.parametrize("attrs", [dict(), dict(strides=[2, 1]), dict(pads=[1, 0, 1, 2], dilations=[1, 2])])
+def test_col2im(attrs):
+    img, blk = [5, 6], [2, 3]
+    n = 2
+    st, pd, dl = attrs.get("strides", [1, 1]), attrs.get("pads", [0] * 4), attrs.get("dilations", [1, 1])
+    o = [(img[i] + pd[i] + pd[i + 2] - (blk[i] - 1) * dl[i] - 1) // st[i] + 1 for i in range(2)]
+    x = _x(1, n * 6, o[0] * o[1])
+    m = _model(helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs), [("x", F, x.shape)],
+               inits={"img": np.array(img, np.int64), "blk": np.array(blk, np.int64)}, opset=18)
+    _check(m, {"x": x})
