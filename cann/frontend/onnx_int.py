@@ -19,8 +19,10 @@ from cann.frontend.onnx import _CONVERTERS, _bad_attr, _converter, _out_type, _U
 
 #: dtypes the device computes on (besides float16/float32): int32, int64, bool
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+#: narrow integers: int16 computed as int16; int8 / uint8 compared and maxed in float16 (exact)
+NARROW_DTYPES = (np.dtype(np.int16), np.dtype(np.int8), np.dtype(np.uint8))
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
-CAST_DTYPES = FLOAT_DTYPES + INT_DTYPES + (np.dtype(np.bool_),)
+CAST_DTYPES = FLOAT_DTYPES + INT_DTYPES + (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def _dt(v) -> np.dtype:
@@ -40,7 +42,7 @@ _COMPARE = {"Equal": "eq", "Less": "lt", "Greater": "gt", "LessOrEqual": "le", "
 
 @_converter(*_COMPARE)
 def _compare(imp, node, name, a):
-    allowed = FLOAT_DTYPES + INT_DTYPES + ((np.dtype(np.bool_),) if node.op_type == "Equal" else ())
+    allowed = FLOAT_DTYPES + INT_DTYPES + NARROW_DTYPES + ((np.dtype(np.bool_),) if node.op_type == "Equal" else ())
     x = _input(imp, node, 0, allowed)
     y = _input(imp, node, 1, allowed)
     if _dt(x) != _dt(y):
@@ -114,7 +116,7 @@ def _int_or(original, int_conv, i: int = 0):
 
 
 def _int_variadic(imp, node, name, a):
-    vals = [_input(imp, node, i, INT_DTYPES) for i in range(len(node.input)) if node.input[i]]
+    vals = [_input(imp, node, i, INT_DTYPES + NARROW_DTYPES) for i in range(len(node.input)) if node.input[i]]
     cls = {"Max": g.MaxOp, "Min": g.MinOp}[node.op_type]
     acc = vals[0]
     for v in vals[1:]:

@@ -20,7 +20,7 @@ Conventions shared by all instructions (see docs/core-model.md):
   ``base + (r*rep_stride + b*blk_stride) * 32`` bytes; ``mask`` is the number of active lanes
   (elements) per iteration, counted from lane 0.
 * ``dtype`` codes (``DTYPES``): 0 = float16, 1 = float32, 2 = int32, 3 = int16, 4 = uint8 (the
-  device's bool storage: one byte 0/1), 5 = int64. Which vector instruction computes on which dtype
+  device's bool storage: one byte 0/1), 5 = int64, 6 = int8. Which vector instruction computes on which dtype
   is :data:`VEC_DTYPES` (ascend-core.md §1.1: ``asc_add`` takes int16/half/int32/float; uint8 only
   moves, selects and converts). ASSUMPTION (docs/core-model.md): int64 add/sub/max/min/compare,
   moves and conversions run on the vector unit as pairs of int32 lanes, a repeat costing
@@ -64,7 +64,8 @@ class Pipe(enum.IntEnum):
 
 #: dtype code -> numpy dtype
 DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
-                               3: np.dtype(np.int16), 4: np.dtype(np.uint8), 5: np.dtype(np.int64)}
+                               3: np.dtype(np.int16), 4: np.dtype(np.uint8), 5: np.dtype(np.int64),
+                               6: np.dtype(np.int8)}
 DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
 DTYPE_CODES[np.dtype(np.bool_)] = 4  # bool is stored as uint8 0/1
 #: dtype codes the cube and the MTE format conversions take
@@ -160,6 +161,7 @@ VCONV_PAIRS: dict[tuple[int, int], frozenset[int]] = {
     (4, 0): _RINT, (0, 4): _ROUNDS,               # uint8 <-> float16
     (2, 5): _RINT, (5, 2): _RINT,                 # int32 <-> int64 (narrowing keeps the low 32 bits)
     (1, 5): _ROUNDS, (5, 1): _RINT,               # float32 <-> int64
+    (6, 0): _RINT, (0, 6): _ROUNDS,               # int8 <-> float16
 }
 
 _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [

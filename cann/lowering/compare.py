@@ -40,6 +40,9 @@ from cann.lowering.common import ND, DevTensor, Lowering, np_dtype, ub_chunk, un
 BOOL = np.dtype(np.bool_)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+I16, U8, I8 = np.dtype(np.int16), np.dtype(np.uint8), np.dtype(np.int8)
+#: 8-bit integers are compared and maxed in float16 (exact for every 8-bit value)
+NARROW = (U8, I8)
 
 #: graph ops lowered here whatever their dtype
 OWN_OPS = frozenset({"graph.compare", "graph.logical", "graph.not", "graph.round", "graph.sign", "graph.is_nan",
@@ -66,10 +69,23 @@ def device_dtype(lw: Lowering, dt: np.dtype, loc) -> np.dtype:
     dt = np.dtype(dt)
     if dt.kind == "f":
         return lw.dtype
-    if dt in (I32, I64, BOOL):
+    if dt in (I32, I64, BOOL, I16, U8, I8):
         return dt
     raise unsupported(loc, f"{dt.name} tensors are not computed on by the AI Core (float16, float32, int32, int64, "
-                           f"bool)")
+                           f"int16, int8, uint8, bool)")
+
+
+def _widen(inputs: list[DevTensor]) -> tuple[list[Step], dict[str, np.dtype], list[str]]:
+    """8-bit operands converted to float16 (exact): (steps, temporaries, the names to compute on)."""
+    steps, temps, names = [], {}, []
+    for i, t in enumerate(inputs):
+        if t.dtype in NARROW:
+            steps.append(("cast", f"w{i}", f"x{i}"))
+            temps[f"w{i}"] = F16
+            names.append(f"w{i}")
+        else:
+            names.append(f"x{i}")
+    return steps, temps, names
 
 
 def operand(conv, v: SSAValue, loc) -> DevTensor:
@@ -145,6 +161,9 @@ _VIA = {
     (BOOL, F16): (), (BOOL, F32): (F16,), (BOOL, I32): (F16,), (BOOL, I64): (F16, I32),
     (F16, F32): (), (F32, F16): (), (F32, I32): (), (F16, I32): (), (I32, F32): (), (I32, F16): (),
     (I32, I64): (), (I64, I32): (), (F32, I64): (), (I64, F32): (), (F16, I64): (F32,), (I64, F16): (F32,),
+    (U8, F16): (), (U8, F32): (F16,), (U8, I32): (F16,), (U8, I64): (F16, I32),
+    (I8, F16): (), (I8, F32): (F16,), (I8, I32): (F16,), (I8, I64): (F16, I32),
+    (F16, U8): (), (F32, U8): (F32, F16), (F16, I8): (), (F32, I8): (F32, F16),
 }
 
 
@@ -163,8 +182,10 @@ def convert_steps(src: str, dst: str, sdt: np.dtype, ddt: np.dtype, tmp: str, lo
         out = dst if i == len(chain) - 2 else f"{tmp}{i}"
         if out != dst:
             temps[out] = b
-        mode = "trunc" if a.kind == "f" and b.kind == "i" else "rint"
-        steps.append(("cast" if mode == "rint" else "cast_trunc", out, cur))
+        # float -> int truncates toward zero; a float32 -> 8-bit cast truncates in float32 first, so
+        # that the float16 step in between is exact (no double rounding)
+        trunc = (a.kind == "f" and b.kind in "iu") or (a == b == F32)
+        steps.append(("cast_trunc" if trunc else "cast", out, cur))
         cur = out
     return steps, temps
 
@@ -186,7 +207,9 @@ def lower(conv, op: Operation) -> DevTensor:
         a, b = _broadcast(lw, conv, op.operands, shape, loc)
         if a.dtype != b.dtype:
             raise unsupported(loc, f"comparison of {a.dtype.name} and {b.dtype.name} tensors")
-        return program(lw, "compare", loc, [a, b], [("cmp_" + op.kind.data, "y", "x0", "x1")], {"y": BOOL}, shape)
+        steps, temps, (n0, n1) = _widen([a, b])
+        return program(lw, "compare", loc, [a, b], steps + [("cmp_" + op.kind.data, "y", n0, n1)],
+                       {"y": BOOL, **temps}, shape)
     if name == "graph.logical":
         a, b = _broadcast(lw, conv, op.operands, shape, loc)
         return program(lw, "logical_" + op.kind.data, loc, [a, b], [(op.kind.data, "y", "x0", "x1")], {"y": BOOL},
@@ -257,9 +280,18 @@ def _int_math(lw, conv, op, shape, dt: np.dtype, loc) -> DevTensor:
         if dt == I64 and kind == "mul":
             raise unsupported(loc, "Mul of int64 tensors: the modeled vector unit has no int64 multiply")
         a, b = _broadcast(lw, conv, op.operands, shape, loc)
+        if dt in NARROW:  # max / min of 8-bit values in float16 (exact), converted back
+            if kind not in ("max", "min"):
+                raise unsupported(loc, f"{kind.capitalize()} of {dt.name} tensors: the modeled vector unit has no "
+                                       f"{dt.name} arithmetic (only Max / Min, in float16)")
+            steps, temps, (n0, n1) = _widen([a, b])
+            steps += [(kind, "w", n0, n1), ("cast", "y", "w")]
+            return program(lw, kind, loc, [a, b], steps, {"y": dt, "w": F16, **temps}, shape)
         return program(lw, kind, loc, [a, b], [(_INT_BINARY[name], "y", "x0", "x1")], {"y": dt}, shape)
     if name in ("graph.abs", "graph.neg"):
         x = operand(conv, op.operands[0], loc)
+        if dt in NARROW:
+            raise unsupported(loc, f"{name.split('.')[1].capitalize()} of {dt.name} tensors is not supported")
         if name == "graph.abs":
             if dt == I64:  # |x| = max(x, 0 - x)
                 steps = [("sub", "t0", "z", "x0"), ("max", "y", "x0", "t0")]

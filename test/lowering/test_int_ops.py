@@ -163,7 +163,7 @@ def test_unsupported_dtype_and_int64_mul_name_the_node():
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
     assert e.value.lines() == ["error: n0: Equal on uint16 tensors is not supported (float16, float32, int32, "
-                               "int64, bool)"]
+                               "int64, int16, int8, uint8, bool)"]
     m = _model("Mul", [_f("a", t=TP.INT64), _f("b", t=TP.INT64)], [_f("y", t=TP.INT64)])
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
@@ -198,3 +198,36 @@ def test_arg_max_min(op, axis, keepdims, last, dt, t):
     got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})["y"]
     assert got.dtype == np.int64
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dt,t", [(np.uint8, TP.UINT8), (np.int8, TP.INT8), (np.int16, TP.INT16)])
+def test_narrow_integers_compare_max_min(dt, t):
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(11)
+    a = rng.integers(info.min, info.max, (3, 70), endpoint=True).astype(dt)
+    b = rng.integers(info.min, info.max, (70,), endpoint=True).astype(dt)
+    a[0, :5] = b[:5]
+    for op in ("Equal", "Less", "GreaterOrEqual"):
+        _check(op, [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=TP.BOOL)], {"a": a, "b": b}, modes=MODES[:1])
+    for op in ("Max", "Min"):
+        _check(op, [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=t)], {"a": a, "b": b}, modes=MODES[:1])
+
+
+def test_int16_arithmetic_wraps_and_8bit_arithmetic_is_refused():
+    a = np.array([30000, -30000, 7, -1], np.int16)
+    b = np.array([10000, -10000, 9, 3], np.int16)
+    for op in ("Add", "Sub", "Mul"):
+        _check(op, [_f("a", (4,), TP.INT16), _f("b", (4,), TP.INT16)], [_f("y", (4,), TP.INT16)], {"a": a, "b": b},
+               modes=MODES[:1])
+    m = _model("Add", [_f("a", t=TP.UINT8), _f("b", t=TP.UINT8)], [_f("y", t=TP.UINT8)])
+    with pytest.raises(cann.CannError, match="Add of uint8 tensors: the modeled vector unit has no uint8 arithmetic"):
+        cann.compile(m)
+
+
+def test_float_to_8bit_cast_truncates_without_double_rounding():
+    x = np.array([3.9999998, -3.9999998, 255.75, 0.3, 127.9, -128.5], np.float32)
+    _check("Cast", [_f("a", (6,))], [_f("y", (6,), TP.INT8)], {"a": np.clip(x, -128.9, 127.9)}, modes=MODES[:1],
+           to=TP.INT8)
+    _check("Cast", [_f("a", (6,))], [_f("y", (6,), TP.UINT8)], {"a": np.abs(x)}, modes=MODES[:1], to=TP.UINT8)
+    _check("Cast", [_f("a", (6,), TP.UINT8)], [_f("y", (6,), TP.FLOAT)], {"a": np.arange(250, 256).astype(np.uint8)},
+           modes=MODES[:1], to=TP.FLOAT)
