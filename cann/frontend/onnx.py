@@ -31,6 +31,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
 from cann.fileio import parse_protobuf
+from cann.frontend.onnx_function import function_body, merged_opsets
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
@@ -98,6 +99,8 @@ class _Importer:
         self.model = model
         self.where = where
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        #: the opsets the node being converted follows (a function body's own, while expanding one)
+        self.opset_imports = list(model.opset_import)
         self.types: dict[str, onnx.TypeProto] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.values: dict[str, SSAValue] = {}
@@ -160,7 +163,7 @@ class _Importer:
                 vis.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
         outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
         gr = helper.make_graph([node], "fold", vis, outs)
-        m = helper.make_model(gr, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version or 8)
+        m = helper.make_model(gr, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
         res = ReferenceEvaluator(m).run(None, feeds)
         return [np.asarray(r) for r in res]
 
@@ -296,7 +299,7 @@ class _Importer:
                 return
         outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
         g = helper.make_graph([node], "infer", vis, outs, initializer=inits)
-        m = helper.make_model(g, opset_imports=list(self.model.opset_import), ir_version=self.model.ir_version or 8)
+        m = helper.make_model(g, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
         try:
             inferred = onnx.shape_inference.infer_shapes(m, strict_mode=True, data_prop=True)
         except Exception:
@@ -306,6 +309,32 @@ class _Importer:
                 dims = _dims(vi.type)
                 if dims is not None and all(isinstance(d, int) for d in dims):
                     self.types[vi.name] = vi.type
+
+    def expand_function(self, node: onnx.NodeProto, name: str) -> bool:
+        """Import the function body of ``node``'s schema in its place (see
+        :mod:`cann.frontend.onnx_function`); False when the schema defines none."""
+        domain = node.domain if node.domain != "ai.onnx" else ""
+        opset = next((o.version for o in self.opset_imports if (o.domain or "") == domain), None)
+        if opset is None:
+            return False
+        types = [None if not n else self.types.get(n) if n not in self.consts else
+                 helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(self.consts[n].dtype), self.consts[n].shape)
+                 for n in node.input]
+        try:
+            body = function_body(node, opset, types, f"{name}/")
+        except ValueError as e:
+            raise _Unsupported(f"cannot expand the function {node.op_type} (opset {opset}): {e}") from None
+        if body is None:
+            return False
+        saved = self.opset, self.opset_imports
+        self.opset_imports = merged_opsets(self.opset_imports, body.opset_import)
+        self.opset = next((o.version for o in self.opset_imports if not o.domain), self.opset)
+        try:
+            for k, inner in enumerate(body.nodes):
+                self.convert_node(inner, k)
+        finally:
+            self.opset, self.opset_imports = saved
+        return True
 
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
@@ -330,6 +359,8 @@ class _Importer:
                         self.consts[o] = v
                 return
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
+                if self.expand_function(node, name):
+                    return
                 dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
                 raise _Unsupported(f"unsupported operator {dom}{node.op_type} (opset {self.opset})")
             results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))

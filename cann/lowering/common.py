@@ -33,6 +33,7 @@ from xdsl.dialects.builtin import (
     Signedness,
     f16,
     f32,
+    f64,
     i32,
     i64,
 )
@@ -76,7 +77,11 @@ def np_dtype(t: Attribute) -> np.dtype:
         if w == 1:
             return np.dtype(np.bool_)
         return np.dtype(f"{'u' if t.signedness.data == Signedness.UNSIGNED else ''}int{w}")
-    return np.dtype(np.float32)
+    if t == f32:
+        return np.dtype(np.float32)
+    if t == f64:
+        return np.dtype(np.float64)  # rejected by elem_type: the AI Core has no float64
+    raise CannError("", f"dtype {t} is not supported on the AI Core")
 
 
 @dataclass(frozen=True)
