@@ -495,3 +495,50 @@ def test_col2im(attrs):
     m = _model(helper.make_node("Col2Im", ["x", "img", "blk"], ["y"], **attrs), [("x", F, x.shape)],
                inits={"img": np.array(img, np.int64), "blk": np.array(blk, np.int64)}, opset=18)
     _check(m, {"x": x})
+
+
+# ---------------------------------------------------------------------------------------------
+# NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (constant targets)
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weight", [None, "const", "runtime"])
+@pytest.mark.parametrize("ii", [None, 1, -1])
+def test_losses(op, reduction, weight, ii):
+    x = _x(3, 4, 2, 5)
+    r = np.random.default_rng(5)
+    t = r.integers(0, 4, size=(3, 2, 5)).astype(np.int64)
+    if ii is not None:
+        t[0, 0, :3] = ii
+    kw = {"reduction": reduction} | ({} if ii is None else {"ignore_index": ii})
+    ins, inputs, inits, feeds = ["x", "t"], [("x", F, x.shape)], {"t": t}, {"x": x}
+    w = np.abs(_x(4, seed=2)) + 0.5
+    if weight == "const":
+        ins.append("w")
+        inits["w"] = w
+    elif weight == "runtime":
+        ins.append("w")
+        inputs.append(("w", F, (4,)))
+        feeds["w"] = w
+    m = _model(helper.make_node(op, ins, ["y"], **kw), inputs, inits=inits, opset=13)
+    _check(m, feeds)
+
+
+def test_sce_log_prob_output():
+    x = _x(4, 5)
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y", "lp"], reduction="mean")
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", F, x.shape)],
+                          [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("lp", F, None)],
+                          [numpy_helper.from_array(np.array([0, 4, 2, 1], np.int64), "t")])
+    m = onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]))
+    ref = ReferenceEvaluator(m).run(None, {"x": x})
+    out = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})
+    assert _rel_l2(out["y"], ref[0]) < 1e-5 and _rel_l2(out["lp"], ref[1]) < 1e-5
+
+
+def test_loss_runtime_target_is_rejected():
+    m = _model(helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], name="nll"),
+               [("x", F, (2, 3)), ("t", I64, (2,))], opset=13)
+    with pytest.raises(CannError, match="nll.*non-constant target"):
+        cann.compile(m)
