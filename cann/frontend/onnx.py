@@ -851,7 +851,10 @@ def _reduce(imp, node, name, a):
 
 @_converter("Pad")
 def _pad(imp, node, name, a):
-    x = _float_input(imp, node)
+    x = imp.value(node.input[0])
+    if g.numpy_dtype(g._elt(x)) not in (np.float16, np.float32, np.int32, np.int64):
+        raise _Unsupported(f"Pad on {g.numpy_dtype(g._elt(x)).name} tensors is not supported (float16, float32, int32, "
+                           "int64)")
     s = g._shape(x)
     r = len(s)
     mode = a.get("mode", b"constant")

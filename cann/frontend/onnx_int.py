@@ -132,7 +132,7 @@ def _int_unary(imp, node, name, a):
 
 
 def _int_clip(imp, node, name, a):
-    x = _input(imp, node, 0, INT_DTYPES)
+    x = _input(imp, node, 0, INT_DTYPES + NARROW_DTYPES)
     y = x
     for i, cls in ((1, g.MaxOp), (2, g.MinOp)):
         if len(node.input) > i and node.input[i]:
@@ -145,9 +145,22 @@ def _int_clip(imp, node, name, a):
 
 def _int_where(imp, node, name, a):
     cond, x, y = (imp.value(n) for n in node.input[:3])
-    if _dt(x) not in INT_DTYPES + FLOAT_DTYPES:
-        raise _Unsupported(f"Where on {_dt(x).name} tensors is not supported (float16, float32, int32, int64)")
+    ok = INT_DTYPES + FLOAT_DTYPES + (np.dtype(np.int8), np.dtype(np.uint8))
+    if _dt(x) not in ok:
+        raise _Unsupported(f"Where on {_dt(x).name} tensors is not supported ({', '.join(d.name for d in ok)})")
     return [imp.emit(g.WhereOp(cond, x, y), name).results[0]]
+
+
+def _pow(original):
+    """A float base with a runtime integer exponent: the exponent converted to the base's dtype
+    (a Cast kernel) first; everything else: the original converter."""
+    def conv(imp, node, name, a):
+        x, y = imp.value(node.input[0]), node.input[1]
+        if _dt(x) in FLOAT_DTYPES and not imp.is_const(y) and _dt(imp.value(y)) in INT_DTYPES:
+            yf = imp.emit(g.CastOp(imp.value(y), g._elt(x)), name).results[0]
+            return [imp.emit(g.PowOp(x, yf, _out_type(imp, node)), name).results[0]]
+        return original(imp, node, name, a)
+    return conv
 
 
 def _cast(original):
@@ -174,6 +187,7 @@ def _install() -> None:
         _CONVERTERS[t] = _int_or(_CONVERTERS[t], _int_unary)
     _CONVERTERS["Clip"] = _int_or(_CONVERTERS["Clip"], _int_clip)
     _CONVERTERS["Where"] = _int_or(_CONVERTERS["Where"], _int_where, 1)
+    _CONVERTERS["Pow"] = _pow(_CONVERTERS["Pow"])
     for t in ("Cast", "CastLike"):
         _CONVERTERS[t] = _cast(_CONVERTERS[t])
     names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",

@@ -461,25 +461,25 @@ def pad(lw: Lowering, x: DevTensor, pads, mode: str, value: float, out_shape, lo
     """Pad (constant / reflect / edge): the output is filled with ``vdup`` (constant mode), the
     interior copied with one gather, then each padded axis's borders are copied from the output
     itself, axis by axis (reflect: a reversed gather; edge: a stride-0 gather of the edge slice)."""
-    x = _nd(lw, x, loc)
+    x = _nd(lw, x, loc) if x.dtype.kind == "f" else x  # integer tensors are padded in their dtype
     shape = tuple(x.shape)
     r = len(shape)
     b, e = list(pads[:r]), list(pads[r:])
     if math.prod(out_shape) == 0:
         raise unsupported(loc, "Pad with an empty result")
-    out = lw.gm_tensor(tuple(out_shape), ND)
+    out = lw.gm_tensor(tuple(out_shape), ND, x.dtype)
     kb = lw.kernel("pad", loc)
     xa, ya = kb.arg(x), kb.arg(out)
     ost = _dense_strides(out_shape)
     xst = _dense_strides(shape)
     size = math.prod(out_shape)
     if mode == "constant" and (any(p > 0 for p in b) or any(p > 0 for p in e)):
-        chunk = min(ub_chunk(lw, lw.dtype.itemsize * 2), -(-size // 256) * 256)
-        fill = kb.alloc(Space.UB, chunk, lw.dtype)
+        chunk = min(ub_chunk(lw, x.dtype.itemsize * 2), -(-size // 256) * 256)
+        fill = kb.alloc(Space.UB, chunk, x.dtype)
         kb.vec("dup", fill, count=chunk, scalar=value)
         for q0 in range(0, size, chunk):
             kb.copy(fill, ya, dst_offset=q0, burst=min(chunk, size - q0))
-    staging = _staging(lw, kb, 2)
+    staging = _staging(lw, kb, 2, dtype=x.dtype)
     # interior: source box after cropping negative pads
     src0 = [max(0, -p) for p in b]
     dst0 = [max(0, p) for p in b]

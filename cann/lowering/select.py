@@ -78,10 +78,13 @@ def _where_program(conv, op, shape, cc, loc) -> DevTensor:
         cond = "x0"
     else:
         inputs.append(mathk.broadcast_to(lw, operand(conv, op.cond, loc), shape, loc))
-        conv_steps, temps = convert_steps("x0", "c", BOOL, dt, "t", loc)
-        steps += conv_steps
-        types.update(temps, c=dt)
-        cond = "c"
+        if dt.itemsize == 1:  # 8-bit data: the bool bytes are already 0/1 in the vsel format
+            cond = "x0"
+        else:
+            conv_steps, temps = convert_steps("x0", "c", BOOL, dt, "t", loc)
+            steps += conv_steps
+            types.update(temps, c=dt)
+            cond = "c"
     names = []
     for v, cname in ((op.x, "cx"), (op.y, "cy")):
         c = conv.consts.get(v)

@@ -60,9 +60,9 @@ CHECK: graph.where %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x4xi1>, tensor<f32>, ten
 
 def test_where_on_narrow_integers_is_a_clear_error():
     m = _model([helper.make_node("Where", ["c", "a", "b"], ["y"])],
-               [("c", TensorProto.BOOL, [4]), ("a", TensorProto.UINT8, [4]), ("b", TensorProto.UINT8, [4])],
-               [("y", TensorProto.UINT8)])
-    with pytest.raises(CannError, match="Where on uint8 tensors is not supported"):
+               [("c", TensorProto.BOOL, [4]), ("a", TensorProto.UINT16, [4]), ("b", TensorProto.UINT16, [4])],
+               [("y", TensorProto.UINT16)])
+    with pytest.raises(CannError, match="Where on uint16 tensors is not supported"):
         import_onnx(m)
 
 

@@ -41,7 +41,8 @@ def _check(op, ins, outs, feeds, modes=MODES, **attrs):
             assert g.dtype == r.dtype and g.shape == r.shape, (pm, g.dtype, r.dtype)
             if r.dtype.kind == "f":
                 tol = 1e-6 if pm == "must_keep_origin_dtype" else 2e-3 * max(1.0, float(np.nanmax(np.abs(r))))
-                np.testing.assert_allclose(g, r, atol=tol, rtol=0, equal_nan=True, err_msg=pm)
+                np.testing.assert_allclose(g, r, atol=tol, rtol=1e-6 if pm == "must_keep_origin_dtype" else 0,
+                                           equal_nan=True, err_msg=pm)
             else:
                 np.testing.assert_array_equal(g, r, err_msg=pm)
 
@@ -231,3 +232,34 @@ def test_float_to_8bit_cast_truncates_without_double_rounding():
     _check("Cast", [_f("a", (6,))], [_f("y", (6,), TP.UINT8)], {"a": np.abs(x)}, modes=MODES[:1], to=TP.UINT8)
     _check("Cast", [_f("a", (6,), TP.UINT8)], [_f("y", (6,), TP.FLOAT)], {"a": np.arange(250, 256).astype(np.uint8)},
            modes=MODES[:1], to=TP.FLOAT)
+
+
+def test_clip_and_where_on_int8():
+    x = np.arange(-60, 60, dtype=np.int8).reshape(3, 40)
+    m = _model("Clip", [_f("a", (3, 40), TP.INT8), ("lo", TP.INT8, []), ("hi", TP.INT8, [])], [_f("y", (3, 40), TP.INT8)])
+    got = cann.compile(m, precision_mode="must_keep_origin_dtype").run(
+        {"a": x, "lo": np.array(-5, np.int8), "hi": np.array(17, np.int8)})["y"]
+    np.testing.assert_array_equal(got, np.clip(x, -5, 17))
+    _check("Where", [_f("c", (3, 40), TP.BOOL), _f("a", (3, 40), TP.INT8), _f("b", (40,), TP.INT8)],
+           [_f("y", (3, 40), TP.INT8)], {"c": BA[:, :40], "a": x, "b": x[0]}, modes=MODES[:1])
+
+
+def test_pow_with_an_integer_exponent_tensor():
+    x = np.abs(A[:, :10]) + 0.5
+    y = np.random.default_rng(3).integers(-2, 4, (3, 10)).astype(np.int64)
+    _check("Pow", [_f("a", (3, 10)), _f("b", (3, 10), TP.INT64)], [_f("y", (3, 10))], {"a": x, "b": y},
+           modes=MODES[:1])
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_integer_tensors(mode):
+    x = AI[:, :8].astype(np.int32)
+    n = helper.make_node("Pad", ["x", "p", "v"], ["y"], name="n0", mode=mode)
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TP.INT32, [3, 8])],
+                          [helper.make_tensor_value_info("y", TP.INT32, [5, 11])],
+                          [helper.make_tensor("p", TP.INT64, [4], [1, 2, 1, 1]),
+                           helper.make_tensor("v", TP.INT32, [], [-7])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})["y"]
+    np.testing.assert_array_equal(got, ref)
