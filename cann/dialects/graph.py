@@ -723,6 +723,31 @@ class SoftmaxOp(IRDLOperation):
 
 
 @irdl_op_definition
+class HardmaxOp(IRDLOperation):
+    """``graph.hardmax %x {axis = 1 : i64} : tensor<...>``: 1 at the first maximum along ``axis``,
+    0 elsewhere (single-axis, opset >= 13 semantics)."""
+
+    name = "graph.hardmax"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    res = result_def(T)
+    axis = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($res)"
+
+    def __init__(self, x: SSAValue, axis: int):
+        super().__init__(operands=[x], result_types=[x.type], properties={"axis": i64_attr(axis)})
+
+    def verify_(self) -> None:
+        _check_static(self)
+        r = len(_shape(self.x))
+        ax = self.axis.value.data
+        if not 0 <= ax < r:
+            raise VerifyException(f"'graph.hardmax' axis {ax} out of range for rank {r}")
+
+
+@irdl_op_definition
 class LRNOp(IRDLOperation):
     """``graph.lrn %x {alpha, beta, bias, size} : tensor<...>`` (across channels, ONNX LRN)."""
 
@@ -801,6 +826,25 @@ LeakyReluOp = _unary("LeakyReluOp", "graph.leaky_relu", "``graph.leaky_relu %x {
 HardSigmoidOp = _unary("HardSigmoidOp", "graph.hard_sigmoid",
                        "``graph.hard_sigmoid %x {alpha, beta} : tensor<...>``: max(0, min(1, alpha*x + beta)).",
                        {"alpha": 0.2, "beta": 0.5})
+# trigonometric / hyperbolic family and more activations (vector programs of cann/lowering/transcendental.py)
+SinOp = _unary("SinOp", "graph.sin", "``graph.sin %x : tensor<...>``")
+CosOp = _unary("CosOp", "graph.cos", "``graph.cos %x : tensor<...>``")
+TanOp = _unary("TanOp", "graph.tan", "``graph.tan %x : tensor<...>``")
+AsinOp = _unary("AsinOp", "graph.asin", "``graph.asin %x : tensor<...>``")
+AcosOp = _unary("AcosOp", "graph.acos", "``graph.acos %x : tensor<...>``")
+AtanOp = _unary("AtanOp", "graph.atan", "``graph.atan %x : tensor<...>``")
+SinhOp = _unary("SinhOp", "graph.sinh", "``graph.sinh %x : tensor<...>``")
+CoshOp = _unary("CoshOp", "graph.cosh", "``graph.cosh %x : tensor<...>``")
+AsinhOp = _unary("AsinhOp", "graph.asinh", "``graph.asinh %x : tensor<...>``")
+AcoshOp = _unary("AcoshOp", "graph.acosh", "``graph.acosh %x : tensor<...>``")
+AtanhOp = _unary("AtanhOp", "graph.atanh", "``graph.atanh %x : tensor<...>``")
+MishOp = _unary("MishOp", "graph.mish", "``graph.mish %x : tensor<...>``: x * tanh(ln(1 + exp(x))).")
+ThresholdedReluOp = _unary("ThresholdedReluOp", "graph.thresholded_relu",
+                           "``graph.thresholded_relu %x {alpha = 1.0 : f32} : tensor<...>``: x if x > alpha else 0.",
+                           {"alpha": 1.0})
+ShrinkOp = _unary("ShrinkOp", "graph.shrink",
+                  "``graph.shrink %x {bias = 0.0 : f32, lambd = 0.5 : f32} : tensor<...>``: x - bias if x > lambd, "
+                  "x + bias if x < -lambd, else 0.", {"bias": 0.0, "lambd": 0.5})
 
 
 @irdl_op_definition
@@ -1282,6 +1326,8 @@ Graph = Dialect(
         LRNOp,
         SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, AbsOp, NegOp, ErfOp, SoftplusOp,
         EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
+        SinOp, CosOp, TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
+        MishOp, ThresholdedReluOp, ShrinkOp, HardmaxOp,
         MaxOp, MinOp, PowOp,
         ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
         ResizeOp, ConvTransposeOp,

@@ -747,7 +747,7 @@ def _scalar_const(imp, name, value: float, like: SSAValue) -> SSAValue:
     return imp.emit(g.make_constant(arr, name), name).results[0]
 
 
-@_converter("Softsign", "HardSwish", "Mish", "Celu", "PRelu", "Swish")
+@_converter("Softsign", "HardSwish", "Celu", "PRelu", "Swish")
 def _composite(imp, node, name, a):
     """Activations written with other graph ops (one kernel each)."""
     x = _float_input(imp, node)
@@ -758,9 +758,6 @@ def _composite(imp, node, name, a):
         return [imp.emit(g.DivOp(x, d), name).results[0]]
     if t == "HardSwish":  # x * hard_sigmoid(x; 1/6, 1/2)
         h = _emit_unary(imp, name, g.HardSigmoidOp, x, alpha=1.0 / 6, beta=0.5)
-        return [imp.emit(g.MulOp(x, h), name).results[0]]
-    if t == "Mish":  # x * tanh(softplus(x))
-        h = _emit_unary(imp, name, g.TanhOp, _emit_unary(imp, name, g.SoftplusOp, x))
         return [imp.emit(g.MulOp(x, h), name).results[0]]
     if t == "Swish":  # x * sigmoid(alpha x)
         alpha = float(a.get("alpha", 1.0))
@@ -1182,3 +1179,4 @@ SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})
 
 from cann.frontend import onnx_composite  # noqa: E402,F401  (registers RMS/Group/Instance/Lp/MVN normalization, Attention)
 from cann.frontend import onnx_int  # noqa: E402,F401  (comparisons, boolean logic, integer math, int/bool casts)
+from cann.frontend import onnx_math  # noqa: E402,F401  (trig / hyperbolic family, Mish, ThresholdedRelu, Shrink, GlobalMaxPool)

@@ -255,6 +255,10 @@ class _Converter:
             from cann.lowering.gather import lower_gather
 
             return lower_gather(self, op)
+        if kind == "hardmax":  # cann/lowering/hardmax.py
+            from cann.lowering.hardmax import hardmax
+
+            return hardmax(lw, self.tensor(op.x, loc), _int(op, "axis"), loc)
         if kind == "where":  # cann/lowering/select.py (vsel)
             from cann.lowering.select import lower_where
 

@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import ND, DevTensor, Lowering, ub_chunk, unsupported
 
@@ -145,42 +146,56 @@ def broadcast_to(lw: Lowering, t: DevTensor, out_shape, loc) -> DevTensor:
 
 
 def dense(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[Step],
-          out_shape=None, consts: dict[str, float] | None = None) -> DevTensor:
+          out_shape=None, consts: dict[str, float] | None = None, compute_dtype=None) -> DevTensor:
     """Run ``steps`` over same-sized ND ``inputs`` chunk by chunk. ``consts``: name -> value of
-    temporaries filled with ``vdup`` once (for ``vmin``/``vmax`` against a constant)."""
+    temporaries filled with ``vdup`` once (for ``vmin``/``vmax`` against a constant). A step
+    ``("sel", dst, cond, a, b)`` is a ``vsel`` (``dst = cond != 0 ? a : b``). ``compute_dtype``
+    (float32 under fp16 storage): the program runs on buffers of that dtype, each loaded chunk
+    converted with ``vconv`` and the result converted back."""
     ins = [_nd(lw, t, loc) for t in inputs]
     shape = tuple(out_shape if out_shape is not None else ins[0].shape)
     size = math.prod(shape)
     if any(t.size != size for t in ins):
         raise unsupported(loc, f"elementwise operands of shapes {[list(t.shape) for t in ins]}")
     consts = dict(consts or {})
-    names = {v for s in steps for v in s[1:4] if isinstance(v, str)}
+    names = {v for s in steps for v in s[1:5] if isinstance(v, str)}
     temps = sorted(n for n in names if n.startswith("t") and n not in consts)
+    cdt = np.dtype(compute_dtype or lw.dtype)
+    staged = cdt != lw.dtype  # storage-dtype staging buffers for the vconv in and out
     nbuf = len(ins) + len(temps) + len(consts) + 1
-    isz = lw.dtype.itemsize
-    chunk = min(ub_chunk(lw, nbuf * isz + 1, 256), max(256, -(-size // 256) * 256))
+    isz = cdt.itemsize
+    chunk = min(ub_chunk(lw, nbuf * isz + (len(ins) + 1) * lw.dtype.itemsize * staged + 1, 256),
+                max(256, -(-size // 256) * 256))
     out = lw.gm_tensor(shape, ND)
     kb = lw.kernel(hint, loc)
     kb.tiling["chunk"] = chunk
     srcs = [kb.arg(t) for t in ins]
     dst = kb.arg(out)
-    bufs = {f"x{i}": kb.alloc(Space.UB, chunk, lw.dtype) for i in range(len(ins))}
-    bufs["y"] = kb.alloc(Space.UB, chunk, lw.dtype)
+    bufs = {f"x{i}": kb.alloc(Space.UB, chunk, cdt) for i in range(len(ins))}
+    bufs["y"] = kb.alloc(Space.UB, chunk, cdt)
     for tn in temps:
-        bufs[tn] = kb.alloc(Space.UB, chunk, lw.dtype)
+        bufs[tn] = kb.alloc(Space.UB, chunk, cdt)
+    io = {n: kb.alloc(Space.UB, chunk, lw.dtype) if staged else b for n, b in bufs.items() if n[0] in "xy"}
     for cn, cv in consts.items():
-        bufs[cn] = kb.alloc(Space.UB, chunk, lw.dtype)
+        bufs[cn] = kb.alloc(Space.UB, chunk, cdt)
         kb.vec("dup", bufs[cn], count=chunk, scalar=cv)
     for q0 in range(0, size, chunk):
         q = min(chunk, size - q0)
         for i, s in enumerate(srcs):
-            kb.copy(s, bufs[f"x{i}"], src_offset=q0, burst=q)
+            kb.copy(s, io[f"x{i}"], src_offset=q0, burst=q)
+            if staged:
+                kb.vec("cast", bufs[f"x{i}"], io[f"x{i}"], count=q)
         for st in steps:
             op, d, s0 = st[0], st[1], st[2]
+            if op == "sel":
+                kb.emit(tile.SelectOp(bufs[d], bufs[s0], bufs[st[3]], bufs[st[4]], count=q))
+                continue
             s1 = st[3] if len(st) > 3 else None
             scalar = st[4] if len(st) > 4 else 0.0
             kb.vec(op, bufs[d], bufs[s0] if s0 else None, bufs[s1] if s1 else None, count=q, scalar=scalar)
-        kb.copy(bufs["y"], dst, dst_offset=q0, burst=q)
+        if staged:
+            kb.vec("cast", io["y"], bufs["y"], count=q)
+        kb.copy(io["y"], dst, dst_offset=q0, burst=q)
     lw.launch(kb)
     return out
 
@@ -230,8 +245,6 @@ def unary_program(kind: str, p: dict[str, float], tiny: float) -> tuple[list[Ste
         return [_neg("y", x)], {}
     if kind == "sigmoid":
         return [_neg("t0", x), ("exp", "t0", "t0"), ("adds", "t0", "t0", None, 1.0), ("rec", "y", "t0")], {}
-    if kind == "tanh":
-        return tanh_steps(x, "y", "t0"), {"c_hi": 10.0}
     if kind == "erf":
         return erf_steps(x, "y", ("t0", "t1", "t2"), tiny), {}
     if kind == "softplus":  # max(x, 0) + ln(1 + exp(-|x|))
@@ -268,13 +281,17 @@ def unary_program(kind: str, p: dict[str, float], tiny: float) -> tuple[list[Ste
                 ("add", "t1", "t1", x), ("muls", "t1", "t1", None, math.sqrt(2.0 / math.pi))] + \
             tanh_steps("t1", "y", "t0") + [("adds", "y", "y", None, 1.0), ("mul", "y", "y", x),
                                             ("muls", "y", "y", None, 0.5)], {"c_hi": 10.0}
-    raise KeyError(kind)
+    from cann.lowering import transcendental  # trig / hyperbolic family, Mish, ThresholdedRelu, Shrink
+
+    return transcendental.program(kind, p)
 
 
 def unary(lw: Lowering, kind: str, x: DevTensor, params: dict[str, float], loc) -> DevTensor:
+    from cann.lowering.transcendental import FP32_KINDS
+
     tiny = 1e-30 if lw.dtype == np.float32 else 6.2e-5
     steps, consts = unary_program(kind, params, tiny)
-    return dense(lw, kind, loc, [x], steps, consts=consts)
+    return dense(lw, kind, loc, [x], steps, consts=consts, compute_dtype=np.float32 if kind in FP32_KINDS else None)
 
 
 #: binary graph ops -> vector op

@@ -1,0 +1,91 @@
+"""ONNX importers for the float math operators computed by the vector programs of
+:mod:`cann.lowering.transcendental` (registered in :mod:`cann.frontend.onnx`'s table, imported at
+the end of that module):
+
+* **Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh** -> ``graph.sin`` ... (one
+  elementwise kernel each);
+* **Mish** -> ``graph.mish`` (one program, ``x n / (n + 2)`` with ``n = e^x (e^x + 2)``, instead
+  of tanh of softplus, which loses relative precision for small |x|);
+* **ThresholdedRelu** (``alpha``) -> ``graph.thresholded_relu``; **Shrink** (``bias``, ``lambd``)
+  -> ``graph.shrink``;
+* **Hardmax** (``axis``; opset < 13 over the flattened trailing dimensions, as Softmax) ->
+  ``graph.hardmax`` (:mod:`cann.lowering.hardmax`: first maximum, ties to the lowest index);
+* **GlobalMaxPool** -> ``graph.reduce`` (max) over the spatial axes, keepdims (the reduction
+  kernel of :func:`cann.lowering.math.reduce`).
+
+An attribute the operator does not define is an unsupported-attribute error naming the node.
+"""
+
+from __future__ import annotations
+
+import math
+
+from cann.dialects import graph as g
+from cann.frontend import onnx as _onnx
+from cann.frontend.onnx import _bad_attr, _converter, _float_input, _Unsupported
+
+_TRIG = {
+    "Sin": g.SinOp, "Cos": g.CosOp, "Tan": g.TanOp, "Asin": g.AsinOp, "Acos": g.AcosOp, "Atan": g.AtanOp,
+    "Sinh": g.SinhOp, "Cosh": g.CoshOp, "Asinh": g.AsinhOp, "Acosh": g.AcoshOp, "Atanh": g.AtanhOp,
+    "Mish": g.MishOp,
+}
+#: op type -> its attributes (name -> default)
+_ATTRS = {"ThresholdedRelu": {"alpha": 1.0}, "Shrink": {"bias": 0.0, "lambd": 0.5}}
+
+
+def _check_attrs(node, a, known) -> None:
+    for k in a:
+        if k not in known:
+            raise _bad_attr(node, k, a[k], f"{node.op_type} has no attribute '{k}'")
+
+
+@_converter(*_TRIG)
+def _trig(imp, node, name, a):
+    _check_attrs(node, a, ())
+    x = _float_input(imp, node)
+    return [imp.emit(_TRIG[node.op_type](x), name).results[0]]
+
+
+@_converter("ThresholdedRelu", "Shrink")
+def _thresholds(imp, node, name, a):
+    known = _ATTRS[node.op_type]
+    _check_attrs(node, a, known)
+    x = _float_input(imp, node)
+    p = {k: float(a.get(k, d)) for k, d in known.items()}
+    cls = g.ThresholdedReluOp if node.op_type == "ThresholdedRelu" else g.ShrinkOp
+    return [imp.emit(cls(x, **p), name).results[0]]
+
+
+@_converter("GlobalMaxPool")
+def _global_max_pool(imp, node, name, a):
+    _check_attrs(node, a, ())
+    x = _float_input(imp, node)
+    r = len(g._shape(x))
+    if r < 3:
+        raise _Unsupported(f"GlobalMaxPool input must have rank >= 3, got rank {r}")
+    return [imp.emit(g.ReduceOp(x, "max", list(range(2, r)), keepdims=True), name).results[0]]
+
+
+@_converter("Hardmax")
+def _hardmax(imp, node, name, a):
+    _check_attrs(node, a, ("axis",))
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    r = len(s)
+    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
+    if not -r <= axis < r:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
+    axis %= r
+    if imp.opset >= 13 or axis == r - 1:
+        return [imp.emit(g.HardmaxOp(x, axis), name).results[0]]
+    # opset < 13: over the flattened [prod(dims[:axis]), prod(dims[axis:])] matrix
+    flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]
+    h = imp.emit(g.HardmaxOp(flat, 1), name).results[0]
+    return [imp.emit(g.ReshapeOp(h, list(s)), name).results[0]]
+
+
+def _register_supported() -> None:
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "Hardmax"})
+
+
+_register_supported()
