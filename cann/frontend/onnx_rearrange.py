@@ -16,9 +16,10 @@ module); every op below runs on the AI Core through the kernels of the ops it de
   batched MatMuls (``[batch, free_a, k] x [batch, k, free_b]``) after Transposes, and the result
   is transposed to the output's order;
 * **GatherElements**: constant indices become one Gather of the flattened data at the
-  compile-time flat positions; runtime indices a Gather along the axis of every row (the rows
-  flattened to ``R``) followed by a strided selection of the ``R`` diagonal blocks (``R^2``
-  gathered rows, so limited to small ``R``);
+  compile-time flat positions; runtime indices (the axis moved last, rows ``[R, n]``): each row
+  stored twice (``[R, 2n]``, a Concat), the flat positions ``r*2n + n + i`` computed by an
+  integer Add with a constant, then one runtime Gather (the scalar unit range-checks the flat
+  position against the whole tensor only: an index outside ``[-n, n)`` reads another row);
 * **GatherND, ReverseSequence, Compress** (indices / lengths / condition constant): one Gather of
   the flattened data at compile-time positions;
 * **ScatterElements, Scatter, ScatterND, TensorScatter** (indices constant): ``none`` is a
@@ -372,10 +373,6 @@ def _einsum(imp, node, name, a):
 # ---------------------------------------------------------------------------------------------
 # GatherElements
 
-# runtime indices gather R^2 * m elements (R rows of m indices); beyond this, refuse
-_GATHER_ELEMENTS_RUNTIME_LIMIT = 1 << 20
-
-
 @_converter("GatherElements")
 def _gather_elements(imp, node, name, a):
     data = imp.value(node.input[0])
@@ -402,10 +399,10 @@ def _gather_elements(imp, node, name, a):
         fd = _reshape(imp, name, data, [math.prod(ds)])
         fi = imp.emit(g.make_constant(flat.astype(np.int64), name), name).results[0]
         return [_check_out(imp, node, imp.emit(g.GatherOp(fd, fi, 0), name).results[0])]
-    # runtime indices
-    data = _float_input(imp, node)
+    # runtime indices: flat positions computed on the device (an integer Add), one runtime Gather
     iv = imp.value(idx_name)
-    if g.numpy_dtype(g._elt(iv)) not in (np.dtype(np.int32), np.dtype(np.int64)):
+    idt = g.numpy_dtype(g._elt(iv))
+    if idt not in (np.dtype(np.int32), np.dtype(np.int64)):
         raise _Unsupported("GatherElements indices must be int32 or int64")
     isz = g._shape(iv)
     if len(isz) != r or any(i > d for j, (i, d) in enumerate(zip(isz, ds)) if j != axis) or 0 in isz:
@@ -416,24 +413,19 @@ def _gather_elements(imp, node, name, a):
     it = _transpose(imp, name, iv, perm)
     its = [isz[d] for d in perm]
     rows, m, n = math.prod(its[:-1]), its[-1], ds[axis]
-    if rows * rows * m > _GATHER_ELEMENTS_RUNTIME_LIMIT:
-        raise _Unsupported(f"GatherElements with runtime indices of {rows} rows of {m} (the diagonal-block "
-                           f"gather needs rows^2 * m <= {_GATHER_ELEMENTS_RUNTIME_LIMIT}); constant indices "
-                           "have no limit")
-    # the rows of data the indices cover, as [R, n]
+    if rows * 2 * n >= 2 ** 31 and idt == np.dtype(np.int32):
+        raise _Unsupported("GatherElements with int32 indices into more than 2^31 positions")
     dts = list(g._shape(dt))
-    if dts[:-1] != its[:-1]:
+    if dts[:-1] != its[:-1]:  # the rows of data the indices cover
         dt = imp.emit(g.SliceOp(dt, [0] * r, its[:-1] + [n], [1] * r), name).results[0]
     d2 = _reshape(imp, name, dt, [rows, n])
+    # each row twice, [R, 2n]: row r's index i (in [-n, n)) is flat position r*2n + n + i
+    dd = imp.emit(g.ConcatOp([d2, d2], 1), name).results[0]
+    offs = (np.arange(rows).reshape(rows, 1) * 2 * n + n) * np.ones((1, m), np.int64)
     i2 = _reshape(imp, name, it, [rows, m])
-    gth = imp.emit(g.GatherOp(d2, i2, 1), name).results[0]  # [R, R, m]: g[r', r, j] = d2[r', i2[r, j]]
-    flat = _reshape(imp, name, gth, [rows * rows * m])
-    if rows > 1:
-        flat = imp.emit(g.PadOp(flat, [0, rows * m], "constant", 0.0), name).results[0]
-        blocks = _reshape(imp, name, flat, [rows, (rows + 1) * m])  # row r starts at the diagonal block r
-        y = imp.emit(g.SliceOp(blocks, [0, 0], [rows, m], [1, 1]), name).results[0]
-    else:
-        y = flat
+    flat = imp.emit(g.AddOp(i2, imp.emit(g.make_constant(offs.astype(idt), name), name).results[0]),
+                    name).results[0]
+    y = imp.emit(g.GatherOp(_reshape(imp, name, dd, [rows * 2 * n]), flat, 0), name).results[0]
     y = _reshape(imp, name, y, its)
     return [_check_out(imp, node, _transpose(imp, name, y, inv))]
 
