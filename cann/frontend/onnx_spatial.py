@@ -78,6 +78,13 @@ def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
     return strides, pads, dil
 
 
+def _check_shape(imp, node, y):
+    want = list(_out_type(imp, node).get_shape())
+    if list(g._shape(y)) != want:
+        raise _Unsupported(f"{node.op_type} result shape {list(g._shape(y))} differs from shape inference {want}")
+    return y
+
+
 def _pool_pass(imp, name, kind, x4, out_hw, k, s, p, d, cm, cip):
     """One 2-D pool on a 4-D view; ``p`` = (top, left, bottom, right)."""
     n, c = g._shape(x4)[:2]
@@ -172,9 +179,57 @@ def _lp_pool(imp, node, name, a):
     return [imp.emit(g.PowOp(total, _scalar_const(imp, name, 1.0 / p, total)), name).results[0]]
 
 
+def _conv_3d(imp, node, name, a, x):
+    """3-D Conv: the D axis folded into the batch, one 2-D Conv over H, W with the ``kd`` depth
+    slices of the weight stacked on the output channels, then ``kd`` strided Slices of the
+    zero-padded D axis summed (``y[od] = sum_j z_j[od*sd + j*dd - pad]``)."""
+    n, c, d, h, wd = g._shape(x)
+    w = _const_input(imp, node, 1, "W")
+    if w.ndim != 5:
+        raise _Unsupported(f"Conv of a 3-D input with a rank-{w.ndim} weight")
+    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
+    if ks != list(w.shape[2:]):
+        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    group = int(a.get("group", 1))
+    m, cg, kd, kh, kw = w.shape
+    if group < 1 or m % group or c != cg * group:
+        raise _bad_attr(node, "group", group, f"does not fit {c} input and {m} output channels")
+    mg = m // group
+    strides, pads, dil = _spatial_nd(node, a, [d, h, wd], ks)
+    out = list(_out_type(imp, node).get_shape())
+    od, oh, ow = out[2:]
+    # W2[gi*(kd*Mg) + j*Mg + ml] = w[gi*Mg + ml, :, j]
+    w2 = np.ascontiguousarray(np.transpose(w.reshape(group, mg, cg, kd, kh, kw), (0, 3, 1, 2, 4, 5))
+                              .reshape(group * kd * mg, cg, kh, kw))
+    xt = _reshape(imp, name, _transpose(imp, name, x, [0, 2, 1, 3, 4]), [n * d, c, h, wd])
+    rt = TensorType(g._elt(x), [n * d, group * kd * mg, oh, ow])
+    z = imp.emit(g.Conv2DOp(xt, _const(imp, name, w2, x), None, rt, strides=strides[1:],
+                            pads=[pads[1], pads[2], pads[4], pads[5]], dilations=dil[1:], group=group),
+                 name).results[0]
+    rest = group * kd * mg * oh * ow
+    z = _reshape(imp, name, z, [n, d, rest])
+    dp = d + pads[0] + pads[3]
+    if pads[0] or pads[3]:
+        z = imp.emit(g.PadOp(z, [0, pads[0], 0, 0, pads[3], 0], "constant", 0.0), name).results[0]
+    z = _reshape(imp, name, z, [n, dp, group, kd, mg, oh * ow])
+    sd, dd = strides[0], dil[0]
+    acc = None
+    for j in range(kd):
+        st = j * dd
+        t = imp.emit(g.SliceOp(z, [0, st, 0, j, 0, 0], [n, st + (od - 1) * sd + 1, group, j + 1, mg, oh * ow],
+                               [1, sd, 1, 1, 1, 1]), name).results[0]
+        acc = t if acc is None else imp.emit(g.AddOp(acc, t), name).results[0]
+    y = _transpose(imp, name, _reshape(imp, name, acc, [n, od, m, oh, ow]), [0, 2, 1, 3, 4])
+    if len(node.input) > 2 and node.input[2]:
+        y = imp.emit(g.AddOp(y, _reshape(imp, name, imp.value(node.input[2]), [m, 1, 1, 1])), name).results[0]
+    return y
+
+
 @_converter("Conv")
 def _conv_nd(imp, node, name, a):
     x = imp.value(node.input[0])
+    if len(g._shape(x)) == 5:
+        return [_check_shape(imp, node, _conv_3d(imp, node, name, a, _float_input(imp, node)))]
     if len(g._shape(x)) != 3:
         return _conv2d(imp, node, name, a)
     x = _float_input(imp, node)
@@ -195,9 +250,106 @@ def _conv_nd(imp, node, name, a):
     return [_reshape(imp, name, imp.emit(op, name).results[0], out)]
 
 
+def _conv_transpose_3d(imp, name, x, w, b, strides, begin, end, dil, opad, group, out):
+    """3-D ConvTranspose: the D axis folded into the batch, one 2-D ConvTranspose over H, W with the
+    ``kd`` depth slices of the weight stacked on the output channels, then the D axis scattered and
+    summed: slice ``j`` lands at ``i*sd + j*dd - pad`` (a zero Pad interleaves the stride, Slice /
+    Pad shift it), ``kd`` Adds."""
+    n, c, d, h, wd = g._shape(x)
+    _, mg, kd, kh, kw = w.shape
+    cg = c // group
+    m = mg * group
+    od, oh, ow = out[2:]
+    # W2[c, j*Mg + ml] = w[c, ml, j]: output channel gi*(kd*Mg) + j*Mg + ml
+    w2 = np.ascontiguousarray(np.transpose(w, (0, 2, 1, 3, 4)).reshape(c, kd * mg, kh, kw))
+    xt = _reshape(imp, name, _transpose(imp, name, x, [0, 2, 1, 3, 4]), [n * d, c, h, wd])
+    rt = TensorType(g._elt(x), [n * d, group * kd * mg, oh, ow])
+    z = imp.emit(g.ConvTransposeOp(xt, _const(imp, name, w2, x), None, rt, strides=strides[1:],
+                                   pads=[begin[1], begin[2], end[1], end[2]], dilations=dil[1:],
+                                   output_padding=opad[1:], group=group), name).results[0]
+    z = _reshape(imp, name, z, [n, d, group, kd, mg, oh * ow])
+    sd, dd, bd = strides[0], dil[0], begin[0]
+    y_rest = group * mg * oh * ow
+    acc = None
+    for j in range(kd):
+        t = imp.emit(g.SliceOp(z, [0, 0, 0, j, 0, 0], [n, d, group, j + 1, mg, oh * ow], [1] * 6), name).results[0]
+        t = _reshape(imp, name, t, [n, d, 1, y_rest])
+        if sd > 1:
+            t = imp.emit(g.PadOp(t, [0, 0, 0, 0, 0, 0, sd - 1, 0], "constant", 0.0), name).results[0]
+        t = _reshape(imp, name, t, [n, d * sd, y_rest])
+        length = d * sd
+        off = j * dd - bd  # position of t[0] in the output
+        if off < 0:
+            if -off >= length:
+                continue
+            t = imp.emit(g.SliceOp(t, [0, -off, 0], [n, length, y_rest], [1, 1, 1]), name).results[0]
+            length += off
+            off = 0
+        if off >= od:
+            continue
+        if off + length > od:
+            t = imp.emit(g.SliceOp(t, [0, 0, 0], [n, od - off, y_rest], [1, 1, 1]), name).results[0]
+            length = od - off
+        if off or off + length < od:
+            t = imp.emit(g.PadOp(t, [0, off, 0, 0, od - off - length, 0], "constant", 0.0), name).results[0]
+        acc = t if acc is None else imp.emit(g.AddOp(acc, t), name).results[0]
+    if acc is None:
+        acc = _const(imp, name, np.zeros((n, od, y_rest)), x)
+    y = _transpose(imp, name, _reshape(imp, name, acc, [n, od, m, oh, ow]), [0, 2, 1, 3, 4])
+    if b is not None:
+        y = imp.emit(g.AddOp(y, _reshape(imp, name, b, [m, 1, 1, 1])), name).results[0]
+    return y
+
+
+def _conv_transpose_pads(node, a, xs, ks, nsp):
+    """strides, dilations, output_padding, begin pads for ``nsp`` spatial axes (the spec's rules)."""
+    strides = [int(v) for v in a.get("strides", [1] * nsp)]
+    dil = [int(v) for v in a.get("dilations", [1] * nsp)]
+    op_ = [int(v) for v in a.get("output_padding", [0] * nsp)]
+    for key, v in (("strides", strides), ("dilations", dil), ("output_padding", op_)):
+        if len(v) != nsp:
+            raise _bad_attr(node, key, v, f"expected {nsp} values")
+    auto = _str_attr(a, "auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise _bad_attr(node, "auto_pad", auto)
+    eff = [dil[i] * (ks[i] - 1) + 1 for i in range(nsp)]
+    full = [strides[i] * (xs[2 + i] - 1) + op_[i] + eff[i] for i in range(nsp)]
+    if "pads" in a and auto in ("NOTSET", "VALID"):
+        pads = [int(v) for v in a["pads"]]
+        if len(pads) != 2 * nsp:
+            raise _bad_attr(node, "pads", pads, f"expected {2 * nsp} values")
+        begin = pads[:nsp]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = [int(v) for v in a.get("output_shape", [xs[2 + i] * strides[i] for i in range(nsp)])][-nsp:]
+        total = [full[i] - shape[i] for i in range(nsp)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+    else:
+        begin = [0] * nsp
+    if min(begin) < 0:
+        raise _bad_attr(node, "pads", begin, "a negative begin padding")
+    return strides, dil, op_, begin, full
+
+
 @_converter("ConvTranspose")
 def _conv_transpose_nd(imp, node, name, a):
     x = imp.value(node.input[0])
+    if len(g._shape(x)) == 5:
+        x = _float_input(imp, node)
+        xs = g._shape(x)
+        w = _const_input(imp, node, 1, "W")
+        if w.ndim != 5 or w.shape[0] != xs[1]:
+            raise _Unsupported(f"ConvTranspose of a 3-D input with a weight of shape {list(w.shape)}")
+        ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
+        if ks != list(w.shape[2:]):
+            raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+        group = int(a.get("group", 1))
+        if group < 1 or xs[1] % group:
+            raise _bad_attr(node, "group", group)
+        strides, dil, op_, begin, full = _conv_transpose_pads(node, a, xs, ks, 3)
+        out = list(_out_type(imp, node).get_shape())
+        end = [full[i] - begin[i] - out[2 + i] for i in range(3)]
+        b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        return [_conv_transpose_3d(imp, name, x, w, b, strides, begin, end, dil, op_, group, out)]
     if len(g._shape(x)) != 3:
         return _conv_transpose2d(imp, node, name, a)
     x = _float_input(imp, node)
@@ -245,38 +397,43 @@ def _conv_transpose_nd(imp, node, name, a):
 
 @_converter("Col2Im")
 def _col2im(imp, node, name, a):
-    """Col2Im (2-D image): the columns ``[N, C*kh*kw, L]`` viewed as ``[N, C*kh*kw, oh, ow]`` are a
-    ConvTranspose with a constant one-hot weight (column ``c*K + k`` feeds channel ``c`` at kernel
-    offset ``k``): the cube sums the overlapping blocks; strides, dilations, pads as the node's."""
+    """Col2Im (2-D and 3-D images): the columns ``[N, C*K, L]`` viewed as ``[N, C*K, *blocks]`` are
+    a ConvTranspose with a constant one-hot weight (column ``c*K + k`` feeds channel ``c`` at
+    kernel offset ``k``): the cube sums the overlapping blocks; strides, dilations, pads as the
+    node's."""
     x = _float_input(imp, node)
     xs = g._shape(x)
     img = [int(v) for v in _const_input(imp, node, 1, "image_shape").reshape(-1)]
     blk = [int(v) for v in _const_input(imp, node, 2, "block_shape").reshape(-1)]
-    if len(img) != 2 or len(blk) != 2:
-        raise _Unsupported(f"Col2Im of a {len(img)}-D image (2-D supported)")
+    nsp = len(img)
+    if nsp not in (2, 3) or len(blk) != nsp:
+        raise _Unsupported(f"Col2Im of a {len(img)}-D image (2-D and 3-D supported)")
     strides, pads, dil = _spatial_nd(node, a, img, blk)
-    k = blk[0] * blk[1]
+    k = math.prod(blk)
     if len(xs) != 3 or xs[1] % k:
         raise _Unsupported(f"Col2Im input of shape {list(xs)} for blocks {blk}")
     n, ck, length = xs
     c = ck // k
-    eff = [(blk[i] - 1) * dil[i] + 1 for i in range(2)]
-    o = [(img[i] + pads[i] + pads[i + 2] - eff[i]) // strides[i] + 1 for i in range(2)]
-    if o[0] * o[1] != length or min(o) < 1:
-        raise _Unsupported(f"Col2Im input length {length} is not the {o[0]}x{o[1]} blocks of the image")
-    w = np.zeros((ck, c, blk[0], blk[1]))
+    eff = [(blk[i] - 1) * dil[i] + 1 for i in range(nsp)]
+    o = [(img[i] + pads[i] + pads[i + nsp] - eff[i]) // strides[i] + 1 for i in range(nsp)]
+    if math.prod(o) != length or min(o) < 1:
+        raise _Unsupported(f"Col2Im input length {length} is not the {'x'.join(map(str, o))} blocks of the image")
+    w = np.zeros((ck, c, *blk))
     for ci in range(c):
-        for kk in range(k):
-            w[ci * k + kk, ci, kk // blk[1], kk % blk[1]] = 1.0
+        for kk, off in enumerate(np.ndindex(*blk)):
+            w[(ci * k + kk, ci, *off)] = 1.0
     begin, end, opad = [], [], []
-    for i in range(2):
+    for i in range(nsp):
         full = strides[i] * (o[i] - 1) + eff[i]
         op_ = max(0, img[i] + pads[i] - full)
         begin.append(pads[i])
         end.append(full + op_ - pads[i] - img[i])
         opad.append(op_)
+    xv = _reshape(imp, name, x, [n, ck, *o])
+    if nsp == 3:
+        return [_conv_transpose_3d(imp, name, xv, w, None, strides, begin, end, dil, opad, 1, [n, c, *img])]
     rt = TensorType(g._elt(x), [n, c, *img])
-    op = g.ConvTransposeOp(_reshape(imp, name, x, [n, ck, *o]), _const(imp, name, w, x), None, rt, strides=strides,
+    op = g.ConvTransposeOp(xv, _const(imp, name, w, x), None, rt, strides=strides,
                            pads=begin + end, dilations=dil, output_padding=opad, group=1)
     return [imp.emit(op, name).results[0]]
 
