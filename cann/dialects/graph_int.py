@@ -227,4 +227,33 @@ class ArgReduceOp(IRDLOperation):
             raise VerifyException("'graph.arg_reduce' result must be int64")
 
 
-GRAPH_INT_OPS = GRAPH_INT_OPS + (ArgReduceOp,)
+@irdl_op_definition
+class ModOp(IRDLOperation):
+    """``%r = graph.mod %a, %b {fmod = 0} : (tensor<...>, tensor<...>) -> tensor<...>``: ONNX Mod
+    (``fmod`` 0: the sign of the divisor, integers only; 1: the sign of the dividend)."""
+
+    name = "graph.mod"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    fmod = prop_def(IntegerAttr)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($res)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, fmod: int):
+        shape = broadcast_shapes(_shape(lhs), _shape(rhs))
+        super().__init__(operands=[lhs, rhs], properties={"fmod": i64_attr(fmod)},
+                         result_types=[TensorType(_elt(lhs), shape if shape is not None else _shape(lhs))])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        if _elt(self.lhs) != _elt(self.rhs) or _elt(self.res) != _elt(self.lhs):
+            raise VerifyException("'graph.mod' operands and result must share one element type")
+        shape = broadcast_shapes(_shape(self.lhs), _shape(self.rhs))
+        if shape is None:
+            raise VerifyException("'graph.mod' operands are not broadcastable")
+        _expect_shape(self, shape)
+
+
+GRAPH_INT_OPS = GRAPH_INT_OPS + (ArgReduceOp, ModOp)

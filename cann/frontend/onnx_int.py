@@ -20,7 +20,7 @@ from cann.frontend.onnx import _CONVERTERS, _bad_attr, _converter, _out_type, _U
 #: dtypes the device computes on (besides float16/float32): int32, int64, bool
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 #: narrow integers: int16 computed as int16; int8 / uint8 compared and maxed in float16 (exact)
-NARROW_DTYPES = (np.dtype(np.int16), np.dtype(np.int8), np.dtype(np.uint8))
+NARROW_DTYPES = (np.dtype(np.int16), np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32))
 CAST_DTYPES = FLOAT_DTYPES + INT_DTYPES + (np.dtype(np.bool_), np.dtype(np.int8), np.dtype(np.uint8))
 
@@ -102,6 +102,18 @@ def _arg_reduce(imp, node, name, a):
     if op.res.type != _out_type(imp, node):
         raise _Unsupported(f"{node.op_type} result type differs from shape inference")
     return [imp.emit(op, name).results[0]]
+
+
+@_converter("Mod")
+def _mod(imp, node, name, a):
+    x, y = imp.value(node.input[0]), imp.value(node.input[1])
+    if _dt(x) != _dt(y):
+        raise _Unsupported(f"Mod of {_dt(x).name} and {_dt(y).name} tensors")
+    if _dt(x).kind == "f":
+        raise _Unsupported(f"Mod on {_dt(x).name} tensors is not supported (integer tensors only: a float remainder "
+                           "through a rounded quotient is not exact)")
+    fmod = int(a.get("fmod", 0))
+    return [imp.emit(gi.ModOp(x, y, fmod), name).results[0]]
 
 
 # -- integer forms of existing converters: the float path is the original converter -------------
@@ -191,7 +203,7 @@ def _install() -> None:
     for t in ("Cast", "CastLike"):
         _CONVERTERS[t] = _cast(_CONVERTERS[t])
     names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",
-                                  "ArgMax", "ArgMin"}
+                                  "ArgMax", "ArgMin", "Mod"}
     _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
 
 

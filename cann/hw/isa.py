@@ -20,7 +20,8 @@ Conventions shared by all instructions (see docs/core-model.md):
   ``base + (r*rep_stride + b*blk_stride) * 32`` bytes; ``mask`` is the number of active lanes
   (elements) per iteration, counted from lane 0.
 * ``dtype`` codes (``DTYPES``): 0 = float16, 1 = float32, 2 = int32, 3 = int16, 4 = uint8 (the
-  device's bool storage: one byte 0/1), 5 = int64, 6 = int8. Which vector instruction computes on which dtype
+  device's bool storage: one byte 0/1), 5 = int64, 6 = int8, 7 = uint16, 8 = uint32 (uint16 / uint32 only
+  move, select and convert: zero-extended to int32 / int64 to be computed on). Which vector instruction computes on which dtype
   is :data:`VEC_DTYPES` (ascend-core.md §1.1: ``asc_add`` takes int16/half/int32/float; uint8 only
   moves, selects and converts). ASSUMPTION (docs/core-model.md): int64 add/sub/max/min/compare,
   moves and conversions run on the vector unit as pairs of int32 lanes, a repeat costing
@@ -65,7 +66,7 @@ class Pipe(enum.IntEnum):
 #: dtype code -> numpy dtype
 DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
                                3: np.dtype(np.int16), 4: np.dtype(np.uint8), 5: np.dtype(np.int64),
-                               6: np.dtype(np.int8)}
+                               6: np.dtype(np.int8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32)}
 DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
 DTYPE_CODES[np.dtype(np.bool_)] = 4  # bool is stored as uint8 0/1
 #: dtype codes the cube and the MTE format conversions take
@@ -150,7 +151,9 @@ VEC_DTYPES: dict[str, frozenset[int]] = {
     **{m: frozenset({_I16}) for m in _VEC_BITWISE},
 }
 #: vconv (src code, dst code) -> the round modes it takes. Float -> int conversions saturate and
-#: take NaN to 0; int -> float and float narrowing round to nearest even (rint) only.
+#: take NaN to 0; int -> float and float narrowing round to nearest even (rint) only; int -> narrower
+#: int keeps the low bits (two's complement wrap), unsigned -> wider int zero-extends (ASSUMPTION:
+#: modeled on the int64 <-> int32 pair; docs/core-model.md).
 _RINT = frozenset({0})
 _ROUNDS = frozenset(ROUND_MODES)
 VCONV_PAIRS: dict[tuple[int, int], frozenset[int]] = {
@@ -162,6 +165,10 @@ VCONV_PAIRS: dict[tuple[int, int], frozenset[int]] = {
     (2, 5): _RINT, (5, 2): _RINT,                 # int32 <-> int64 (narrowing keeps the low 32 bits)
     (1, 5): _ROUNDS, (5, 1): _RINT,               # float32 <-> int64
     (6, 0): _RINT, (0, 6): _ROUNDS,               # int8 <-> float16
+    (7, 2): _RINT, (8, 5): _RINT,                 # uint16 -> int32, uint32 -> int64 (zero-extend)
+    (2, 4): _RINT, (2, 6): _RINT, (2, 7): _RINT,  # int32 -> uint8 / int8 / uint16 (keep the low bits)
+    (5, 8): _RINT,                                # int64 -> uint32 (keep the low 32 bits)
+    (3, 2): _RINT, (2, 3): _RINT,                 # int16 -> int32 (sign-extend), int32 -> int16 (low bits)
 }
 
 _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [

@@ -50,7 +50,8 @@ NC1HWC0 = "NC1HWC0"
 
 _ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64,
          np.dtype(np.bool_): IntegerType(1), np.dtype(np.int16): IntegerType(16), np.dtype(np.int8): IntegerType(8),
-         np.dtype(np.uint8): IntegerType(8, Signedness.UNSIGNED)}
+         np.dtype(np.uint8): IntegerType(8, Signedness.UNSIGNED),
+         np.dtype(np.uint16): IntegerType(16, Signedness.UNSIGNED), np.dtype(np.uint32): IntegerType(32, Signedness.UNSIGNED)}
 
 
 def elem_type(dtype: np.dtype) -> Attribute:

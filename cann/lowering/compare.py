@@ -41,12 +41,17 @@ BOOL = np.dtype(np.bool_)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 I16, U8, I8 = np.dtype(np.int16), np.dtype(np.uint8), np.dtype(np.int8)
-#: 8-bit integers are compared and maxed in float16 (exact for every 8-bit value)
-NARROW = (U8, I8)
+U16, U32 = np.dtype(np.uint16), np.dtype(np.uint32)
+#: narrow integers are computed in a wider dtype that holds every value exactly: 8-bit compared
+#: and maxed in float16, added / multiplied in int32; uint16 in int32, uint32 in int64. Results
+#: narrow back by keeping the low bits (the same wrap as numpy / ONNX).
+NARROW = (U8, I8, U16, U32)
+_WIDE_CMP = {U8: F16, I8: F16, U16: I32, U32: I64}
+_WIDE_ARITH = {U8: I32, I8: I32, U16: I32, U32: I64}
 
 #: graph ops lowered here whatever their dtype
 OWN_OPS = frozenset({"graph.compare", "graph.logical", "graph.not", "graph.round", "graph.sign", "graph.is_nan",
-                     "graph.is_inf", "graph.arg_reduce"})
+                     "graph.is_inf", "graph.arg_reduce", "graph.mod"})
 #: graph ops lowered here when their result is an integer tensor (or a cast involving int / bool)
 INT_OPS = frozenset({"graph.add", "graph.sub", "graph.mul", "graph.div", "graph.max", "graph.min", "graph.abs",
                      "graph.neg", "graph.pow", "graph.clip", "graph.where"})
@@ -69,19 +74,22 @@ def device_dtype(lw: Lowering, dt: np.dtype, loc) -> np.dtype:
     dt = np.dtype(dt)
     if dt.kind == "f":
         return lw.dtype
-    if dt in (I32, I64, BOOL, I16, U8, I8):
+    if dt in (I32, I64, BOOL, I16, U8, I8, U16, U32):
         return dt
     raise unsupported(loc, f"{dt.name} tensors are not computed on by the AI Core (float16, float32, int32, int64, "
-                           f"int16, int8, uint8, bool)")
+                           f"int16, int8, uint8, uint16, uint32, bool)")
 
 
-def _widen(inputs: list[DevTensor]) -> tuple[list[Step], dict[str, np.dtype], list[str]]:
-    """8-bit operands converted to float16 (exact): (steps, temporaries, the names to compute on)."""
+def _widen(inputs: list[DevTensor], wide: dict | None = None) -> tuple[list[Step], dict[str, np.dtype], list[str]]:
+    """Narrow operands converted exactly to their compute dtype (``wide``, default the comparison
+    one): (steps, temporaries, the names to compute on)."""
+    wide = _WIDE_CMP if wide is None else wide
     steps, temps, names = [], {}, []
     for i, t in enumerate(inputs):
         if t.dtype in NARROW:
-            steps.append(("cast", f"w{i}", f"x{i}"))
-            temps[f"w{i}"] = F16
+            st, tt = convert_steps(f"x{i}", f"w{i}", t.dtype, wide[t.dtype], f"v{i}_", None)
+            steps += st
+            temps.update(tt, **{f"w{i}": wide[t.dtype]})
             names.append(f"w{i}")
         else:
             names.append(f"x{i}")
@@ -164,6 +172,8 @@ _VIA = {
     (U8, F16): (), (U8, F32): (F16,), (U8, I32): (F16,), (U8, I64): (F16, I32),
     (I8, F16): (), (I8, F32): (F16,), (I8, I32): (F16,), (I8, I64): (F16, I32),
     (F16, U8): (), (F32, U8): (F32, F16), (F16, I8): (), (F32, I8): (F32, F16),
+    (U16, I32): (), (U32, I64): (), (I32, U8): (), (I32, I8): (), (I32, U16): (), (I64, U32): (),
+    (I16, I32): (), (I32, I16): (), (I16, F32): (I32,), (U16, F32): (I32,),
 }
 
 
@@ -230,6 +240,8 @@ def lower(conv, op: Operation) -> DevTensor:
     if name == "graph.arg_reduce":
         return arg_reduce(lw, operand(conv, op.operands[0], loc), op.kind.data, op.axis.value.data,
                           bool(op.select_last_index.value.data), shape, loc)
+    if name in ("graph.mod", "graph.div"):
+        return _div_mod(lw, conv, op, shape, device_dtype(lw, res_dt, loc), loc)
     if name == "graph.sign":
         return _sign(lw, operand(conv, op.operands[0], loc), shape, loc)
     if name == "graph.cast":
@@ -280,13 +292,14 @@ def _int_math(lw, conv, op, shape, dt: np.dtype, loc) -> DevTensor:
         if dt == I64 and kind == "mul":
             raise unsupported(loc, "Mul of int64 tensors: the modeled vector unit has no int64 multiply")
         a, b = _broadcast(lw, conv, op.operands, shape, loc)
-        if dt in NARROW:  # max / min of 8-bit values in float16 (exact), converted back
-            if kind not in ("max", "min"):
-                raise unsupported(loc, f"{kind.capitalize()} of {dt.name} tensors: the modeled vector unit has no "
-                                       f"{dt.name} arithmetic (only Max / Min, in float16)")
-            steps, temps, (n0, n1) = _widen([a, b])
-            steps += [(kind, "w", n0, n1), ("cast", "y", "w")]
-            return program(lw, kind, loc, [a, b], steps, {"y": dt, "w": F16, **temps}, shape)
+        if dt in NARROW:  # computed in a wider dtype, the low bits kept
+            wide = _WIDE_CMP if kind in ("max", "min") else _WIDE_ARITH
+            if wide[dt] == I64 and kind == "mul":
+                raise unsupported(loc, f"Mul of {dt.name} tensors: the modeled vector unit has no int64 multiply")
+            steps, temps, (n0, n1) = _widen([a, b], wide)
+            back, t2 = convert_steps("w", "y", wide[dt], dt, "n", loc)
+            steps += [(_INT_BINARY[name], "w", n0, n1), *back]
+            return program(lw, kind, loc, [a, b], steps, {"y": dt, "w": wide[dt], **temps, **t2}, shape)
         return program(lw, kind, loc, [a, b], [(_INT_BINARY[name], "y", "x0", "x1")], {"y": dt}, shape)
     if name in ("graph.abs", "graph.neg"):
         x = operand(conv, op.operands[0], loc)
@@ -342,3 +355,42 @@ def arg_reduce(lw: Lowering, x: DevTensor, kind: str, axis: int, last: bool, out
         kb.copy(b["y"], ya, dst_offset=c0, burst=c)
     lw.launch(kb)
     return lw.view(out, tuple(out_shape))
+
+
+#: integers whose quotient a float32 division gives exactly (|a| < 2^23): trunc(f32(a) / f32(b))
+_EXACT_DIV = (U8, I8, I16, U16)
+
+
+def _div_mod(lw, conv, op, shape, dt: np.dtype, loc) -> DevTensor:
+    """Integer Div (quotient truncated toward zero) and Mod (fmod 1: a - trunc(a/b)*b; fmod 0: that
+    plus b where the remainder is nonzero and its sign differs from b's), for 8- and 16-bit
+    integers: the quotient from a float32 division is exact there; int32 / int64 are refused."""
+    kind = op.name.split(".")[1]
+    if dt not in _EXACT_DIV:
+        raise unsupported(loc, f"{kind.capitalize()} of {dt.name} tensors: the vector unit divides in floating point, "
+                               f"exact only for 8- and 16-bit integers")
+    a, b = _broadcast(lw, conv, op.operands, shape, loc)
+    steps: list[Step] = []
+    types: dict[str, np.dtype] = {"y": dt, "af": F32, "bf": F32, "q": I32}
+    for i in (0, 1):
+        st, tt = convert_steps(f"x{i}", "af" if i == 0 else "bf", dt, F32, f"c{i}_", loc)
+        steps += st
+        types.update(tt)
+    steps += [("div", "af", "af", "bf"), ("cast_trunc", "q", "af")]
+    if kind == "div":
+        back, tt = convert_steps("q", "y", I32, dt, "n", loc)
+        return program(lw, "div", loc, [a, b], steps + back, {**types, **tt}, shape)
+    for i, n in ((0, "ai"), (1, "bi")):  # exact int32 copies of the operands
+        st, tt = convert_steps(f"x{i}", n, dt, I32, f"e{i}_", loc)
+        steps += st
+        types.update(tt, **{n: I32})
+    steps += [("mul", "q", "q", "bi"), ("sub", "r", "ai", "q")]
+    types["r"] = I32
+    if not op.fmod.value.data:  # the sign of the divisor
+        fix, tt = convert_steps("c", "ci", BOOL, I32, "f", loc)
+        steps += [("dup", "z", None, None, 0.0), ("cmp_ne", "nz", "r", "z"), ("cmp_lt", "sr", "r", "z"),
+                  ("cmp_lt", "sb", "bi", "z"), ("xor", "c", "sr", "sb"), ("and", "c", "c", "nz"), *fix,
+                  ("mul", "ci", "ci", "bi"), ("add", "r", "r", "ci")]
+        types.update(tt, z=I32, nz=BOOL, sr=BOOL, sb=BOOL, c=BOOL, ci=I32)
+    back, tt = convert_steps("r", "y", I32, dt, "n", loc)
+    return program(lw, "mod", loc, [a, b], steps + back, {**types, **tt}, shape)

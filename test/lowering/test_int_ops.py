@@ -160,11 +160,11 @@ def test_large_tensor_spans_several_chunks():
 
 
 def test_unsupported_dtype_and_int64_mul_name_the_node():
-    m = _model("Equal", [_f("a", t=TP.UINT16), _f("b", t=TP.UINT16)], [_f("y", t=TP.BOOL)])
+    m = _model("Equal", [_f("a", t=TP.UINT64), _f("b", t=TP.UINT64)], [_f("y", t=TP.BOOL)])
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
-    assert e.value.lines() == ["error: n0: Equal on uint16 tensors is not supported (float16, float32, int32, "
-                               "int64, int16, int8, uint8, bool)"]
+    assert e.value.lines() == ["error: n0: Equal on uint64 tensors is not supported (float16, float32, int32, "
+                               "int64, int16, int8, uint8, uint16, uint32, bool)"]
     m = _model("Mul", [_f("a", t=TP.INT64), _f("b", t=TP.INT64)], [_f("y", t=TP.INT64)])
     with pytest.raises(cann.CannError) as e:
         cann.compile(m)
@@ -214,14 +214,14 @@ def test_narrow_integers_compare_max_min(dt, t):
         _check(op, [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=t)], {"a": a, "b": b}, modes=MODES[:1])
 
 
-def test_int16_arithmetic_wraps_and_8bit_arithmetic_is_refused():
+def test_int16_arithmetic_wraps_and_uint32_mul_is_refused():
     a = np.array([30000, -30000, 7, -1], np.int16)
     b = np.array([10000, -10000, 9, 3], np.int16)
     for op in ("Add", "Sub", "Mul"):
         _check(op, [_f("a", (4,), TP.INT16), _f("b", (4,), TP.INT16)], [_f("y", (4,), TP.INT16)], {"a": a, "b": b},
                modes=MODES[:1])
-    m = _model("Add", [_f("a", t=TP.UINT8), _f("b", t=TP.UINT8)], [_f("y", t=TP.UINT8)])
-    with pytest.raises(cann.CannError, match="Add of uint8 tensors: the modeled vector unit has no uint8 arithmetic"):
+    m = _model("Mul", [_f("a", t=TP.UINT32), _f("b", t=TP.UINT32)], [_f("y", t=TP.UINT32)])
+    with pytest.raises(cann.CannError, match="Mul of uint32 tensors: the modeled vector unit has no int64 multiply"):
         cann.compile(m)
 
 
@@ -263,3 +263,38 @@ def test_pad_integer_tensors(mode):
     ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
     got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})["y"]
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dt,t", [(np.uint8, TP.UINT8), (np.int8, TP.INT8), (np.uint16, TP.UINT16),
+                                  (np.uint32, TP.UINT32)])
+def test_narrow_add_sub_wrap_and_unsigned_compare(dt, t):
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(12)
+    a = rng.integers(info.min, info.max, (3, 70), endpoint=True).astype(dt)  # sums overflow: numpy wraps
+    b = rng.integers(info.min, info.max, (70,), endpoint=True).astype(dt)
+    ops = ["Add", "Sub", "Max"] + (["Mul"] if dt != np.uint32 else [])
+    for op in ops:
+        _check(op, [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=t)], {"a": a, "b": b}, modes=MODES[:1])
+    _check("Less", [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=TP.BOOL)], {"a": a, "b": b}, modes=MODES[:1])
+
+
+@pytest.mark.parametrize("dt,t", [(np.uint8, TP.UINT8), (np.int8, TP.INT8), (np.int16, TP.INT16),
+                                  (np.uint16, TP.UINT16)])
+@pytest.mark.parametrize("op,attrs", [("Div", {}), ("Mod", {"fmod": 0}), ("Mod", {"fmod": 1})])
+def test_exact_integer_div_mod(dt, t, op, attrs):
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(13)
+    a = rng.integers(info.min, info.max, (3, 70), endpoint=True).astype(dt)
+    b = rng.integers(info.min, info.max, (70,), endpoint=True).astype(dt)
+    b[b == 0] = 3
+    b[:4] = [1, 2, 3, 7]
+    _check(op, [_f("a", t=t), _f("b", (70,), t)], [_f("y", t=t)], {"a": a, "b": b}, modes=MODES[:1], **attrs)
+
+
+def test_int32_div_and_float_mod_are_refused():
+    m = _model("Div", [_f("a", t=TP.INT32), _f("b", t=TP.INT32)], [_f("y", t=TP.INT32)])
+    with pytest.raises(cann.CannError, match="n0: Div of int32 tensors: the vector unit divides in floating point"):
+        cann.compile(m)
+    m = _model("Mod", [_f("a"), _f("b")], [_f("y")], fmod=1)
+    with pytest.raises(cann.CannError, match="n0: Mod on float32 tensors is not supported"):
+        cann.compile(m)

@@ -438,7 +438,7 @@ ERRORS = [
     (isa.make("vadd", dtype=0, repeat=256, mask=128), "repeat 256"),
     (isa.make("vadd", dtype=1, repeat=1, mask=65), "mask 65"),
     (isa.make("vadd", dtype=0, repeat=1, mask=0), "mask 0"),
-    (isa.make("vadd", dtype=7, repeat=1, mask=1), "invalid dtype code 7"),
+    (isa.make("vadd", dtype=17, repeat=1, mask=1), "invalid dtype code 17"),
     (isa.make("vadd", dtype=0, dst=0, src0=0, src1=UB_USABLE - 128, repeat=1, mask=128, dst_blk=1, src0_blk=1,
               src1_blk=1), f"src1: UB bytes [{UB_USABLE - 128}, {UB_USABLE + 128})"),
     (isa.make("vmuls", dtype=0, dst=UB_USABLE - 256, src0=0, repeat=2, mask=128, dst_blk=1, src0_blk=1, dst_rep=8,
