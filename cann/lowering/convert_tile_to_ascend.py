@@ -299,7 +299,7 @@ class _Kernel:
             mask = lanes if left >= lanes else left
             f = dict(dtype=isa.DTYPE_CODES[np.dtype(np.int16)], repeat=rep, mask=mask)
             for i, nm in enumerate(("dst", "src0", "src1")):
-                f[nm] = self.byte(bufs[i], offs[i] + 2 * pos)
+                f[nm] = self.byte(bufs[i], offs[i]) + 2 * pos  # pos counts int16 lanes (2 bytes)
                 f[f"{nm}_blk"], f[f"{nm}_rep"] = 1, bpr
             self.emit(mn, **f)
             pos += rep * lanes if left >= lanes else left
