@@ -11,7 +11,8 @@ the end of that module):
 * **Hardmax** (``axis``; opset < 13 over the flattened trailing dimensions, as Softmax) ->
   ``graph.hardmax`` (:mod:`cann.lowering.hardmax`: first maximum, ties to the lowest index);
 * **GlobalMaxPool** -> ``graph.reduce`` (max) over the spatial axes, keepdims (the reduction
-  kernel of :func:`cann.lowering.math.reduce`).
+  kernel of :func:`cann.lowering.math.reduce`); **GlobalLpPool** (``p``) -> ``graph.reduce`` l1 / l2,
+  or ``|x|^p``, a sum reduction and ``^(1/p)`` for other p.
 
 An attribute the operator does not define is an unsupported-attribute error naming the node.
 """
@@ -22,7 +23,7 @@ import math
 
 from cann.dialects import graph as g
 from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _bad_attr, _converter, _float_input, _Unsupported
+from cann.frontend.onnx import _bad_attr, _converter, _emit_unary, _float_input, _scalar_const, _Unsupported
 
 _TRIG = {
     "Sin": g.SinOp, "Cos": g.CosOp, "Tan": g.TanOp, "Asin": g.AsinOp, "Acos": g.AcosOp, "Atan": g.AtanOp,
@@ -84,8 +85,28 @@ def _hardmax(imp, node, name, a):
     return [imp.emit(g.ReshapeOp(h, list(s)), name).results[0]]
 
 
+@_converter("GlobalLpPool")
+def _global_lp_pool(imp, node, name, a):
+    """``(sum |x|^p)^(1/p)`` over the spatial axes: reduce l1 / l2 (p = 1, 2), else ``|x|^p``
+    (``graph.pow``), a sum reduction and ``^(1/p)``."""
+    _check_attrs(node, a, ("p",))
+    x = _float_input(imp, node)
+    r = len(g._shape(x))
+    if r < 3:
+        raise _Unsupported(f"GlobalLpPool input must have rank >= 3, got rank {r}")
+    p = float(a.get("p", 2))
+    if p <= 0:
+        raise _bad_attr(node, "p", a.get("p"), "must be positive")
+    axes = list(range(2, r))
+    if p in (1.0, 2.0):
+        return [imp.emit(g.ReduceOp(x, "l1" if p == 1 else "l2", axes, keepdims=True), name).results[0]]
+    xp = imp.emit(g.PowOp(_emit_unary(imp, name, g.AbsOp, x), _scalar_const(imp, name, p, x)), name).results[0]
+    total = imp.emit(g.ReduceOp(xp, "sum", axes, keepdims=True), name).results[0]
+    return [imp.emit(g.PowOp(total, _scalar_const(imp, name, 1.0 / p, total)), name).results[0]]
+
+
 def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "Hardmax"})
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "GlobalLpPool", "Hardmax"})
 
 
 _register_supported()

@@ -380,12 +380,12 @@ def test_unsupported_nodes_downstream_of_each_other_are_all_reported():
     n = helper.make_node
     g = helper.make_graph([n("Relu", ["x"], ["a"], name="r"), n("RandomUniformLike", ["a"], ["b"], name="u1"),
                            n("RandomNormalLike", ["b"], ["c"], name="u2", seed=1.0), n("Relu", ["c"], ["d"], name="r2"),
-                           n("GlobalLpPool", ["d"], ["y"], name="u3")], "g",
+                           n("RandomUniformLike", ["d"], ["y"], name="u3")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(CannError) as e:
         import_onnx(m)
     assert e.value.lines() == ["error: u1: unsupported operator RandomUniformLike (opset 13)",
                                "error: u2: unsupported operator RandomNormalLike (opset 13)",
-                               "error: u3: unsupported operator GlobalLpPool (opset 13)"]
+                               "error: u3: unsupported operator RandomUniformLike (opset 13)"]

@@ -192,6 +192,20 @@ def test_global_max_pool(shape):
     np.testing.assert_array_equal(y, x.max(axis=tuple(range(2, len(shape))), keepdims=True))
 
 
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+@pytest.mark.parametrize("mode", [FP32, "force_fp16"])
+def test_global_lp_pool(p, mode):
+    """(sum |x|^p)^(1/p) over the spatial axes (onnx.reference has no GlobalLpPool: numpy in float64)."""
+    shape = (2, 3, 5, 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("GlobalLpPool", ["x"], ["y"], p=p)], "t", [helper.make_tensor_value_info("x", F, shape)],
+        [helper.make_tensor_value_info("y", F, (2, 3, 1, 1))]), opset_imports=[helper.make_opsetid("", 22)])
+    y = cann.compile(m, precision_mode=mode).run({"x": x})["y"]
+    ref = (np.abs(x.astype(np.float64)) ** p).sum(axis=(2, 3), keepdims=True) ** (1.0 / p)
+    np.testing.assert_allclose(y, ref, rtol=1e-5 if mode == FP32 else 3e-3)
+
+
 def test_bad_attribute_is_an_error_naming_the_node():
     m = _model("Hardmax", (2, 3), opset=13, name="hm_7", axis=2)
     with pytest.raises(cann.CannError, match=r"hm_7.*'axis'|axis.*hm_7"):
