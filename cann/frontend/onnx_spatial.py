@@ -228,6 +228,9 @@ def _conv_3d(imp, node, name, a, x):
 @_converter("Conv")
 def _conv_nd(imp, node, name, a):
     x = imp.value(node.input[0])
+    if len(g._shape(x)) > 5:
+        raise _bad_attr(node, "kernel_shape", list(a.get("kernel_shape", g._shape(imp.value(node.input[1]))[2:])),
+                        "1-D, 2-D and 3-D Conv are supported")
     if len(g._shape(x)) == 5:
         return [_check_shape(imp, node, _conv_3d(imp, node, name, a, _float_input(imp, node)))]
     if len(g._shape(x)) != 3:
@@ -333,6 +336,9 @@ def _conv_transpose_pads(node, a, xs, ks, nsp):
 @_converter("ConvTranspose")
 def _conv_transpose_nd(imp, node, name, a):
     x = imp.value(node.input[0])
+    if len(g._shape(x)) > 5:
+        raise _bad_attr(node, "kernel_shape", list(a.get("kernel_shape", g._shape(imp.value(node.input[1]))[2:])),
+                        "1-D, 2-D and 3-D ConvTranspose are supported")
     if len(g._shape(x)) == 5:
         x = _float_input(imp, node)
         xs = g._shape(x)

@@ -88,13 +88,13 @@ def test_conv_grouped(tmp_path):
     filecheck(text, "CHECK: graph.conv2d {{.*}}group = 2 : i64{{.*}} -> tensor<1x4x5x5xf32>\n", tmp_path)
 
 
-def test_conv_3d_is_unsupported():
-    n = helper.make_node("Conv", ["x", "w"], ["y"], name="c3d")
-    m = model([n], [("x", [1, 3, 4, 4, 4])], [("y", None)], {"w": np.ones((2, 3, 1, 1, 1), np.float32)})
+def test_conv_4d_is_unsupported():
+    n = helper.make_node("Conv", ["x", "w"], ["y"], name="c4d")
+    m = model([n], [("x", [1, 3, 4, 4, 4, 4])], [("y", None)], {"w": np.ones((2, 3, 1, 1, 1, 1), np.float32)})
     with pytest.raises(CannError) as e:
         import_onnx(m)
     (line,) = e.value.lines()
-    assert line.startswith("error: c3d: unsupported attribute value kernel_shape=[1, 1, 1] of Conv")
+    assert line.startswith("error: c4d: unsupported attribute value kernel_shape=[1, 1, 1, 1] of Conv")
 
 
 def test_batch_norm(tmp_path):

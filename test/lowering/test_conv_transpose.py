@@ -127,12 +127,13 @@ def _filecheck(text, checks, tmp_path):
     assert r.returncode == 0, r.stderr + "\n--- input ---\n" + text
 
 
-def test_3d_is_an_error_naming_the_attribute():
+def test_4d_is_an_error_naming_the_attribute():
+    """1-D, 2-D and 3-D run (cann/frontend/onnx_spatial.py); 4 spatial axes are refused."""
     rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.standard_normal((1, 1, 2, 2, 2)).astype(np.float32), "w")
-    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv3d")
-    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 1, 3, 3, 3))],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 1, 4, 4, 4))], [w])
+    w = numpy_helper.from_array(rng.standard_normal((1, 1, 2, 2, 2, 2)).astype(np.float32), "w")
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="deconv4d")
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 1, 3, 3, 3, 3))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 1, 4, 4, 4, 4))], [w])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    with pytest.raises(CannError, match="deconv3d.*kernel_shape.*ConvTranspose"):
+    with pytest.raises(CannError, match="deconv4d.*kernel_shape.*ConvTranspose"):
         cann.compile(m)
