@@ -597,3 +597,43 @@ def test_col2im_3d():
     m = _model(helper.make_node("Col2Im", ["x", "img", "blk"], ["y"]), [("x", F, x.shape)],
                inits={"img": np.array(img, np.int64), "blk": np.array(blk, np.int64)}, opset=18)
     _check(m, {"x": x})
+
+
+# ---------------------------------------------------------------------------------------------
+# DFT, STFT
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+@pytest.mark.parametrize("c,inverse,onesided,length", [
+    (1, 0, 0, None), (2, 0, 0, None), (1, 0, 1, None), (2, 1, 0, None), (2, 1, 1, None), (1, 0, 0, 12),
+    (2, 0, 0, 6),
+])
+def test_dft(opset, c, inverse, onesided, length):
+    n = 5 if inverse and onesided else 8
+    x = _x(2, n, 3, c)
+    inits, ins = {}, ["x"]
+    ins.append("l" if length else "")
+    if length:
+        inits["l"] = np.array(length, np.int64)
+    kw = dict(inverse=inverse, onesided=onesided)
+    if opset >= 20:
+        ins.append("a")
+        inits["a"] = np.array(1, np.int64)
+    else:
+        kw["axis"] = 1
+    m = _model(helper.make_node("DFT", ins, ["y"], **kw), [("x", F, x.shape)], inits=inits, opset=opset)
+    out = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": x})["y"]
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("window", [False, True])
+@pytest.mark.parametrize("onesided", [0, 1])
+def test_stft(window, onesided):
+    x = _x(2, 40, 1)
+    inits = {"s": np.array(6, np.int64), "l": np.array(10, np.int64)}
+    if window:
+        inits["w"] = np.hanning(10).astype(np.float32)
+    m = _model(helper.make_node("STFT", ["x", "s", "w" if window else "", "l"], ["y"], onesided=onesided),
+               [("x", F, x.shape)], inits=inits, opset=17)
+    _check(m, {"x": x})
