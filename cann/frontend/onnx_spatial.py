@@ -444,6 +444,71 @@ def _col2im(imp, node, name, a):
     return [imp.emit(op, name).results[0]]
 
 
+def _affine_base(sizes, align_corners: bool) -> np.ndarray:
+    """The homogeneous base grid ``[prod(sizes), r + 1]`` (x first, as the spec's reference)."""
+    axes = []
+    for n in sizes:
+        if align_corners:
+            a = np.arange(-1, 1 + 0.0001, 2.0 / (n - 1)) if n > 1 else np.array([-1.0])
+        else:
+            step = 2.0 / n
+            a = np.arange(-1 + step / 2, 1, step)
+        axes.append(a[:n])
+    mesh = np.meshgrid(*axes, indexing="ij")
+    cols = [m.reshape(-1) for m in reversed(mesh)] + [np.ones(math.prod(sizes))]
+    return np.stack(cols, 1)
+
+
+@_converter("AffineGrid")
+def _affine_grid(imp, node, name, a):
+    """``grid[n] = base @ theta[n]^T``: one cube MatMul of theta ``[N*r, r+1]`` with the constant
+    transposed base grid, then a Transpose to ``[N, *spatial, r]``."""
+    theta = _float_input(imp, node)
+    ts = g._shape(theta)
+    size = [int(v) for v in _const_input(imp, node, 1, "size").reshape(-1)]
+    if len(size) not in (4, 5):
+        raise _Unsupported(f"AffineGrid size {size} (4 or 5 values expected)")
+    sp = size[2:]
+    r = len(sp)
+    if ts != (size[0], r, r + 1):
+        raise _Unsupported(f"AffineGrid theta of shape {list(ts)} for size {size}")
+    base = _affine_base(sp, bool(int(a.get("align_corners", 0))))
+    y = imp.emit(g.MatMulOp(_reshape(imp, name, theta, [size[0] * r, r + 1]), _const(imp, name, base.T, theta)),
+                 name).results[0]
+    y = _transpose(imp, name, _reshape(imp, name, y, [size[0], r, math.prod(sp)]), [0, 2, 1])
+    return [_check_shape(imp, node, _reshape(imp, name, y, [size[0], *sp, r]))]
+
+
+@_converter("MaxUnpool")
+def _max_unpool(imp, node, name, a):
+    """The pooled values written at the (constant) flat positions of ``I`` in the unpooled shape
+    (then placed in the corner of ``output_shape``): one Gather (DMA) of ``[x, 0]``."""
+    x = imp.value(node.input[0])
+    xs = g._shape(x)
+    idx = _const_input(imp, node, 1, "I").astype(np.int64).reshape(-1)
+    ks = [int(v) for v in a.get("kernel_shape", [])]
+    nsp = len(xs) - 2
+    if len(ks) != nsp:
+        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(xs)} input")
+    strides = [int(v) for v in a.get("strides", [1] * nsp)]
+    pads = [int(v) for v in a.get("pads", [0] * (2 * nsp))]
+    inferred = [xs[0], xs[1]] + [(xs[2 + i] - 1) * strides[i] - (pads[i] + pads[nsp + i]) + ks[i] for i in range(nsp)]
+    out = list(_out_type(imp, node).get_shape())
+    if idx.size != math.prod(xs) or len(out) != len(xs) or any(o < i for o, i in zip(out, inferred)):
+        raise _Unsupported(f"MaxUnpool indices / output_shape do not fit the input {list(xs)}")
+    total = math.prod(inferred)
+    if ((idx < 0) | (idx >= total)).any():
+        raise _Unsupported("MaxUnpool index out of range")
+    pos = np.ravel_multi_index(np.unravel_index(idx, inferred), out)
+    table = np.full(math.prod(out), idx.size, np.int64)  # the appended zero
+    table[pos] = np.arange(idx.size)
+    zero = _const(imp, name, np.zeros(1), x)
+    from cann.frontend.onnx_rearrange import _const_gather
+
+    y = _const_gather(imp, name, [x, zero], table)
+    return [_check_shape(imp, node, _reshape(imp, name, y, out))]
+
+
 # ---------------------------------------------------------------------------------------------
 # Resize as per-axis MatMuls
 
@@ -649,7 +714,7 @@ def _resize_nd(imp, node, name, a):
 
 
 def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool", "Col2Im"})
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool", "Col2Im", "AffineGrid", "MaxUnpool"})
 
 
 _register_supported()

@@ -637,3 +637,36 @@ def test_stft(window, onesided):
     m = _model(helper.make_node("STFT", ["x", "s", "w" if window else "", "l"], ["y"], onesided=onesided),
                [("x", F, x.shape)], inits=inits, opset=17)
     _check(m, {"x": x})
+
+
+# ---------------------------------------------------------------------------------------------
+# AffineGrid, MaxUnpool
+
+
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [1, 2, 3, 4, 5], [2, 1, 1, 6]])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_affine_grid(size, align_corners):
+    r = len(size) - 2
+    theta = _x(size[0], r, r + 1)
+    m = _model(helper.make_node("AffineGrid", ["t", "s"], ["y"], align_corners=align_corners),
+               [("t", F, theta.shape)], inits={"s": np.array(size, np.int64)}, opset=20)
+    _check(m, {"t": theta})
+
+
+@pytest.mark.parametrize("out_shape", [None, [1, 2, 6, 7]])
+def test_max_unpool(out_shape):
+    x = _x(1, 2, 2, 3)
+    # positions of a 2x2 / stride 2 max pool over a 1x2x4x6 input (one per window)
+    r = np.random.default_rng(1)
+    idx = np.zeros((1, 2, 2, 3), np.int64)
+    for c in range(2):
+        for i in range(2):
+            for j in range(3):
+                idx[0, c, i, j] = c * 24 + (2 * i + r.integers(2)) * 6 + 2 * j + r.integers(2)
+    ins = ["x", "i"] + (["o"] if out_shape else [])
+    inits = {"i": idx} | ({"o": np.array(out_shape, np.int64)} if out_shape else {})
+    m = _model(helper.make_node("MaxUnpool", ins, ["y"], kernel_shape=[2, 2], strides=[2, 2]), [("x", F, x.shape)],
+               inits=inits, opset=11)
+    if out_shape:  # shape inference leaves the output shape open with an output_shape input
+        m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", F, out_shape))
+    _check(m, {"x": x})
