@@ -748,6 +748,30 @@ class HardmaxOp(IRDLOperation):
 
 
 @irdl_op_definition
+class DetOp(IRDLOperation):
+    """``graph.det %x : tensor<...xNxNxf32> -> tensor<...xf32>``: determinants of square matrices."""
+
+    name = "graph.det"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    assembly_format = "$x attr-dict `:` type($x) `->` type($res)"
+
+    def __init__(self, x: SSAValue):
+        s = _shape(x)
+        super().__init__(operands=[x], result_types=[TensorType(_elt(x), s[:-2])])
+
+    def verify_(self) -> None:
+        _check_static(self)
+        _check_same_elt(self)
+        s = _shape(self.x)
+        if len(s) < 2 or s[-1] != s[-2]:
+            raise VerifyException(f"'graph.det' expects [..., N, N] matrices, got shape {list(s)}")
+        if tuple(_shape(self.res)) != tuple(s[:-2]):
+            raise VerifyException(f"'graph.det' result shape must be {list(s[:-2])}")
+
+
+@irdl_op_definition
 class LRNOp(IRDLOperation):
     """``graph.lrn %x {alpha, beta, bias, size} : tensor<...>`` (across channels, ONNX LRN)."""
 
@@ -1327,7 +1351,7 @@ Graph = Dialect(
         SigmoidOp, TanhOp, ExpOp, LogOp, SqrtOp, ReciprocalOp, AbsOp, NegOp, ErfOp, SoftplusOp,
         EluOp, SeluOp, LeakyReluOp, ClipOp, HardSigmoidOp, GeluOp,
         SinOp, CosOp, TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
-        MishOp, ThresholdedReluOp, ShrinkOp, HardmaxOp,
+        MishOp, ThresholdedReluOp, ShrinkOp, HardmaxOp, DetOp,
         MaxOp, MinOp, PowOp,
         ReduceOp, PadOp, SliceOp, LayerNormOp, CastOp, ExpandOp,
         ResizeOp, ConvTransposeOp,

@@ -10,6 +10,8 @@ the end of that module):
   -> ``graph.shrink``;
 * **Hardmax** (``axis``; opset < 13 over the flattened trailing dimensions, as Softmax) ->
   ``graph.hardmax`` (:mod:`cann.lowering.hardmax`: first maximum, ties to the lowest index);
+* **Det** -> ``graph.det`` (:mod:`cann.lowering.det`: Gaussian elimination with partial pivoting
+  over a batch of matrices, float vector ops);
 * **GlobalMaxPool** -> ``graph.reduce`` (max) over the spatial axes, keepdims (the reduction
   kernel of :func:`cann.lowering.math.reduce`); **GlobalLpPool** (``p``) -> ``graph.reduce`` l1 / l2,
   or ``|x|^p``, a sum reduction and ``^(1/p)`` for other p.
@@ -105,8 +107,18 @@ def _global_lp_pool(imp, node, name, a):
     return [imp.emit(g.PowOp(total, _scalar_const(imp, name, 1.0 / p, total)), name).results[0]]
 
 
+@_converter("Det")
+def _det(imp, node, name, a):
+    _check_attrs(node, a, ())
+    x = _float_input(imp, node)
+    s = g._shape(x)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise _Unsupported(f"Det of shape {list(s)}: the last two dimensions must be equal")
+    return [imp.emit(g.DetOp(x), name).results[0]]
+
+
 def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "GlobalLpPool", "Hardmax"})
+    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "GlobalLpPool", "Hardmax", "Det"})
 
 
 _register_supported()

@@ -255,6 +255,10 @@ class _Converter:
             from cann.lowering.gather import lower_gather
 
             return lower_gather(self, op)
+        if kind == "det":  # cann/lowering/det.py
+            from cann.lowering.det import det
+
+            return det(lw, self.tensor(op.x, loc), loc)
         if kind == "hardmax":  # cann/lowering/hardmax.py
             from cann.lowering.hardmax import hardmax
 

@@ -102,11 +102,11 @@ def test_size_and_empty_reduction():
 
 
 def test_unsupported_operator_still_fails_in_prepare():
-    m = _model([helper.make_node("Det", ["x"], ["y"], name="det0")], [helper.make_tensor_value_info("x", F, [3, 3])],
-               [helper.make_tensor_value_info("y", F, [])])
+    m = _model([helper.make_node("RandomUniformLike", ["x"], ["y"], name="rnd0")],
+               [helper.make_tensor_value_info("x", F, [3, 3])], [helper.make_tensor_value_info("y", F, [3, 3])])
     with pytest.raises(CannError) as e:
         backend.prepare(m)
-    assert e.value.lines() == ["error: det0: unsupported operator Det (opset 18)"]
+    assert e.value.lines() == ["error: rnd0: unsupported operator RandomUniformLike (opset 18)"]
 
 
 def test_data_dependent_input_that_is_not_a_graph_input_is_not_specialized():

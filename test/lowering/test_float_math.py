@@ -206,6 +206,40 @@ def test_global_lp_pool(p, mode):
     np.testing.assert_allclose(y, ref, rtol=1e-5 if mode == FP32 else 3e-3)
 
 
+def _det_model(shape):
+    return helper.make_model(helper.make_graph(
+        [helper.make_node("Det", ["x"], ["y"])], "t", [helper.make_tensor_value_info("x", F, shape)],
+        [helper.make_tensor_value_info("y", F, shape[:-2])]), opset_imports=[helper.make_opsetid("", 22)])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (3, 2, 2), (5, 4, 4), (2, 3, 6, 6), (700, 3, 3), (8, 8)])
+def test_det(shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    y = cann.compile(_det_model(shape), precision_mode=FP32).run({"x": x})["y"]
+    ref = np.linalg.det(x.astype(np.float64))
+    scale = np.prod(np.linalg.norm(x.astype(np.float64), axis=-1), axis=-1)  # Hadamard's bound
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-6 * scale.max())
+    np.testing.assert_allclose(y, ReferenceEvaluator(_det_model(shape)).run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_det_pivoting_and_singular():
+    """A zero leading entry needs a row swap (sign flip); singular matrices give 0, not NaN."""
+    x = np.array([[[0, 1, 2], [1, 0, 3], [4, -3, 8]],      # pivot swap
+                  [[1, 2, 3], [2, 4, 6], [1, 1, 1]],       # rank 2
+                  [[0, 0, 0], [1, 2, 3], [4, 5, 6]],       # zero row
+                  [[0, 0, 1], [0, 1, 0], [1, 0, 0]],       # permutation, det -1
+                  [[2, 0, 0], [0, 3, 0], [0, 0, 4]]], np.float32)
+    y = cann.compile(_det_model(x.shape), precision_mode=FP32).run({"x": x})["y"]
+    np.testing.assert_allclose(y, np.linalg.det(x.astype(np.float64)), atol=1e-5)
+    assert not np.isnan(y).any()
+
+
+def test_det_force_fp16():
+    x = rng.standard_normal((6, 3, 3)).astype(np.float16).astype(np.float32)
+    y = cann.compile(_det_model(x.shape), precision_mode="force_fp16").run({"x": x})["y"]
+    np.testing.assert_allclose(y, np.linalg.det(x.astype(np.float64)), rtol=0, atol=2e-2)
+
+
 def test_bad_attribute_is_an_error_naming_the_node():
     m = _model("Hardmax", (2, 3), opset=13, name="hm_7", axis=2)
     with pytest.raises(cann.CannError, match=r"hm_7.*'axis'|axis.*hm_7"):

@@ -35,3 +35,10 @@ func.func @trig(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %14 = graph.hardmax %13 {axis = 1 : i64} : tensor<2x3xf32>
   func.return %14 : tensor<2x3xf32>
 }
+
+// CHECK-LABEL: func.func @det
+func.func @det(%x: tensor<3x4x4xf32>) -> tensor<3xf32> {
+  // CHECK: graph.det %{{.*}} : tensor<3x4x4xf32> -> tensor<3xf32>
+  %0 = graph.det %x : tensor<3x4x4xf32> -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
