@@ -143,8 +143,8 @@ def program(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
     bufs = {n: kb.alloc(Space.UB, chunk, d) for n, d in dts.items()}
     for cn, (_, cv) in consts.items():
         kb.vec("dup", bufs[cn], count=chunk, scalar=float(cv))
-    for q0 in range(0, size, chunk):
-        q = min(chunk, size - q0)
+
+    def chunk_ops(q0: int, q: int) -> None:
         for i, s in enumerate(srcs):
             kb.copy(s, bufs[f"x{i}"], src_offset=q0, burst=q)
         for st in steps:
@@ -157,6 +157,14 @@ def program(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
             sc = st[4] if len(st) > 4 else 0.0
             kb.vec(op, bufs[d], bufs[s0] if s0 else None, bufs[s1] if s1 else None, count=q, scalar=sc)
         kb.copy(bufs["y"], dst, dst_offset=q0, burst=q)
+
+    # SPMD over equal chunks (hardware loop per core); the last, shorter one runs on its own core
+    n_chunks = math.ceil(size / chunk)
+    kb.partition(n_chunks)
+    for v in dict.fromkeys((*srcs, dst)):  # an operand used twice moves once
+        kb.block_offset(v, chunk)
+    kb.for_tiles(n_chunks, lambda first, last=False: chunk_ops(
+        first * chunk, size - (n_chunks - 1) * chunk if last else chunk), partial_last=size % chunk != 0)
     lw.launch(kb)
     return out
 

@@ -298,3 +298,19 @@ def test_int32_div_and_float_mod_are_refused():
     m = _model("Mod", [_f("a"), _f("b")], [_f("y")], fmod=1)
     with pytest.raises(cann.CannError, match="n0: Mod on float32 tensors is not supported"):
         cann.compile(m)
+
+
+def test_large_kernels_spread_over_cores_and_same_operand_twice():
+    a = np.random.default_rng(21).integers(-50, 50, (700, 301)).astype(np.int32)
+    m = _model("Equal", [_f("a", (700, 301), TP.INT32), _f("b", (700, 301), TP.INT32)], [_f("y", (700, 301), TP.BOOL)])
+    model = cann.compile(m, precision_mode="must_keep_origin_dtype")
+    b = a.copy()
+    b[::3] += 1
+    np.testing.assert_array_equal(model.run({"a": a, "b": b})["y"], a == b)
+    assert max(k.block_dim for k in model.om.kernels) > 1
+    n = helper.make_node("Less", ["a", "a"], ["y"], name="n0")
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("a", TP.INT32, [700, 301])],
+                          [helper.make_tensor_value_info("y", TP.BOOL, [700, 301])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"a": a})["y"]
+    assert not got.any()

@@ -1,9 +1,21 @@
 // RUN: cann-opt %s --split-input-file --verify-diagnostics | filecheck %s
 
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
-  ascend.vadd dtype=2, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0
+  ascend.vadd dtype=17, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0
 }
-// CHECK: dtype must be one of [0, 1] (float16, float32), got 2
+// CHECK: dtype must be one of [0, 1, 2, 3, 4, 5, 6, 7, 8] (float16, float32, int32, int16, uint8, int64, int8, uint16, uint32), got 17
+
+// -----
+ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
+  ascend.vexp dtype=2, dst=0, src0=0, src1=0, repeat=1, mask=64, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0
+}
+// CHECK: vexp does not compute on int32 (dtype 2); it takes 0=float16, 1=float32
+
+// -----
+ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
+  ascend.vconv src_dtype=4, dst_dtype=1, round=0, dst=0, src0=0, repeat=1, mask=64, dst_rep=8, src0_rep=8
+}
+// CHECK: no vconv from uint8 to float32
 
 // -----
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
