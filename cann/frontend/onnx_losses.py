@@ -17,6 +17,8 @@ constants; the scores and the optional ``weight`` are device tensors:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cann.dialects import graph as g
@@ -54,22 +56,25 @@ def _nll(imp, node, name, a, x, sce: bool):
     # ReduceSum_c(x * O): vector kernels, no element-wise addressing
     onehot = (np.arange(c).reshape(1, c, *[1] * len(rest)) == t.reshape(n, 1, *rest)) & keep.reshape(n, 1, *rest)
     o = np.where(onehot, -1.0, 0.0)
+    d = int(np.prod(rest, dtype=np.int64))
+    x3 = _reshape(imp, name, x, [n, c, d])  # every rank as [N, C, D]: the class-axis kernels stay 3-D
     wname = node.input[2] if len(node.input) > 2 and node.input[2] else None
     axes_all = list(range(len(t.shape)))
     if wname is not None and not imp.is_const(wname):
         wt = _float_input(imp, node, 2)
         if g._shape(wt) != (c,) or g._elt(wt) != g._elt(x):
             raise _Unsupported(f"{node.op_type} weight of shape {list(g._shape(wt))} for {c} classes")
-        wb = _reshape(imp, name, wt, [1, c, *[1] * len(rest)])
-        oc = _const(imp, name, o, x)
-        loss = _reduce(imp, name, _mul(imp, name, _mul(imp, name, x, wb), oc), "sum", [1], keepdims=False)
+        wb = _reshape(imp, name, wt, [1, c, 1])
+        oc = _const(imp, name, o.reshape(n, c, d), x)
+        loss = _reduce(imp, name, _mul(imp, name, _mul(imp, name, x3, wb), oc), "sum", [1], keepdims=False)
+        loss = _reshape(imp, name, loss, list(t.shape))
         if red == "none":
             return loss
         s = _reduce(imp, name, loss, "sum", axes_all, keepdims=False)
         if red == "sum":
             return s
         # mean = sum(loss) / sum(w[t]); ReduceSum(w_b * O) = -sum(w[t])
-        ws = _reduce(imp, name, _mul(imp, name, oc, wb), "sum", list(range(len(xs))), keepdims=False)
+        ws = _reduce(imp, name, _mul(imp, name, oc, wb), "sum", [0, 1, 2], keepdims=False)
         q = imp.emit(g.DivOp(_reshape(imp, name, s, [1]), _reshape(imp, name, ws, [1])), name).results[0]
         return _reshape(imp, name, _mul(imp, name, q, _const(imp, name, [-1.0], x)), [])
     if wname is not None:
@@ -83,7 +88,8 @@ def _nll(imp, node, name, a, x, sce: bool):
         wsum = float(keep.sum()) if counts_ignored else float(keep.size)
     if red == "mean":
         o = o / wsum if wsum else o * np.nan
-    loss = _reduce(imp, name, _mul(imp, name, x, _const(imp, name, o, x)), "sum", [1], keepdims=False)
+    loss = _reduce(imp, name, _mul(imp, name, x3, _const(imp, name, o.reshape(n, c, d), x)), "sum", [1], keepdims=False)
+    loss = _reshape(imp, name, loss, list(t.shape))
     if red == "none":
         return loss
     return _reduce(imp, name, loss, "sum", axes_all, keepdims=False)
@@ -100,7 +106,10 @@ def _sce_loss(imp, node, name, a):
     x = _float_input(imp, node)
     if len(g._shape(x)) < 2:
         raise _Unsupported("SoftmaxCrossEntropyLoss of a rank-1 input")
-    lp = _softmax_decomposed(imp, x, 1, name, True)
+    xs = g._shape(x)
+    # the log-softmax over the class axis on the [N, C, D] view (3-D reductions), then back
+    lp = _reshape(imp, name, _softmax_decomposed(imp, _reshape(imp, name, x, [xs[0], xs[1], math.prod(xs[2:])]), 1,
+                                                 name, True), list(xs))
     loss = _nll(imp, node, name, a, lp, True)
     return [loss, lp][: len(node.output)]
 
