@@ -24,8 +24,11 @@ Building blocks, all exact:
 Programs (x the input, a = |x|; accuracy measured on the simulator, docs/supported-ops.md):
 
 * sin / cos / tan: k = round(x * 2/pi); r = x - k*(pi/2) by Cody-Waite with four 8-bit pieces of
-  pi/2 and a fifth fp32 piece (each ``k * piece`` exact for ``|k| < 2^16``, i.e. ``|x| < 1.0e5``;
-  beyond that the reduction loses accuracy gradually); s = sin(r), c = cos(r) by Cephes' sinf/cosf
+  pi/2 and a fifth fp32 piece, k split as kh + kl (kh a multiple of 2^12) so that every
+  ``kh * piece`` and ``kl * piece`` is exact for ``|k| < 2^22``; within 3 ulp (tan 5) for
+  ``|x| <= 1e6``; up to 6.6e6 the rounding of ``x * 2/pi`` leaves ``|r|`` past pi/4 and the error
+  grows to ~1e-5 relative; beyond, the magic-number rounding fails and the result is meaningless
+  (no Payne-Hanek reduction); s = sin(r), c = cos(r) by Cephes' sinf/cosf
   polynomials on ``|r| <= pi/4``; the quadrant q = k mod 4 (cos: k + 1) is computed in floats
   (``k - 4*round(k/4 - 3/8)``), its parity picks c or s with ``vsel`` and its high bit the sign;
   tan = s/c or -c/s by parity.
@@ -87,7 +90,7 @@ def _split(value: Fraction, bits: int, n: int) -> tuple[float, ...]:
 
 getcontext().prec = 60
 _PI_2 = Fraction(Decimal("1.570796326794896619231321691639751442098584699687552910487472296"))
-#: pi/2 for Cody-Waite: k * piece exact for |k| < 2^16 (8-bit pieces, fp32 has 24)
+#: pi/2 for Cody-Waite: 8-bit pieces (fp32 has 24), so k * piece is exact for k of 16 bits
 PIO2 = _split(_PI_2, 8, 4)
 PIO2_F = float(np.float32(math.pi / 2))
 PIO4_F = float(np.float32(math.pi / 4))
@@ -145,12 +148,16 @@ def gt_steps(d: str, s: str, c: float) -> list[Step]:
 # sin, cos, tan
 
 
-def _reduce_pio2(x: str, k: str, r: str, t: str) -> list[Step]:
-    """k = round(x * 2/pi), r = x - k pi/2 (Cody-Waite)."""
+def _reduce_pio2(x: str, k: str, r: str, t: str, kh: str, kl: str) -> list[Step]:
+    """k = round(x * 2/pi), r = x - k pi/2 (Cody-Waite). k = kh + kl with kh a multiple of 2^12
+    (at most 10 significant bits) and |kl| <= 2^11, so every ``kh * piece`` and ``kl * piece`` is
+    exact in fp32 for |k| < 2^22."""
     st = [("muls", k, x, None, 2.0 / math.pi)] + round_steps(k, k)
-    st += [("muls", t, k, None, -PIO2[0]), ("add", r, x, t)]
-    for p in PIO2[1:]:
-        st += [("muls", t, k, None, -p), ("add", r, r, t)]
+    st += [("muls", kh, k, None, 2.0 ** -12)] + round_steps(kh, kh) + [("muls", kh, kh, None, 2.0 ** 12),
+                                                                      ("sub", kl, k, kh)]
+    st += [("mov", r, x)]
+    for p in PIO2:
+        st += [("muls", t, kh, None, -p), ("add", r, r, t), ("muls", t, kl, None, -p), ("add", r, r, t)]
     return st
 
 
@@ -172,7 +179,7 @@ def _parity(d: str, k: str) -> list[Step]:
 def sin_cos_program(kind: str) -> list[Step]:
     x, y = "x0", "y"
     k, r, t, z, s, c, o, q = "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"
-    st = _reduce_pio2(x, k, r, t) + _sin_cos_poly(r, z, s, c, t)
+    st = _reduce_pio2(x, k, r, t, o, q) + _sin_cos_poly(r, z, s, c, t)
     if kind == "tan":  # parity ? -c/s : s/c
         st += _parity(o, k)
         st += [("sel", t, o, c, s), ("sel", z, o, s, c), ("div", y, t, z),

@@ -40,9 +40,9 @@ def _sym(x):
 
 #: op -> (float64 reference, inputs spanning the domain: tiny to large magnitudes)
 CASES = {
-    "Sin": (np.sin, _sym(np.concatenate([_logu(1e-30, 1e5, 1500), rng.uniform(0, 10, 500)]))),
-    "Cos": (np.cos, _sym(np.concatenate([_logu(1e-30, 1e5, 1500), rng.uniform(0, 10, 500)]))),
-    "Tan": (np.tan, _sym(np.concatenate([_logu(1e-30, 1e5, 1500), rng.uniform(0, 10, 500)]))),
+    "Sin": (np.sin, _sym(np.concatenate([_logu(1e-30, 1e6, 1500), rng.uniform(0, 10, 500)]))),
+    "Cos": (np.cos, _sym(np.concatenate([_logu(1e-30, 1e6, 1500), rng.uniform(0, 10, 500)]))),
+    "Tan": (np.tan, _sym(np.concatenate([_logu(1e-30, 1e6, 1500), rng.uniform(0, 10, 500)]))),
     "Asin": (np.arcsin, _sym(np.concatenate([_logu(1e-38, 1, 1500), rng.uniform(0, 1, 500)]))),
     "Acos": (np.arccos, _sym(np.concatenate([_logu(1e-38, 1, 1500), rng.uniform(0, 1, 500)]))),
     "Atan": (np.arctan, _sym(_logu(1e-38, 1e38, 2000))),
