@@ -95,14 +95,29 @@ def _nll(imp, node, name, a, x, sce: bool):
     return _reduce(imp, name, loss, "sum", axes_all, keepdims=False)
 
 
+def _body_for_runtime_targets(imp, node, name):
+    """Runtime class indices are data, not compile-time constants: import the operator's
+    function body instead (its GatherElements picks the scores on the device). None when the
+    targets are constant (the one-hot form below applies)."""
+    if len(node.input) > 1 and node.input[1] and not imp.is_const(node.input[1]) and imp.expand_function(node, name):
+        return [imp.values.get(o) for o in node.output]
+    return None
+
+
 @_converter("NegativeLogLikelihoodLoss")
 def _nll_loss(imp, node, name, a):
+    body = _body_for_runtime_targets(imp, node, name)
+    if body is not None:
+        return body
     x = _float_input(imp, node)
     return [_nll(imp, node, name, a, x, False)]
 
 
 @_converter("SoftmaxCrossEntropyLoss")
 def _sce_loss(imp, node, name, a):
+    body = _body_for_runtime_targets(imp, node, name)
+    if body is not None:
+        return body
     x = _float_input(imp, node)
     if len(g._shape(x)) < 2:
         raise _Unsupported("SoftmaxCrossEntropyLoss of a rank-1 input")

@@ -7,6 +7,7 @@ model charges per burst.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -159,11 +160,11 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
     for t in ins:
         src = kb.arg(t)
         inner = math.prod(t.shape[axis:])
-        for o in range(outer):
+        with kb.loop(outer, {src: inner, dst: inner_out}):  # one hardware loop over the outer index
             for p0 in range(0, inner, chunk):
                 p = min(chunk, inner - p0)
-                kb.copy(src, buf, src_offset=o * inner + p0, burst=p)
-                kb.copy(buf, dst, dst_offset=o * inner_out + off + p0, burst=p)
+                kb.copy(src, buf, src_offset=p0, burst=p)
+                kb.copy(buf, dst, dst_offset=off + p0, burst=p)
         off += inner
     lw.launch(kb)
     return out
@@ -199,15 +200,16 @@ def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTens
     nb_axis = k - 1  # output axis used as the burst count
     nb, nb_stride = out_shape[nb_axis], src_strides[perm[nb_axis]]
     per = max(1, chunk // run)
-    outer_axes = list(range(nb_axis))
-    for idx in np.ndindex(*[out_shape[a] for a in outer_axes]) if outer_axes else [()]:
-        src_base = sum(i * src_strides[perm[a]] for i, a in zip(idx, outer_axes))
-        dst_base = sum(i * math.prod(out_shape[a + 1:]) for i, a in zip(idx, outer_axes))
+    # the other output axes are nested hardware loops (innermost first in the list below), so the
+    # kernel's code is one output row's copies whatever the tensor's rank and size
+    with contextlib.ExitStack() as loops:
+        for a in range(nb_axis):
+            if out_shape[a] > 1:
+                loops.enter_context(kb.loop(out_shape[a], {src: src_strides[perm[a]], dst: math.prod(out_shape[a + 1:])}))
         for b0 in range(0, nb, per):
             cnt = min(per, nb - b0)
-            kb.copy(src, buf, src_offset=src_base + b0 * nb_stride, nburst=cnt, burst=run,
-                    src_stride=nb_stride, dst_stride=run)
-            kb.copy(buf, dst, dst_offset=dst_base + b0 * run, burst=cnt * run)
+            kb.copy(src, buf, src_offset=b0 * nb_stride, nburst=cnt, burst=run, src_stride=nb_stride, dst_stride=run)
+            kb.copy(buf, dst, dst_offset=b0 * run, burst=cnt * run)
     lw.launch(kb)
     return out
 

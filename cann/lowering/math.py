@@ -23,6 +23,7 @@ No instruction beyond the ISA's vector set is needed: ``min(x, c)`` is ``vmin`` 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -107,6 +108,18 @@ def _gather_into(lw, kb, sa, da, dst_base: int, shape, dst_strides, src_strides,
         burst, nb, ss, ds, inner = 1, n, s, 1, dims[:-1]
     else:
         burst, nb, ss, ds, inner = 1, 1, 1, 1, dims
+    # the outer axes become nested hardware loops (code of one group whatever the box's size)
+    # when every stride moves forward and source and destination are different arguments
+    loops = contextlib.ExitStack()
+    if inner and burst <= chunk and sa is not da and all(x[1] >= 0 and x[2] >= 0 for x in inner):
+        for cnt, sst, dst_ in inner:
+            loops.enter_context(kb.loop(cnt, {sa: sst, da: dst_}))
+        inner = []
+    with loops:
+        _gather_groups(kb, sa, da, buf, chunk, src_base, dst_base, inner, burst, nb, ss, ds)
+
+
+def _gather_groups(kb, sa, da, buf, chunk, src_base, dst_base, inner, burst, nb, ss, ds) -> None:
     # a group = nb bursts; split when too large for UB
     groups: list[tuple[int, int, int, int]] = []  # (src_off, dst_off, nb, burst)
     for idx in itertools.product(*[range(x[0]) for x in inner]):

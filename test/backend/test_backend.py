@@ -128,3 +128,21 @@ def test_specialized_model_reports_a_missing_input():
     rep = backend.prepare(m)
     with pytest.raises(CannError, match="axes: input not given"):
         rep.run({"x": np.zeros((2, 3), np.float32)})
+
+
+def test_runtime_class_indices_stay_runtime():
+    # NegativeLogLikelihoodLoss with a runtime target: its function body gathers on the device,
+    # the backend does not compile the targets in
+    node = helper.make_node("NegativeLogLikelihoodLoss", ["x", "t"], ["y"], reduction="mean", ignore_index=1)
+    m = _model([node], [helper.make_tensor_value_info("x", F, [4, 3, 2]),
+                        helper.make_tensor_value_info("t", TensorProto.INT64, [4, 2])],
+               [helper.make_tensor_value_info("y", F, [])])
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 3, 2)).astype(np.float32)
+    rep = backend.prepare(m)
+    assert rep.constant_inputs == () and rep.model is not None
+    for t in (np.array([[0, 2], [1, 1], [2, 0], [0, 0]]), np.array([[2, 2], [0, 1], [1, 0], [2, 1]])):
+        (got,) = rep.run({"x": x, "t": t})
+        (want,) = ReferenceEvaluator(m).run(None, {"x": x, "t": t})
+        assert got.shape == want.shape == ()
+        np.testing.assert_allclose(got, want, rtol=1e-5)
