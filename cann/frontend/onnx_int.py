@@ -15,7 +15,7 @@ import numpy as np
 from cann.dialects import graph as g
 from cann.dialects import graph_int as gi
 from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _CONVERTERS, _bad_attr, _converter, _out_type, _Unsupported
+from cann.frontend.onnx import _CONVERTERS, _bad_attr, _const_input, _converter, _out_type, _Unsupported
 
 #: dtypes the device computes on (besides float16/float32): int32, int64, bool
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -175,6 +175,36 @@ def _pow(original):
     return conv
 
 
+def _bool_reduce(original):
+    """ReduceMax / ReduceMin of a bool tensor (any / all): the bools as 0/1 floats (a Cast kernel),
+    the float reduction, then != 0 back to bool."""
+    def conv(imp, node, name, a):
+        x = imp.value(node.input[0])
+        if _dt(x) != np.bool_:
+            return original(imp, node, name, a)
+        from xdsl.dialects.builtin import f32
+
+        r = len(g._shape(x))
+        if imp.opset >= 18:
+            arr = _const_input(imp, node, 1, "axes")
+            axes = [] if arr is None else [int(v) for v in arr.reshape(-1)]
+            noop = int(a.get("noop_with_empty_axes", 0))
+        else:
+            axes, noop = list(a.get("axes", [])), 0
+        if not axes and noop:
+            return [x]
+        axes = sorted({ax % r for ax in axes}) if axes else list(range(r))
+        if r == 0 or 0 in g._shape(x):
+            raise _Unsupported(f"{node.op_type} of an empty or 0-d bool tensor")
+        out = _out_type(imp, node)
+        xf = imp.emit(g.CastOp(x, f32), name).results[0]
+        red = imp.emit(g.ReduceOp(xf, node.op_type[6:].lower(), axes, bool(int(a.get("keepdims", 1)))), name).results[0]
+        if g._shape(red) != tuple(out.get_shape()):
+            raise _Unsupported(f"{node.op_type} result shape differs from shape inference")
+        return [imp.emit(g.CastOp(red, out.get_element_type()), name).results[0]]
+    return conv
+
+
 def _cast(original):
     def conv(imp, node, name, a):
         if imp.is_const(node.input[0]):
@@ -200,6 +230,8 @@ def _install() -> None:
     _CONVERTERS["Clip"] = _int_or(_CONVERTERS["Clip"], _int_clip)
     _CONVERTERS["Where"] = _int_or(_CONVERTERS["Where"], _int_where, 1)
     _CONVERTERS["Pow"] = _pow(_CONVERTERS["Pow"])
+    for t in ("ReduceMax", "ReduceMin"):
+        _CONVERTERS[t] = _bool_reduce(_CONVERTERS[t])
     for t in ("Cast", "CastLike"):
         _CONVERTERS[t] = _cast(_CONVERTERS[t])
     names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",

@@ -314,3 +314,18 @@ def test_large_kernels_spread_over_cores_and_same_operand_twice():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     got = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"a": a})["y"]
     assert not got.any()
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_bool_reduce_max_min(op):
+    x = np.random.default_rng(31).integers(0, 2, (4, 5, 6)).astype(bool)
+    x[0] = True
+    n = helper.make_node(op, ["x", "axes"], ["y"], name="n0", keepdims=0)  # bool inputs: opset 20
+    g = helper.make_graph([n], "g", [helper.make_tensor_value_info("x", TP.BOOL, [4, 5, 6])],
+                          [helper.make_tensor_value_info("y", TP.BOOL, [4, 6])],
+                          [helper.make_tensor("axes", TP.INT64, [1], [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    got = cann.compile(m).run({"x": x})["y"]
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, ref)
