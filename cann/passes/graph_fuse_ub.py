@@ -82,6 +82,16 @@ def fusable(op: Operation, group: list[Operation], cur: SSAValue) -> bool:
     return other.type == cur.type
 
 
+def head_ok(op: Operation) -> bool:
+    """Legality of an elementwise group's first op: its dynamic operands have its result type and
+    its constant operands broadcast as a fused kernel can read them (see ``_broadcast_const_ok``)."""
+    res = op.results[0].type
+    if isinstance(op, graph.BatchNormOp):  # [C] parameters are per channel here
+        return op.x.type == res and all(_is_const(v) for v in (op.scale, op.bias, op.mean, op.var))
+    shape = tuple(res.get_shape())
+    return all(_broadcast_const_ok(v, shape) if _is_const(v) else v.type == res for v in op.operands)
+
+
 def fits_in_ub(group: list[Operation], ub_bytes: int, itemsize: int = 2) -> bool:
     """Profitability: the fused kernel's UB buffers fit (one tile per dynamic input and temporary,
     at least 4 KiB each) and the group saves at least one GM round trip."""
@@ -146,7 +156,7 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
                 if isinstance(op, graph.MatMulOp) and not _is_const(op.b):
                     continue  # a MatMul of two tensors is a batched kernel without an epilogue
                 kind = "cube_epilogue"
-            elif isinstance(op, ELEMENTWISE) and elementwise:
+            elif isinstance(op, ELEMENTWISE) and elementwise and head_ok(op):
                 kind = "elementwise"
             else:
                 continue

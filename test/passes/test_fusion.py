@@ -184,3 +184,21 @@ def test_gelu_and_elu_epilogues_match_onnxruntime():
         assert [k.name for k in model.om.kernels if "trans_data" not in k.name] == ["matmul_0"]
         y = model.run(x)["z"]
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
+
+
+def test_elementwise_group_head_with_a_last_axis_constant_is_not_fused():
+    """A group's first op whose constant broadcasts along the last axis of a 4-D tensor (not per
+    channel) stays unfused: the fused kernel's tables are per channel (the attention-mask pattern
+    of an expanded Attention once crashed here)."""
+    rng = np.random.default_rng(2)
+    c = rng.standard_normal((1, 8)).astype(np.float32)
+    n = helper.make_node
+    g = helper.make_graph([n("Add", ["c", "x"], ["a"]), n("Add", ["a", "z"], ["y"])], "g",
+                          [helper.make_tensor_value_info(v, TensorProto.FLOAT, [2, 1, 1, 8]) for v in "xz"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, 1, 8])],
+                          [numpy_helper.from_array(c, "c")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = {v: rng.standard_normal((2, 1, 1, 8)).astype(np.float32) for v in "xz"}
+    model = cann.compile(m, precision_mode="must_keep_origin_dtype")
+    np.testing.assert_allclose(model.run(feeds)["y"], c + feeds["x"] + feeds["z"], rtol=1e-6)
+    assert not any(k.name.startswith("fused") for k in model.om.kernels)
