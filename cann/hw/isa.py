@@ -219,7 +219,7 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("vsel", Pipe.V, _f("dtype", "dst", "cond", "src0", "src1", "repeat", "mask", "dst_blk", "cond_blk",
                         "src0_blk", "src1_blk", "dst_rep", "cond_rep", "src0_rep", "src1_rep"), "select",
      "dst = cond != 0 ? src0 : src1, per lane; cond is a UB operand of dtype holding 0/1 (the device's "
-     "boolean format: false = 0, true = 1 in the float dtype); repeat model as the vector group"),
+     "boolean tensors, one byte 0/1, are converted to the data dtype by vconv first); repeat model as the vector group"),
     # hardware loops, run by the scalar unit: a kernel's code does not grow with its trip counts
     ("loop_begin", Pipe.S, _f("count"), "spmd",
      "the instructions up to the matching loop_end run count times"),

@@ -55,9 +55,9 @@ _ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32
 
 
 def elem_type(dtype: np.dtype) -> Attribute:
-    """The xDSL element type of a numpy dtype: float16 or float32 (computed on), int32 or int64
-    (stored in GM and moved by DMA: indices, integer model inputs and outputs; booleans live on the
-    device as the float dtype's 0/1, see docs/core-model.md).
+    """The xDSL element type of a numpy dtype: float16 or float32, int64 / int32 / int16 / int8,
+    uint8 / uint16 / uint32, bool (``i1``: one byte 0/1 on the device). Which vector instructions
+    compute on which of them: ``cann.hw.isa.VEC_DTYPES`` and docs/core-model.md.
 
     Raises:
         CannError: another dtype (not supported on the AI Core in this version).

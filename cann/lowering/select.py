@@ -39,17 +39,15 @@ def lower_where(conv, op) -> DevTensor:
     cc = conv.consts.get(op.cond)
     if cc is None or np_dtype(op.results[0].type.element_type).kind != "f":
         return _where_program(conv, op, shape, cc, loc)
-    if cc is not None:
-        cb = np.broadcast_to(np.asarray(cc).astype(bool), shape)
-        if cb.all() or not cb.any():  # one side only
-            v = op.x if cb.all() else op.y
-            s = _operand(conv, v, shape, loc)
-            if isinstance(s, float):
-                return mathk.dense(lw, "where", loc, [], [("dup", "y", None, None, s)], out_shape=shape)
-            return s
-        cond = lw.constant(np.ascontiguousarray(cb, dtype=lw.dtype).reshape(-1), ND, shape)
-    else:
-        cond = mathk.broadcast_to(lw, mathk._nd(lw, conv.tensor(op.cond, loc), loc), shape, loc)
+    # float data, constant condition
+    cb = np.broadcast_to(np.asarray(cc).astype(bool), shape)
+    if cb.all() or not cb.any():  # one side only
+        v = op.x if cb.all() else op.y
+        s = _operand(conv, v, shape, loc)
+        if isinstance(s, float):
+            return mathk.dense(lw, "where", loc, [], [("dup", "y", None, None, s)], out_shape=shape)
+        return s
+    cond = lw.constant(np.ascontiguousarray(cb, dtype=lw.dtype).reshape(-1), ND, shape)
     x, y = _operand(conv, op.x, shape, loc), _operand(conv, op.y, shape, loc)
     return select(lw, cond, x, y, shape, loc)
 
