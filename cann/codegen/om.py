@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+import ml_dtypes  # noqa: F401  (registers numpy's 'bfloat16' dtype name)
 import numpy as np
 
 from cann.errors import CannError
@@ -239,7 +240,7 @@ def validate(model: OfflineModel, where: str) -> None:
     for kind, ts in (("input", model.inputs), ("output", model.outputs)):
         for t in ts:
             try:
-                ok = np.dtype(t.dtype).kind in "biuf" and np.dtype(t.dtype).name == t.dtype
+                ok = (np.dtype(t.dtype).kind in "biuf" or t.dtype == "bfloat16") and np.dtype(t.dtype).name == t.dtype
             except Exception:  # noqa: BLE001 - numpy parses dtype strings and may raise anything
                 ok = False
             if not ok:

@@ -18,9 +18,11 @@ import math
 from collections.abc import Sequence
 from typing import ClassVar
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     I64,
+    BFloat16Type,
     BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -163,6 +165,8 @@ def numpy_dtype(t: Attribute) -> np.dtype:
         return np.dtype(np.float16)
     if isinstance(t, Float64Type):
         return np.dtype(np.float64)
+    if isinstance(t, BFloat16Type):
+        return np.dtype(ml_dtypes.bfloat16)
     if isinstance(t, IntegerType):
         w = t.width.data
         if w == 1:
@@ -183,6 +187,8 @@ def element_type(dtype: np.dtype) -> Attribute:
         return f16
     if dtype == np.float64:
         return f64
+    if dtype == ml_dtypes.bfloat16:
+        return BFloat16Type()
     if dtype == np.bool_:
         return i1
     if dtype.kind == "i":

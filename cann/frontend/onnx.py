@@ -21,11 +21,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from xdsl.dialects import func
-from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import BFloat16Type, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from cann.dialects import graph as g
@@ -63,8 +64,16 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
     return m, path
 
 
+_BF16 = onnx.TensorProto.BFLOAT16
+
+
 def _elem(elem_type: int, exc: type[Exception]):
-    """The xDSL element type of an ONNX tensor element type; ``exc`` when it has none."""
+    """The xDSL element type a tensor of an ONNX element type is computed in; ``exc`` when it has
+    none. bfloat16 is a storage dtype (the vector unit computes in float32, ascend-core.md): inside
+    the graph a bfloat16 tensor is float32, converted at the model's inputs and outputs and rounded
+    where a Cast produces bfloat16."""
+    if elem_type == _BF16:
+        return g.f32
     try:
         return g.element_type(_np_dtype(elem_type))
     except Exception:
@@ -125,14 +134,16 @@ class _Importer:
             return self.values[name]
         if name in self.consts:
             if name not in self.const_values:
-                self.const_values[name] = self.emit(g.make_constant(self.consts[name], name), name).results[0]
+                c = self.consts[name]
+                c = c.astype(np.float32) if c.dtype == ml_dtypes.bfloat16 else c
+                self.const_values[name] = self.emit(g.make_constant(c, name), name).results[0]
             return self.const_values[name]
         raise CannError(name, "tensor has no producer")
 
     def tensor_type(self, name: str, node: str) -> TensorType:
         if name in self.consts:
             a = self.consts[name]
-            return TensorType(g.element_type(a.dtype), a.shape)
+            return TensorType(g.f32 if a.dtype == ml_dtypes.bfloat16 else g.element_type(a.dtype), a.shape)
         t = self.types.get(name)
         dims = _dims(t) if t is not None else None
         if t is None or dims is None or any(not isinstance(d, int) for d in dims):
@@ -246,6 +257,8 @@ class _Importer:
         self.block = Block(arg_types=arg_types)
         for vi, arg in zip(inputs, self.block.args):
             self.values[vi.name] = arg
+            if isinstance(arg.type.get_element_type(), BFloat16Type):  # computed in float32
+                self.values[vi.name] = self.emit(g.CastOp(arg, g.f32), vi.name).results[0]
             shape = arg.type.get_shape()
             if 0 in shape:  # an empty input is fully known: its consumers fold (e.g. an empty reduction)
                 self.consts[vi.name] = np.zeros(shape, g.numpy_dtype(arg.type.get_element_type()))
@@ -262,6 +275,9 @@ class _Importer:
                 results.append(self.values[o])
             else:
                 results.append(self.value(o))
+            t = self.types.get(o)
+            if t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == _BF16:
+                results[-1] = self.emit(g.CastOp(results[-1], BFloat16Type()), o).results[0]
         self.emit(func.ReturnOp(*results), "return")
         ftype = func.FunctionType.from_lists(arg_types, [r.type for r in results])
         fn = func.FuncOp("main", ftype, Region(self.block))
@@ -273,6 +289,8 @@ class _Importer:
         t = self.types.get(vi.name, vi.type)
         dims = _dims(t)
         assert dims is not None and all(isinstance(d, int) for d in dims)
+        if t.tensor_type.elem_type == _BF16:
+            return TensorType(BFloat16Type(), dims)
         try:
             return TensorType(_elem(t.tensor_type.elem_type, ValueError), dims)
         except ValueError as e:
@@ -1180,3 +1198,28 @@ SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Constant", "ConstantOfShape"})
 from cann.frontend import onnx_composite  # noqa: E402,F401  (registers RMS/Group/Instance/Lp/MVN normalization, Attention)
 from cann.frontend import onnx_int  # noqa: E402,F401  (comparisons, boolean logic, integer math, int/bool casts)
 from cann.frontend import onnx_math  # noqa: E402,F401  (trig / hyperbolic family, Mish, ThresholdedRelu, Shrink, GlobalMaxPool)
+
+
+def _rounds_to_bf16(original: _Conv) -> _Conv:
+    """Cast / CastLike to bfloat16: the float32 the graph computes in, rounded to bfloat16 (to
+    nearest even) and widened back (bfloat16 is a storage dtype, see ``_elem``)."""
+
+    def conv(imp, node, name, a):
+        res = original(imp, node, name, a)
+        if node.op_type == "Cast":
+            to_bf16 = a.get("to") == _BF16
+        else:
+            t = imp.types.get(node.input[1])
+            c = imp.consts.get(node.input[1])
+            to_bf16 = (c is not None and c.dtype == ml_dtypes.bfloat16) or (
+                c is None and t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == _BF16)
+        if not to_bf16 or res[0] is None:
+            return res
+        r = imp.emit(g.CastOp(res[0], BFloat16Type()), name).results[0]
+        return [imp.emit(g.CastOp(r, g._elt(res[0])), name).results[0]]
+
+    return conv
+
+
+for _t in ("Cast", "CastLike"):
+    _CONVERTERS[_t] = _rounds_to_bf16(_CONVERTERS[_t])

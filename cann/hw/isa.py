@@ -48,6 +48,7 @@ import struct
 from dataclasses import dataclass
 from functools import cached_property
 
+import ml_dtypes
 import numpy as np
 
 
@@ -66,7 +67,8 @@ class Pipe(enum.IntEnum):
 #: dtype code -> numpy dtype
 DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float16), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
                                3: np.dtype(np.int16), 4: np.dtype(np.uint8), 5: np.dtype(np.int64),
-                               6: np.dtype(np.int8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32)}
+                               6: np.dtype(np.int8), 7: np.dtype(np.uint16), 8: np.dtype(np.uint32),
+                               9: np.dtype(ml_dtypes.bfloat16)}
 DTYPE_CODES: dict[np.dtype, int] = {v: k for k, v in DTYPES.items()}
 DTYPE_CODES[np.dtype(np.bool_)] = 4  # bool is stored as uint8 0/1
 #: dtype codes the cube and the MTE format conversions take
@@ -169,6 +171,8 @@ VCONV_PAIRS: dict[tuple[int, int], frozenset[int]] = {
     (2, 4): _RINT, (2, 6): _RINT, (2, 7): _RINT,  # int32 -> uint8 / int8 / uint16 (keep the low bits)
     (5, 8): _RINT,                                # int64 -> uint32 (keep the low 32 bits)
     (3, 2): _RINT, (2, 3): _RINT,                 # int16 -> int32 (sign-extend), int32 -> int16 (low bits)
+    (9, 1): _RINT, (1, 9): _RINT,                 # bfloat16 <-> float32 (HIVM vcast; bf16 is a storage
+                                                  # dtype: vector math runs in float32, ascend-core.md)
 }
 
 _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [

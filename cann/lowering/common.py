@@ -18,9 +18,11 @@ import contextlib
 import math
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     BytesAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -49,6 +51,7 @@ ND = "ND"
 NC1HWC0 = "NC1HWC0"
 
 _ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64,
+         np.dtype(ml_dtypes.bfloat16): BFloat16Type(),
          np.dtype(np.bool_): IntegerType(1), np.dtype(np.int16): IntegerType(16), np.dtype(np.int8): IntegerType(8),
          np.dtype(np.uint8): IntegerType(8, Signedness.UNSIGNED),
          np.dtype(np.uint16): IntegerType(16, Signedness.UNSIGNED), np.dtype(np.uint32): IntegerType(32, Signedness.UNSIGNED)}
@@ -82,6 +85,8 @@ def np_dtype(t: Attribute) -> np.dtype:
         return np.dtype(np.float32)
     if t == f64:
         return np.dtype(np.float64)  # rejected by elem_type: the AI Core has no float64
+    if isinstance(t, BFloat16Type):
+        return np.dtype(ml_dtypes.bfloat16)
     raise CannError("", f"dtype {t} is not supported on the AI Core")
 
 
@@ -359,7 +364,10 @@ class Lowering:
         dtype = np.dtype(t.dtype if dtype is None else dtype)
         if t.fmt == fmt and t.dtype == dtype:
             return t
-        if t.dtype.kind != "f" or dtype.kind != "f":
+        bf16 = np.dtype(ml_dtypes.bfloat16)  # a storage dtype: vconv to and from float32 only
+        if bf16 in (t.dtype, dtype) and np.dtype(np.float16) in (t.dtype, dtype):
+            return self.as_format(self.as_format(t, fmt, np.dtype(np.float32), loc), fmt, dtype, loc)
+        if t.dtype.kind not in "fV" or dtype.kind not in "fV":
             raise unsupported(loc, f"a {t.dtype.name} tensor where this operator needs {dtype.name} "
                                    f"({fmt}): integer tensors are stored and moved, not computed on (no conversion kernel)")
         key = (id(t.mem), fmt, dtype.name)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import IntegerType
 from xdsl.ir import Operation, SSAValue
@@ -39,6 +40,7 @@ from cann.lowering.common import ND, DevTensor, Lowering, np_dtype, ub_chunk, un
 
 BOOL = np.dtype(np.bool_)
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+BF16 = np.dtype(ml_dtypes.bfloat16)  # storage only: converted to float32 by vconv
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
 I16, U8, I8 = np.dtype(np.int16), np.dtype(np.uint8), np.dtype(np.int8)
 U16, U32 = np.dtype(np.uint16), np.dtype(np.uint32)
@@ -74,7 +76,7 @@ def device_dtype(lw: Lowering, dt: np.dtype, loc) -> np.dtype:
     dt = np.dtype(dt)
     if dt.kind == "f":
         return lw.dtype
-    if dt in (I32, I64, BOOL, I16, U8, I8, U16, U32):
+    if dt in (I32, I64, BOOL, I16, U8, I8, U16, U32, BF16):  # bfloat16: stored, converted by vconv
         return dt
     raise unsupported(loc, f"{dt.name} tensors are not computed on by the AI Core (float16, float32, int32, int64, "
                            f"int16, int8, uint8, uint16, uint32, bool)")
@@ -182,6 +184,7 @@ _VIA = {
     (F16, U8): (), (F32, U8): (F32, F16), (F16, I8): (), (F32, I8): (F32, F16),
     (U16, I32): (), (U32, I64): (), (I32, U8): (), (I32, I8): (), (I32, U16): (), (I64, U32): (),
     (I16, I32): (), (I32, I16): (), (I16, F32): (I32,), (U16, F32): (I32,),
+    (BF16, F32): (), (F32, BF16): (), (BF16, F16): (F32,), (F16, BF16): (F32,),
 }
 
 

@@ -416,7 +416,7 @@ ERRORS = [
     (isa.make("copy_gm_to_l1", dst=SPEC.buffer("l1").size - 32, src_arg=0, nburst=2, burst=32, src_stride=32,
               dst_stride=32), "L1 bytes"),
     (isa.make("copy_ub_to_gm", dst_arg=0, dst=GM_SIZE, src=0, nburst=1, burst=2), "GM bytes"),
-    (isa.make("copy_gm_to_l1_nd2nz", dtype=9, rows=1, cols=1), "invalid dtype code 9"),
+    (isa.make("copy_gm_to_l1_nd2nz", dtype=42, rows=1, cols=1), "invalid dtype code 42"),
     (isa.make("load2d", dst_space=3, repeat=1), "invalid dst_space 3"),
     (isa.make("load2d", dst_space=1, dst=256, repeat=1), "L0A address 256 is not aligned to 512"),
     (isa.make("load2d", dst_space=2, dst=65536 - 512, repeat=2, src_stride=512, dst_stride=512), "L0B bytes"),

@@ -3,7 +3,7 @@
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
   ascend.vadd dtype=17, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0
 }
-// CHECK: dtype must be one of [0, 1, 2, 3, 4, 5, 6, 7, 8] (float16, float32, int32, int16, uint8, int64, int8, uint16, uint32), got 17
+// CHECK: dtype must be one of [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] (float16, float32, int32, int16, uint8, int64, int8, uint16, uint32, bfloat16), got 17
 
 // -----
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
