@@ -1115,30 +1115,7 @@ def _resize(imp, node, name, a):
     axes = [int(v) % r for v in a.get("axes", range(r))]
     if len(set(axes)) != len(axes):
         raise _bad_attr(node, "axes", list(a["axes"]))
-    policy = _str_attr(a, "keep_aspect_ratio_policy", "stretch")
-    if (scales is None) == (sizes is None):
-        raise _Unsupported("Resize needs exactly one of the scales and sizes inputs")
-    full_scale = [1.0] * r
-    if scales is not None:
-        vals = [float(v) for v in scales.reshape(-1)]
-        if len(vals) != len(axes):
-            raise _Unsupported(f"Resize scales has {len(vals)} values for {len(axes)} axes")
-        for ax, v in zip(axes, vals):
-            full_scale[ax] = v
-    else:
-        vals = [int(v) for v in sizes.reshape(-1)]
-        if len(vals) != len(axes):
-            raise _Unsupported(f"Resize sizes has {len(vals)} values for {len(axes)} axes")
-        full_size = list(s)
-        for ax, v in zip(axes, vals):
-            full_size[ax] = v
-        full_scale = [full_size[i] / s[i] for i in range(r)]
-        if policy != "stretch":
-            if policy not in ("not_larger", "not_smaller"):
-                raise _bad_attr(node, "keep_aspect_ratio_policy", policy)
-            pick = min if policy == "not_larger" else max
-            sc = pick(full_scale[i] for i in axes)
-            full_scale = [sc if i in axes else 1.0 for i in range(r)]
+    full_scale = resize_scales(node, a, s, axes, scales, sizes)
     out = _out_type(imp, node)
     os_ = tuple(out.get_shape())
     if os_[:2] != s[:2] or full_scale[0] != 1.0 or full_scale[1] != 1.0:
@@ -1148,6 +1125,37 @@ def _resize(imp, node, name, a):
     op = g.ResizeOp(x, out, mode=mode, coordinate_transformation_mode=ctm, nearest_mode=nearest_mode,
                     scales=full_scale[2:])
     return [imp.emit(op, name).results[0]]
+
+
+def resize_scales(node: onnx.NodeProto, a: dict[str, Any], s: Sequence[int], axes: list[int],
+                  scales: np.ndarray | None, sizes: np.ndarray | None) -> list[float]:
+    """The scale of every axis of a Resize of input shape ``s``, from ``scales`` or ``sizes`` (over
+    ``axes``) and ``keep_aspect_ratio_policy``, by the specification's rules."""
+    r = len(s)
+    if (scales is None) == (sizes is None):
+        raise _Unsupported("Resize needs exactly one of the scales and sizes inputs")
+    full_scale = [1.0] * r
+    if scales is not None:
+        vals = [float(v) for v in scales.reshape(-1)]
+        if len(vals) != len(axes):
+            raise _Unsupported(f"Resize scales has {len(vals)} values for {len(axes)} axes")
+        for ax, v in zip(axes, vals):
+            full_scale[ax] = v
+        return full_scale
+    vals = [int(v) for v in sizes.reshape(-1)]
+    if len(vals) != len(axes):
+        raise _Unsupported(f"Resize sizes has {len(vals)} values for {len(axes)} axes")
+    full_size = list(s)
+    for ax, v in zip(axes, vals):
+        full_size[ax] = v
+    full_scale = [full_size[i] / s[i] for i in range(r)]
+    policy = _str_attr(a, "keep_aspect_ratio_policy", "stretch")
+    if policy != "stretch":
+        if policy not in ("not_larger", "not_smaller"):
+            raise _bad_attr(node, "keep_aspect_ratio_policy", policy)
+        sc = (min if policy == "not_larger" else max)(full_scale[i] for i in axes)
+        full_scale = [sc if i in axes else 1.0 for i in range(r)]
+    return full_scale
 
 
 @_converter("ConvTranspose")

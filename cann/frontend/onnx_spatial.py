@@ -43,6 +43,7 @@ from cann.frontend.onnx import (
     _scalar_const,
     _str_attr,
     _Unsupported,
+    resize_scales,
 )
 from cann.frontend.onnx_composite import _const, _mul, _reshape, _transpose
 
@@ -651,29 +652,7 @@ def _resize_nd(imp, node, name, a):
         scales = None
     if sizes is not None and sizes.size == 0:
         sizes = None
-    if (scales is None) == (sizes is None):
-        raise _Unsupported("Resize needs exactly one of the scales and sizes inputs")
-    full_scale = [1.0] * r
-    if scales is not None:
-        vals = [float(v) for v in scales.reshape(-1)]
-        if len(vals) != len(axes):
-            raise _Unsupported(f"Resize scales has {len(vals)} values for {len(axes)} axes")
-        for ax, v in zip(axes, vals):
-            full_scale[ax] = v
-    else:
-        vals = [int(v) for v in sizes.reshape(-1)]
-        if len(vals) != len(axes):
-            raise _Unsupported(f"Resize sizes has {len(vals)} values for {len(axes)} axes")
-        full_size = list(s)
-        for ax, v in zip(axes, vals):
-            full_size[ax] = v
-        full_scale = [full_size[i] / s[i] for i in range(r)]
-        policy = _str_attr(a, "keep_aspect_ratio_policy", "stretch")
-        if policy != "stretch":
-            if policy not in ("not_larger", "not_smaller"):
-                raise _bad_attr(node, "keep_aspect_ratio_policy", policy)
-            sc = (min if policy == "not_larger" else max)(full_scale[i] for i in axes)
-            full_scale = [sc if i in axes else 1.0 for i in range(r)]
+    full_scale = resize_scales(node, a, s, axes, scales, sizes)
     roi_full = None
     if ctm == "tf_crop_and_resize":
         roi = _const_input(imp, node, 1, "roi")
