@@ -376,9 +376,9 @@ def _attention(imp, node, name, a):
                 != (b, qh, sq, total):
             raise _Unsupported(f"Attention attn_mask of shape {list(mshape)} does not broadcast to "
                                f"{[b, qh, sq, total]}")
-        if mask_val is not None and mdt == np.bool_:
-            raise _Unsupported("Attention with a runtime boolean attn_mask (a constant one, or a float mask, "
-                               "is supported)")
+        if mask_val is not None and mdt == np.bool_:  # the float mask it stands for: 0 / -inf
+            mask_val = imp.emit(g.WhereOp(mask_val, _scalar_const(imp, name, 0.0, s),
+                                          _scalar_const(imp, name, -np.inf, s)), name).results[0]
     guard = None  # 0/1 per row (runtime value) or None
     if mask_val is None:
         bias = np.zeros((sq, total), np.float64)

@@ -164,14 +164,18 @@ def test_attention_sliding_window_opset25():
     _check(m, feeds, "must_keep_origin_dtype")
 
 
-def test_attention_runtime_bool_mask_is_an_error():
-    feeds = {n: np.zeros((1, 1, 2, 4), np.float32) for n in ("q", "k", "v")}
-    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="attn")
-    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, 2, 4]) for n in feeds]
-    vis.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [2, 2]))
-    g = helper.make_graph([node], "t", vis, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    with pytest.raises(CannError, match="attn: .*runtime boolean attn_mask"):
-        cann.compile(onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])))
+@pytest.mark.parametrize("mode", MODES)
+def test_attention_runtime_bool_mask(mode):
+    # a runtime boolean mask is the float mask 0 / -inf (a Where on the device), padded with False
+    r = _rng()
+    feeds = {n: r.standard_normal((1, 2, 4, 8), dtype=np.float32) for n in ("q", "k", "v")}
+    feeds["m"] = r.random((4, 3)) > 0.4
+    feeds["m"][:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "m"], ["y"], name="attn", is_causal=1)
+    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, 4, 8]) for n in ("q", "k", "v")]
+    vis.append(helper.make_tensor_value_info("m", TensorProto.BOOL, [4, 3]))
+    g = helper.make_graph([node], "t", vis, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 4, 8])])
+    _check(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]), feeds, mode)
 
 
 def test_lp_normalization_bad_p():
