@@ -28,6 +28,7 @@ from onnx import helper, numpy_helper
 from xdsl.dialects import func
 from xdsl.dialects.builtin import BFloat16Type, DictionaryAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
@@ -124,7 +125,15 @@ class _Importer:
         return name == "" or name in self.consts
 
     def emit(self, op: Operation, loc: str) -> Operation:
+        """Append ``op`` (named ``loc``) after verifying it: a model whose tensors contradict each
+        other (a Reshape to another element count, a Conv input with the wrong channel count) is a
+        one-line error on that node, not an invalid module."""
         op.location = g.name_loc(loc)
+        try:
+            if not isinstance(op, func.ReturnOp):  # (a return verifies against its function)
+                op.verify()
+        except VerifyException as e:
+            raise _Unsupported(f"invalid model: {str(e).strip().splitlines()[0]}") from None
         assert self.block is not None
         self.block.add_op(op)
         return op

@@ -366,7 +366,7 @@ class Lowering:
             return t
         bf16 = np.dtype(ml_dtypes.bfloat16)  # a storage dtype: vconv to and from float32 only
         if bf16 in (t.dtype, dtype) and np.dtype(np.float16) in (t.dtype, dtype):
-            return self.as_format(self.as_format(t, fmt, np.dtype(np.float32), loc), fmt, dtype, loc)
+            raise unsupported(loc, "bfloat16 tensors need a float32 precision mode (must_keep_origin_dtype or force_fp32): float16 cannot hold their range")
         if t.dtype.kind not in "fV" or dtype.kind not in "fV":
             raise unsupported(loc, f"a {t.dtype.name} tensor where this operator needs {dtype.name} "
                                    f"({fmt}): integer tensors are stored and moved, not computed on (no conversion kernel)")

@@ -184,7 +184,7 @@ _VIA = {
     (F16, U8): (), (F32, U8): (F32, F16), (F16, I8): (), (F32, I8): (F32, F16),
     (U16, I32): (), (U32, I64): (), (I32, U8): (), (I32, I8): (), (I32, U16): (), (I64, U32): (),
     (I16, I32): (), (I32, I16): (), (I16, F32): (I32,), (U16, F32): (I32,),
-    (BF16, F32): (), (F32, BF16): (), (BF16, F16): (F32,), (F16, BF16): (F32,),
+    (BF16, F32): (), (F32, BF16): (),
 }
 
 
@@ -195,6 +195,8 @@ def convert_steps(src: str, dst: str, sdt: np.dtype, ddt: np.dtype, tmp: str, lo
         return [("mov", dst, src)], {}
     if ddt == BOOL:  # x != 0
         return [("dup", tmp + "z", None, None, 0.0), ("cmp_ne", dst, src, tmp + "z")], {tmp + "z": sdt}
+    if BF16 in (sdt, ddt) and F16 in (sdt, ddt):
+        raise unsupported(loc, "bfloat16 tensors need a float32 precision mode (must_keep_origin_dtype or force_fp32): float16 cannot hold their range")
     if (sdt, ddt) not in _VIA:
         raise unsupported(loc, f"no conversion from {sdt.name} to {ddt.name} on the AI Core")
     chain = [sdt, *_VIA[(sdt, ddt)], ddt]

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
+import ml_dtypes
 import numpy as np
 
 from cann.errors import CannError
@@ -26,6 +27,7 @@ from cann.fileio import atomic_output
 from cann.tools._cli import run_command
 
 FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _load_array_file(path: str):
@@ -84,6 +86,10 @@ def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> dict[str, np.nd
         want = np.dtype(t.dtype)
         if a.dtype == np.float64 and want.kind == "f":
             a = a.astype(want)
+        elif want == BF16 and a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.shape == tuple(t.shape):
+            a = a.view(BF16)  # np.save of a bfloat16 array loads back as raw 2-byte records
+        elif want == BF16 and a.dtype.kind == "f":
+            a = a.astype(BF16)  # float inputs round to nearest even
         if tuple(a.shape) != tuple(t.shape) or a.dtype != want:
             problems.append(CannError(t.name, f"expected shape {tuple(t.shape)} {t.dtype}, got shape "
                                               f"{tuple(a.shape)} {np.asarray(inputs[t.name]).dtype}").diagnostics[0])
@@ -100,7 +106,7 @@ def random_inputs(model_inputs, seed: int) -> dict[str, np.ndarray]:
     out = {}
     for t in model_inputs:
         dt = np.dtype(t.dtype)
-        if dt.kind == "f":
+        if dt.kind == "f" or dt == BF16:
             out[t.name] = rng.standard_normal(t.shape, dtype=np.float32).astype(dt)
         elif dt.kind in "iu":
             out[t.name] = rng.integers(0, 10, size=t.shape).astype(dt)

@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import cann
+from cann.errors import CannError
 
 BF = TensorProto.BFLOAT16
 
@@ -27,7 +28,16 @@ def test_cast_float_to_bf16_rounds_to_nearest_even():
     np.testing.assert_array_equal(y.view(np.uint16), x.astype(ml_dtypes.bfloat16).view(np.uint16))
 
 
-@pytest.mark.parametrize("precision_mode", ["must_keep_origin_dtype", "force_fp16"])
+def test_bf16_under_a_float16_precision_mode_is_an_error():
+    # float16 cannot hold bfloat16's range (1e5 would become inf): refused, never wrong numbers
+    m = _model([helper.make_node("Identity", ["x"], ["y"], name="id")], [("x", BF, [2])], [("y", BF, [2])])
+    with pytest.raises(CannError, match="bfloat16 tensors need a float32 precision mode"):
+        cann.compile(m, precision_mode="force_fp16")
+    y = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": np.array([1e5, -1e-7], ml_dtypes.bfloat16)})["y"]
+    np.testing.assert_array_equal(y, np.array([1e5, -1e-7], ml_dtypes.bfloat16))
+
+
+@pytest.mark.parametrize("precision_mode", ["must_keep_origin_dtype", "force_fp32"])
 def test_bf16_inputs_and_outputs_stay_bf16(precision_mode, tmp_path):
     m = _model([helper.make_node("Mul", ["a", "b"], ["p"]), helper.make_node("Relu", ["p"], ["y"])],
                [("a", BF, [4, 8]), ("b", BF, [4, 8])], [("y", BF, [4, 8])])
@@ -39,6 +49,5 @@ def test_bf16_inputs_and_outputs_stay_bf16(precision_mode, tmp_path):
     y = cann.load(tmp_path / "m.om").run({"a": a, "b": b})["y"]
     want = np.maximum(a.astype(np.float32) * b.astype(np.float32), 0).astype(ml_dtypes.bfloat16)
     assert y.dtype == ml_dtypes.bfloat16
-    # float32 compute rounds once (at the output); float16 compute may differ by one bf16 ulp
-    tol = 0 if precision_mode == "must_keep_origin_dtype" else 2 ** -7
-    np.testing.assert_allclose(y.astype(np.float32), want.astype(np.float32), rtol=tol, atol=0)
+    # float32 compute rounds once, at the output
+    np.testing.assert_array_equal(y, want)

@@ -314,3 +314,41 @@ def test_unknown_input_name_and_no_output_left_on_compare_error(tmp_path):  # ne
     r = cli("cann_run", tmp_path / "m.om", "--input", str(tmp_path / "x.npy"), "--compare", tmp_path / "other.onnx",
                  "--output", tmp_path / "out.npz")
     assert r.returncode == 2 and not (tmp_path / "out.npz").exists()
+
+
+def test_bf16_model_runs_from_saved_and_float_inputs(tmp_path):
+    # np.save of a bfloat16 array loads back as raw 2-byte records; float inputs round to bf16
+    import ml_dtypes
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [2, 3])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "bf.onnx")
+    om = tmp_path / "bf.om"
+    r = cli("cann_compile", tmp_path / "bf.onnx", "-o", om, "--precision_mode", "must_keep_origin_dtype")
+    assert r.returncode == 0, r.stderr
+    x = np.array([[1e5, -2.0, 0.5], [-1e-7, 3.0, -4.0]], np.float32)
+    np.save(tmp_path / "x_bf.npy", x.astype(ml_dtypes.bfloat16))
+    np.save(tmp_path / "x_f32.npy", x)
+    for f in ("x_bf.npy", "x_f32.npy"):
+        r = cli("cann_run", om, "--input", f"x={tmp_path / f}", "--output", tmp_path / "out.npz")
+        assert r.returncode == 0, r.stderr
+        y = np.load(tmp_path / "out.npz")["y"].view(ml_dtypes.bfloat16)
+        np.testing.assert_array_equal(y, np.maximum(x, 0).astype(ml_dtypes.bfloat16))
+    assert cli("cann_run", om).returncode == 0  # seeded random bf16 inputs
+
+
+def test_model_contradicting_itself_is_a_one_line_error(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 5])],
+                          [numpy_helper.from_array(np.array([5, 5], np.int64), "s")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    r = cli("cann_compile", tmp_path / "m.onnx", "-o", tmp_path / "m.om")
+    assert r.returncode == 2 and not (tmp_path / "m.om").exists()
+    assert r.stderr.splitlines() == ["error: rs: invalid model: 'graph.reshape' must keep the number of elements"]
