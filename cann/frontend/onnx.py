@@ -581,7 +581,11 @@ def _matmul(imp, node, name, a):
 
 @_converter("Concat")
 def _concat(imp, node, name, a):
-    vals = [imp.value(n) for n in node.input if n]
+    # empty inputs add nothing (e.g. the pass-through part of a full-width RotaryEmbedding)
+    names = [n for n in node.input if n and not (n in imp.consts and imp.consts[n].size == 0)] or [node.input[0]]
+    vals = [imp.value(n) for n in names]
+    if len(vals) == 1 and g._shape(vals[0]) == tuple(_out_type(imp, node).get_shape()):
+        return [vals[0]]
     rank = len(g._shape(vals[0]))
     axis = int(a.get("axis", 1))  # opset < 4 default
     if not -rank <= axis < rank:
@@ -1040,8 +1044,10 @@ def _split(imp, node, name, a):
         st, en = [0] * r, list(s)
         st[axis], en[axis] = start, start + n
         start += n
-        if n == 0:
-            raise _Unsupported("Split with an empty output")
+        if n == 0:  # an empty tensor is fully known: a constant its consumers fold or drop
+            imp.consts[o] = np.zeros(t.get_shape(), g.numpy_dtype(t.get_element_type()))
+            outs.append(None)
+            continue
         outs.append(x if n == s[axis] else imp.emit(g.SliceOp(x, st, en, [1] * r), name).results[0])
     return outs
 

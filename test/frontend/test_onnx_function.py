@@ -55,3 +55,20 @@ def test_float64_is_rejected_not_computed_in_float32():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(CannError, match="dtype float64 is not supported on the AI Core"):
         backend.prepare(m, precision_mode="must_keep_origin_dtype")
+
+
+def test_full_width_rotary_embedding_with_its_empty_pass_through_split():
+    # the body splits off an empty pass-through part (Split with a zero-size output) and concats it back
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], name="rope")
+    g = helper.make_graph([node], "g",
+                          [helper.make_tensor_value_info("x", F, [2, 3, 5, 8]), helper.make_tensor_value_info("cos", F, [16, 4]),
+                           helper.make_tensor_value_info("sin", F, [16, 4]),
+                           helper.make_tensor_value_info("pos", TensorProto.INT64, [2, 5])],
+                          [helper.make_tensor_value_info("y", F, [2, 3, 5, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    rng = np.random.default_rng(1)
+    feeds = {"x": rng.standard_normal((2, 3, 5, 8), np.float32), "cos": rng.standard_normal((16, 4), np.float32),
+             "sin": rng.standard_normal((16, 4), np.float32), "pos": rng.integers(0, 16, (2, 5))}
+    (got,) = backend.prepare(m).run(feeds)
+    (want,) = ReferenceEvaluator(m).run(None, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
