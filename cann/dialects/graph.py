@@ -704,11 +704,9 @@ class TransposeOp(IRDLOperation):
         _expect_shape(self, [s[p] for p in perm])
 
 
-@irdl_op_definition
-class SoftmaxOp(IRDLOperation):
-    """``graph.softmax %x {axis = 1 : i64} : tensor<...>`` (single-axis softmax, opset >= 13 semantics)."""
+class _SingleAxisOp(IRDLOperation):
+    """An op of one tensor, same type out, along one ``axis`` (opset >= 13 semantics)."""
 
-    name = "graph.softmax"
     T: ClassVar = VarConstraint("T", base(TensorType))
     x = operand_def(T)
     res = result_def(T)
@@ -725,32 +723,22 @@ class SoftmaxOp(IRDLOperation):
         r = len(_shape(self.x))
         ax = self.axis.value.data
         if not 0 <= ax < r:
-            raise VerifyException(f"'graph.softmax' axis {ax} out of range for rank {r}")
+            raise VerifyException(f"'{self.name}' axis {ax} out of range for rank {r}")
 
 
 @irdl_op_definition
-class HardmaxOp(IRDLOperation):
+class SoftmaxOp(_SingleAxisOp):
+    """``graph.softmax %x {axis = 1 : i64} : tensor<...>`` (single-axis softmax, opset >= 13 semantics)."""
+
+    name = "graph.softmax"
+
+
+@irdl_op_definition
+class HardmaxOp(_SingleAxisOp):
     """``graph.hardmax %x {axis = 1 : i64} : tensor<...>``: 1 at the first maximum along ``axis``,
     0 elsewhere (single-axis, opset >= 13 semantics)."""
 
     name = "graph.hardmax"
-    T: ClassVar = VarConstraint("T", base(TensorType))
-    x = operand_def(T)
-    res = result_def(T)
-    axis = prop_def(IntegerAttr[I64])
-    traits = traits_def(Pure())
-    irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$x attr-dict `:` type($res)"
-
-    def __init__(self, x: SSAValue, axis: int):
-        super().__init__(operands=[x], result_types=[x.type], properties={"axis": i64_attr(axis)})
-
-    def verify_(self) -> None:
-        _check_static(self)
-        r = len(_shape(self.x))
-        ax = self.axis.value.data
-        if not 0 <= ax < r:
-            raise VerifyException(f"'graph.hardmax' axis {ax} out of range for rank {r}")
 
 
 @irdl_op_definition
