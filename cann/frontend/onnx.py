@@ -616,9 +616,9 @@ def _transpose(imp, node, name, a):
     return [imp.emit(g.TransposeOp(x, perm), name).results[0]]
 
 
-@_converter("Softmax")
-def _softmax(imp, node, name, a):
-    x = imp.value(node.input[0])
+def _single_axis(imp, node, name, a, x: SSAValue, op_cls) -> list[SSAValue]:
+    """Softmax / Hardmax: one axis from opset 13; before, over the flattened
+    [prod(dims[:axis]), prod(dims[axis:])] matrix (the opset < 13 rule)."""
     s = g._shape(x)
     r = len(s)
     axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
@@ -626,11 +626,15 @@ def _softmax(imp, node, name, a):
         raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
     axis %= r
     if imp.opset >= 13 or axis == r - 1:
-        return [imp.emit(g.SoftmaxOp(x, axis), name).results[0]]
-    # opset < 13: softmax over the flattened [prod(dims[:axis]), prod(dims[axis:])] matrix
+        return [imp.emit(op_cls(x, axis), name).results[0]]
     flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]
-    sm = imp.emit(g.SoftmaxOp(flat, 1), name).results[0]
-    return [imp.emit(g.ReshapeOp(sm, s), name).results[0]]
+    y = imp.emit(op_cls(flat, 1), name).results[0]
+    return [imp.emit(g.ReshapeOp(y, list(s)), name).results[0]]
+
+
+@_converter("Softmax")
+def _softmax(imp, node, name, a):
+    return _single_axis(imp, node, name, a, imp.value(node.input[0]), g.SoftmaxOp)
 
 
 @_converter("LRN")

@@ -21,11 +21,9 @@ An attribute the operator does not define is an unsupported-attribute error nami
 
 from __future__ import annotations
 
-import math
-
 from cann.dialects import graph as g
 from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _bad_attr, _converter, _emit_unary, _float_input, _scalar_const, _Unsupported
+from cann.frontend.onnx import _bad_attr, _converter, _emit_unary, _float_input, _scalar_const, _single_axis, _Unsupported
 
 _TRIG = {
     "Sin": g.SinOp, "Cos": g.CosOp, "Tan": g.TanOp, "Asin": g.AsinOp, "Acos": g.AcosOp, "Atan": g.AtanOp,
@@ -72,19 +70,7 @@ def _global_max_pool(imp, node, name, a):
 @_converter("Hardmax")
 def _hardmax(imp, node, name, a):
     _check_attrs(node, a, ("axis",))
-    x = _float_input(imp, node)
-    s = g._shape(x)
-    r = len(s)
-    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
-    if not -r <= axis < r:
-        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
-    axis %= r
-    if imp.opset >= 13 or axis == r - 1:
-        return [imp.emit(g.HardmaxOp(x, axis), name).results[0]]
-    # opset < 13: over the flattened [prod(dims[:axis]), prod(dims[axis:])] matrix
-    flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]
-    h = imp.emit(g.HardmaxOp(flat, 1), name).results[0]
-    return [imp.emit(g.ReshapeOp(h, list(s)), name).results[0]]
+    return _single_axis(imp, node, name, a, _float_input(imp, node), g.HardmaxOp)
 
 
 @_converter("GlobalLpPool")
