@@ -226,6 +226,18 @@ def _conv_3d(imp, node, name, a, x):
     return y
 
 
+def _input_and_weight_1d(imp, node, a):
+    """Conv / ConvTranspose of a 1-D input: (x, its shape, the constant rank-3 weight, kernel_shape)."""
+    x = _float_input(imp, node)
+    w = _const_input(imp, node, 1, "W")
+    if w.ndim != 3:
+        raise _Unsupported(f"{node.op_type} of a 1-D input with a rank-{w.ndim} weight")
+    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
+    if ks != list(w.shape[2:]):
+        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    return x, g._shape(x), w, ks
+
+
 @_converter("Conv")
 def _conv_nd(imp, node, name, a):
     x = imp.value(node.input[0])
@@ -236,14 +248,7 @@ def _conv_nd(imp, node, name, a):
         return [_check_shape(imp, node, _conv_3d(imp, node, name, a, _float_input(imp, node)))]
     if len(g._shape(x)) != 3:
         return _conv2d(imp, node, name, a)
-    x = _float_input(imp, node)
-    n, c, length = g._shape(x)
-    w = _const_input(imp, node, 1, "W")
-    if w.ndim != 3:
-        raise _Unsupported(f"Conv of a 1-D input with a rank-{w.ndim} weight")
-    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
-    if ks != list(w.shape[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    x, (n, c, length), w, ks = _input_and_weight_1d(imp, node, a)
     strides, pads, dil = _spatial_nd(node, a, [length], ks)
     b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     out = list(_out_type(imp, node).get_shape())
@@ -261,7 +266,6 @@ def _conv_transpose_3d(imp, name, x, w, b, strides, begin, end, dil, opad, group
     Pad shift it), ``kd`` Adds."""
     n, c, d, h, wd = g._shape(x)
     _, mg, kd, kh, kw = w.shape
-    cg = c // group
     m = mg * group
     od, oh, ow = out[2:]
     # W2[c, j*Mg + ml] = w[c, ml, j]: output channel gi*(kd*Mg) + j*Mg + ml
@@ -359,14 +363,7 @@ def _conv_transpose_nd(imp, node, name, a):
         return [_conv_transpose_3d(imp, name, x, w, b, strides, begin, end, dil, op_, group, out)]
     if len(g._shape(x)) != 3:
         return _conv_transpose2d(imp, node, name, a)
-    x = _float_input(imp, node)
-    n, c, length = g._shape(x)
-    w = _const_input(imp, node, 1, "W")
-    if w.ndim != 3:
-        raise _Unsupported(f"ConvTranspose of a 1-D input with a rank-{w.ndim} weight")
-    ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
-    if ks != list(w.shape[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+    x, (n, c, length), w, ks = _input_and_weight_1d(imp, node, a)
     stride = [int(v) for v in a.get("strides", [1])]
     dil = [int(v) for v in a.get("dilations", [1])]
     op_ = [int(v) for v in a.get("output_padding", [0])]
