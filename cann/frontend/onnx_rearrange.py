@@ -33,7 +33,6 @@ import math
 import string
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
 
 from cann.dialects import graph as g
 from cann.frontend import onnx as _onnx

@@ -2,7 +2,6 @@
 the values of inputs the compiler needs as constants (checked against onnx's reference)."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
