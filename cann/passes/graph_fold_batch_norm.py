@@ -55,7 +55,7 @@ def _per_channel(c: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
 
 def _new_const(rewriter: PatternRewriter, before: Operation, value: np.ndarray, dtype, hint: str) -> SSAValue:
     op = graph.make_constant(np.ascontiguousarray(value.astype(dtype)), hint)
-    rewriter.insert_op(op, _before(before))
+    rewriter.insert(op, _before(before))
     return op.results[0]
 
 
@@ -78,7 +78,7 @@ def _conv_with(rewriter, conv: graph.Conv2DOp, scale: np.ndarray, shift: np.ndar
                          pads=conv.pads.get_values(), dilations=conv.dilations.get_values(),
                          group=conv.group.value.data)
     new.location = conv.location
-    rewriter.insert_op(new, _before(conv))
+    rewriter.insert(new, _before(conv))
     return new
 
 
@@ -136,7 +136,7 @@ class FoldAffineIntoProducer(RewritePattern):
             b2 = _new_const(rewriter, prod, beta * scale + shift, dt, "bn_bias_folded")
             new = graph.BatchNormOp(prod.x, g2, b2, prod.mean, prod.var, prod.epsilon.value.data)
             new.location = prod.location
-            rewriter.insert_op(new, _before(prod))
+            rewriter.insert(new, _before(prod))
         rewriter.replace_all_uses_with(op.results[0], new.results[0])
         rewriter.erase(op)
         rewriter.erase(prod)
