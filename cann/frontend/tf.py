@@ -281,7 +281,7 @@ def inline_functions(gd) -> list:
             raise CannError(node.name, f"{node.op} calls function '{fname}', which the graph's function library "
                                        "does not define")
         if fname in chain:
-            raise CannError(node.name, f"function '{fname}' calls itself (through {' -> '.join(chain)})")
+            raise CannError(node.name, f"function '{fname}' calls itself (call chain {' -> '.join((*chain, fname))})")
         fdef = funcs[fname]
         sig = fdef.signature
         bindings = {a.name: a.default_value for a in sig.attr if a.HasField("default_value")}
@@ -312,6 +312,8 @@ def inline_functions(gd) -> list:
         def tensor(ref: str, fname=fname, args=args, names=names, ops=ops, node=node) -> str:
             """A body input (``arg``, ``arg:i`` or ``node:out_arg:index``) as a graph tensor name."""
             parts = ref.split(":")
+            if len(parts) > 3 or not all(p.isdigit() for p in parts[2:]):
+                raise CannError(node.name, f"function '{fname}': input '{ref}' is not arg, arg:i or node:out_arg:index")
             if parts[0] in args and len(parts) <= 2:
                 i = int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else 0
                 if i >= len(args[parts[0]]):

@@ -433,7 +433,7 @@ def test_function_call_errors():
     gr.node("call", "PartitionedCall", ["x"], f=Func("loop"))
     with pytest.raises(CannError) as e:
         import_tf(gr.bytes())
-    assert e.value.lines() == ["error: call/again: function 'loop' calls itself (through loop)"]
+    assert e.value.lines() == ["error: call/again: function 'loop' calls itself (call chain loop -> loop)"]
 
     gr = G()
     f = gr.function("scaled", ["a"], ["b"], {"b": "r:activations:0"}, attrs=[("alpha", "float")])
@@ -443,6 +443,18 @@ def test_function_call_errors():
     with pytest.raises(CannError) as e:
         import_tf(gr.bytes())
     assert e.value.lines() == ["error: call: function 'scaled' uses attribute 'alpha', which its call does not set"]
+
+    for ref, msg in (("nope:output:0", "names no argument or node of the body"),
+                     ("r:activations:x", "is not arg, arg:i or node:out_arg:index"),
+                     ("a:3", "is out of range")):
+        bad = G()
+        f = bad.function("f", ["a"], ["b"], {"b": ref})
+        f.node("r", "Relu", ["a"])
+        bad.ph("x", [2])
+        bad.node("call", "PartitionedCall", ["x"], f=Func("f"))
+        with pytest.raises(CannError) as e:
+            import_tf(bad.bytes())
+        assert e.value.lines() == [f"error: call: function 'f': input '{ref}' {msg}"]
 
     gr.gd.node[-1].op = "scaled"  # a direct call: attributes on the node
     gr.gd.node[-1].attr["alpha"].f = 0.1
