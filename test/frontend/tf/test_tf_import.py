@@ -359,11 +359,12 @@ def test_softmax_last_axis(tmp_path):
 
 def _library_graph() -> G:
     """x, y -> StatefulPartitionedCall of ``outer`` (alpha bound to 0.25), which calls ``inner``
-    through a PartitionedCall (alpha forwarded as a placeholder) and directly (alpha = 0.5), takes
+    through a PartitionedCall (alpha forwarded as a placeholder) and directly (alpha = 0.5, T left
+    to its default), takes
     ``inner``'s second output by name, and sums a list argument through ``pair_sum``."""
     gr = G()
     inner = gr.function("inner", [("x", {"type": 0, "type_attr": "T"})], ["y", "z"],
-                        {"y": "lr:activations:0", "z": "m:z:0"}, attrs=[("T", "type"), ("alpha", "float")])
+                        {"y": "lr:activations:0", "z": "m:z:0"}, attrs=[("T", "type", Type(1)), ("alpha", "float")])
     inner.node("lr", "LeakyRelu", ["x"], alpha=Placeholder("alpha"), T=Placeholder("T"))
     inner.node("two", "Const", value=np.array(2.0, np.float32), dtype=Placeholder("T"))
     inner.node("m", "Mul", ["x", "two:output:0"], T=Placeholder("T"))
@@ -373,7 +374,7 @@ def _library_graph() -> G:
     outer = gr.function("outer", ["a", "b"], ["sum", "prod"], {"sum": "p:s:0", "prod": "mul:z:0"},
                         attrs=[("alpha", "float")])
     outer.node("c1", "PartitionedCall", ["a"], f=Func("inner", T=Type(1), alpha=Placeholder("alpha")))
-    outer.node("c2", "inner", ["b", "^c1"], T=Type(1), alpha=0.5)
+    outer.node("c2", "inner", ["b", "^c1"], alpha=0.5)  # T: the function's default
     outer.node("idn", "IdentityN", ["c1:output:0", "c2:z:0"])  # c2's second output argument
     outer.node("p", "pair_sum", ["c1:output:0", "c2:y:0"], N=2)
     outer.node("mul", "Mul", ["idn:output:1", "p:s:0"])

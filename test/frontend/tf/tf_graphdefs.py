@@ -116,7 +116,7 @@ class G:
         f.signature.name = name
         for args, field in ((inputs, f.signature.input_arg), (outputs, f.signature.output_arg)):
             for a in args:
-                n, extra = (a, {}) if isinstance(a, str) else a
+                n, extra = (a, {}) if isinstance(a, str) else (a[0], dict(a[1]))
                 field.add(name=n, type=extra.pop("type", 1), **extra)
         for a in attrs:
             d = f.signature.attr.add(name=a[0], type=a[1])
