@@ -8,6 +8,9 @@ The GraphDef is parsed with the protobuf message classes tensorboard ships
   fixed with ``input_shape`` (names may carry a ``:0`` output index);
 * outputs are ``out_nodes`` (``node`` or ``node:index``), by default every node with a data
   output that no other node consumes, in file order;
+* function calls (``PartitionedCall``, ``StatefulPartitionedCall``, a node whose op names a
+  function of the GraphDef's library: Keras 3 freezes grouped and depthwise convolutions so) are
+  inlined first, as TensorFlow's graph optimizer does (:func:`inline_functions`);
 * nodes are visited in topological order of their data inputs (control inputs ``^n`` are
   ignored). A node whose inputs are all constants is evaluated with numpy at import time and
   becomes constant data (so ``Shape`` / ``StridedSlice`` / ``Pack`` chains fold once the input
@@ -40,7 +43,7 @@ from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
 from cann.fileio import parse_protobuf
 
-__all__ = ["import_tf", "load_graph_def", "SUPPORTED_OPS"]
+__all__ = ["import_tf", "load_graph_def", "inline_functions", "SUPPORTED_OPS"]
 
 _NHWC_TO_NCHW = (0, 3, 1, 2)
 _NCHW_TO_NHWC = (0, 2, 3, 1)
@@ -188,6 +191,172 @@ def _key(node: str, idx: int) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# function calls: inlined from the GraphDef's function library before import
+
+_CALL_OPS = ("PartitionedCall", "StatefulPartitionedCall")
+# Output arguments of the operators with several single-tensor output arguments, in order (their
+# OpDefs). Every other operator has one output argument (possibly a list: IdentityN, Unpack,
+# ShapeN, Split, a call's ``output``), so its ``node:arg:i`` is its output ``i``.
+_OUTPUT_ARGS: dict[str, tuple[str, ...]] = {
+    "FusedBatchNorm": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
+    "FusedBatchNormV2": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2"),
+    "FusedBatchNormV3": ("y", "batch_mean", "batch_variance", "reserve_space_1", "reserve_space_2",
+                         "reserve_space_3"),
+    "TopKV2": ("values", "indices"), "Unique": ("y", "idx"), "UniqueV2": ("y", "idx"),
+}
+
+
+def _substitute_attr(value, bindings, fname: str, node_name: str) -> None:
+    """Replace, in place, an ``AttrValue`` that is a function attribute ``placeholder`` (also inside a
+    ``func`` value's attributes and lists of functions) by its binding."""
+    kind = value.WhichOneof("value")
+    if kind == "placeholder":
+        name = value.placeholder
+        if name not in bindings:
+            raise CannError(node_name, f"function '{fname}' uses attribute '{name}', which its call does not set")
+        value.CopyFrom(bindings[name])
+    elif kind == "func":
+        for v in value.func.attr.values():
+            _substitute_attr(v, bindings, fname, node_name)
+    elif kind == "list":
+        for f in value.list.func:
+            for v in f.attr.values():
+                _substitute_attr(v, bindings, fname, node_name)
+
+
+def _arg_count(arg, bindings) -> int:
+    """The number of tensors of a function argument (an ``OpDef.ArgDef``): a list's length or 1."""
+    if arg.number_attr:
+        b = bindings.get(arg.number_attr)
+        return int(b.i) if b is not None else 1
+    if arg.type_list_attr:
+        b = bindings.get(arg.type_list_attr)
+        return len(b.list.type) if b is not None else 1
+    return 1
+
+
+def inline_functions(gd) -> list:
+    """The nodes of ``gd`` with every function call replaced by the called function's body.
+
+    A call is a ``PartitionedCall`` / ``StatefulPartitionedCall`` node (function in its ``f``
+    attribute) or a node whose op names a function of ``gd.library`` (attributes on the node). As
+    TensorFlow's inliner does, body node ``n`` of a call node ``c`` becomes ``c/n`` (a suffix
+    ``_1``, ``_2``, ... when that name is taken), its attribute placeholders are bound to the
+    call's attribute values (or the function's defaults), its ``arg`` / ``arg:i`` inputs become
+    the call's inputs and its ``node:out_arg:index`` inputs become ``c/node:k`` (``k`` the flat
+    output index); ``c`` itself becomes an ``IdentityN`` of the function's return values, so
+    consumers of ``c:i`` and ``out_nodes`` naming it are unchanged. Calls inside bodies are
+    inlined the same way (recursion is an error).
+
+    Returns:
+        The ``NodeDef``\\ s, in file order with each call's body after its ``IdentityN``.
+
+    Raises:
+        CannError: a call names no function of the library, passes the wrong number of inputs,
+            leaves an attribute unbound, a function calls itself, or a body input names no
+            argument or node.
+    """
+    funcs = {f.signature.name: f for f in gd.library.function}
+    if not funcs and not any(n.op in _CALL_OPS for n in gd.node):
+        return list(gd.node)
+    from tensorboard.compat.proto.node_def_pb2 import NodeDef
+
+    sigs = {fn: [o.name for o in fd.signature.output_arg] for fn, fd in funcs.items()}
+    taken = {n.name for n in gd.node}
+    out: list = []
+    # (node, functions on the call chain that created it)
+    work: list[tuple[Any, tuple[str, ...]]] = [(n, ()) for n in gd.node]
+    work.reverse()
+    while work:
+        node, chain = work.pop()
+        if node.op in _CALL_OPS:
+            f = node.attr["f"].func if "f" in node.attr else None
+            fname, bind_src = (f.name, f.attr) if f is not None else ("", {})
+        elif node.op in funcs:
+            fname, bind_src = node.op, node.attr
+        else:
+            out.append(node)
+            continue
+        if fname not in funcs:
+            raise CannError(node.name, f"{node.op} calls function '{fname}', which the graph's function library "
+                                       "does not define")
+        if fname in chain:
+            raise CannError(node.name, f"function '{fname}' calls itself (call chain {' -> '.join((*chain, fname))})")
+        fdef = funcs[fname]
+        sig = fdef.signature
+        bindings = {a.name: a.default_value for a in sig.attr if a.HasField("default_value")}
+        bindings.update(bind_src)
+        # inputs: function argument -> the call's input tensors
+        data_in = [i for i in node.input if not i.startswith("^")]
+        args: dict[str, list[str]] = {}
+        pos = 0
+        for a in sig.input_arg:
+            k = _arg_count(a, bindings)
+            args[a.name] = data_in[pos:pos + k]
+            pos += k
+        if pos != len(data_in):
+            raise CannError(node.name, f"{node.op} passes {len(data_in)} inputs to function '{fname}', "
+                                       f"which takes {pos}")
+        # body node names -> unique graph names
+        names: dict[str, str] = {}
+        for b in fdef.node_def:
+            new = f"{node.name}/{b.name}"
+            k = 0
+            while new in taken:
+                k += 1
+                new = f"{node.name}/{b.name}_{k}"
+            taken.add(new)
+            names[b.name] = new
+        ops = {b.name: b.op for b in fdef.node_def}
+
+        def tensor(ref: str, fname=fname, args=args, names=names, ops=ops, node=node) -> str:
+            """A body input (``arg``, ``arg:i`` or ``node:out_arg:index``) as a graph tensor name."""
+            parts = ref.split(":")
+            if len(parts) > 3 or not all(p.isdigit() for p in parts[2:]):
+                raise CannError(node.name, f"function '{fname}': input '{ref}' is not arg, arg:i or node:out_arg:index")
+            if parts[0] in args and len(parts) <= 2:
+                i = int(parts[1]) if len(parts) == 2 and parts[1].isdigit() else 0
+                if i >= len(args[parts[0]]):
+                    raise CannError(node.name, f"function '{fname}': input '{ref}' is out of range")
+                return args[parts[0]][i]
+            if parts[0] not in names:
+                raise CannError(node.name, f"function '{fname}': input '{ref}' names no argument or node of the body")
+            if len(parts) == 1:
+                return names[parts[0]]
+            if len(parts) == 2 and parts[1].isdigit():
+                idx = int(parts[1])
+            else:
+                arg, i = parts[1], int(parts[2]) if len(parts) == 3 else 0
+                outs = _OUTPUT_ARGS.get(ops[parts[0]]) or sigs.get(ops[parts[0]])
+                idx = i + (outs.index(arg) if outs and arg in outs else 0)
+            return f"{names[parts[0]]}:{idx}" if idx else names[parts[0]]
+
+        body = []
+        for b in fdef.node_def:
+            n = NodeDef()
+            n.CopyFrom(b)
+            n.name = names[b.name]
+            del n.input[:]
+            for ref in b.input:
+                if ref.startswith("^"):
+                    if ref[1:] in names:
+                        n.input.append("^" + names[ref[1:]])
+                else:
+                    n.input.append(tensor(ref))
+            for v in n.attr.values():
+                _substitute_attr(v, bindings, fname, node.name)
+            body.append((n, (*chain, fname)))
+        ret = NodeDef(name=node.name, op="IdentityN")
+        ret.input.extend(tensor(fdef.ret[o.name]) if o.name in fdef.ret else "" for o in sig.output_arg)
+        if "" in ret.input:
+            missing = next(o.name for o in sig.output_arg if o.name not in fdef.ret)
+            raise CannError(node.name, f"function '{fname}' returns nothing for its output '{missing}'")
+        out.append(ret)
+        work.extend(reversed(body))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # importer
 
 
@@ -200,6 +369,7 @@ class _Importer:
             if n.name in self.nodes:
                 raise CannError(n.name, "two nodes have this name")
             self.nodes[n.name] = n
+        self.nodes = {n.name: n for n in inline_functions(gd)}
         self.consts: dict[str, np.ndarray] = {}
         self.values: dict[str, SSAValue] = {}
         self.const_values: dict[str, SSAValue] = {}
@@ -1207,5 +1377,5 @@ def import_tf(
     return module
 
 
-SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Const", "Placeholder", "NoOp"})
+SUPPORTED_OPS = sorted(set(_CONVERTERS) | {"Const", "Placeholder", "NoOp", *_CALL_OPS})
 FOLDED_OPS = sorted(set(_FOLD) - set(_CONVERTERS))

@@ -23,6 +23,11 @@ MODELS = {
     "gpt_block": {"logits"},  # next-token logits [1, 16, 128]: top-1 per position
     "resnext": {"logits"},  # [1, 10]
     "fpn": set(),  # dense [1, 8, 64, 64] map
+    # BERT-style encoder exported without token_type_ids (zero buffer -> Expand -> GatherElements), by
+    # both exporters: hidden states [1, 64, 64] and pooler output [1, 64]
+    "bert_encoder": set(),
+    "bert_encoder_legacy": set(),
+    "swin_block": set(),  # Swin-style (shifted) window attention, exported with dynamo=False: [1, 16, 64]
 }
 
 

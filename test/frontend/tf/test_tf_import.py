@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tf_graphdefs import G, Type, evaluate, filecheck, rel_l2
+from tf_graphdefs import G, Func, Placeholder, Type, evaluate, filecheck, rel_l2
 
 from cann.errors import CannError
-from cann.frontend.tf import import_tf
+from cann.frontend.tf import import_tf, inline_functions, load_graph_def
 
 RNG = np.random.default_rng(0)
 
@@ -352,6 +352,117 @@ def test_softmax_last_axis(tmp_path):
     gr.ph("x", [2, 5])
     gr.node("sm", "Softmax", ["x"])
     filecheck(imported(gr), "CHECK: graph.softmax %{{.*}} {axis = 1 : i64} : tensor<2x5xf32>\n", tmp_path)
+
+
+# -- function calls (inlined from the library) ---------------------------------------------------
+
+
+def _library_graph() -> G:
+    """x, y -> StatefulPartitionedCall of ``outer`` (alpha bound to 0.25), which calls ``inner``
+    through a PartitionedCall (alpha forwarded as a placeholder) and directly (alpha = 0.5, T left
+    to its default), takes
+    ``inner``'s second output by name, and sums a list argument through ``pair_sum``."""
+    gr = G()
+    inner = gr.function("inner", [("x", {"type": 0, "type_attr": "T"})], ["y", "z"],
+                        {"y": "lr:activations:0", "z": "m:z:0"}, attrs=[("T", "type", Type(1)), ("alpha", "float")])
+    inner.node("lr", "LeakyRelu", ["x"], alpha=Placeholder("alpha"), T=Placeholder("T"))
+    inner.node("two", "Const", value=np.array(2.0, np.float32), dtype=Placeholder("T"))
+    inner.node("m", "Mul", ["x", "two:output:0"], T=Placeholder("T"))
+    pair = gr.function("pair_sum", [("xs", {"number_attr": "N"})], ["s"], {"s": "a:z:0"},
+                       attrs=[("N", "int", 1)])
+    pair.node("a", "AddV2", ["xs:0", "xs:1"])
+    outer = gr.function("outer", ["a", "b"], ["sum", "prod"], {"sum": "p:s:0", "prod": "mul:z:0"},
+                        attrs=[("alpha", "float")])
+    outer.node("c1", "PartitionedCall", ["a"], f=Func("inner", T=Type(1), alpha=Placeholder("alpha")))
+    outer.node("c2", "inner", ["b", "^c1"], alpha=0.5)  # T: the function's default
+    outer.node("idn", "IdentityN", ["c1:output:0", "c2:z:0"])  # c2's second output argument
+    outer.node("p", "pair_sum", ["c1:output:0", "c2:y:0"], N=2)
+    outer.node("mul", "Mul", ["idn:output:1", "p:s:0"])
+    gr.ph("x", [2, 3])
+    gr.ph("y", [2, 3])
+    gr.node("call", "StatefulPartitionedCall", ["x", "y"], f=Func("outer", alpha=0.25))
+    gr.node("first", "Identity", ["call"])
+    gr.node("second", "Relu", ["call:1"])
+    return gr
+
+
+def test_function_calls_inline_nested_with_attributes():
+    x, y = rand(2, 3), rand(2, 3)
+    out = run(_library_graph(), {"x": x, "y": y})
+
+    def leaky(v, a):
+        return np.where(v >= 0, v, a * v)
+
+    s = leaky(x, 0.25) + leaky(y, 0.5)
+    assert list(out) == ["first", "second"]
+    assert rel_l2(out["first"], s) < 1e-6
+    assert rel_l2(out["second"], np.maximum(2 * y * s, 0)) < 1e-6
+
+
+def test_function_call_body_is_named_under_the_call():
+    gr = _library_graph()
+    gr.node("call/c2", "Identity", ["x"])  # takes the name the inliner would give
+    gd, _ = load_graph_def(gr.bytes())
+    nodes = {n.name: n for n in inline_functions(gd)}
+    assert nodes["call"].op == "IdentityN" and list(nodes["call"].input) == ["call/p", "call/mul"]
+    assert nodes["call/c2"].op == "Identity" and nodes["call/c2_1"].op == "IdentityN"
+    # node:out_arg:index -> flat output index; arg -> the call's input; nested body under the nested call
+    assert list(nodes["call/idn"].input) == ["call/c1", "call/c2_1:1"]
+    assert list(nodes["call/c1/lr"].input) == ["x"] and list(nodes["call/c2_1/lr"].input) == ["y"]
+    assert list(nodes["call/c2_1/m"].input) == ["y", "call/c2_1/two"]
+    assert list(nodes["call/p/a"].input) == ["call/c1", "call/c2_1"]
+    assert nodes["call/c1/lr"].attr["alpha"].f == 0.25 and nodes["call/c2_1/lr"].attr["alpha"].f == 0.5
+    assert nodes["call/c1/lr"].attr["T"].type == 1 and nodes["call/c2_1/two"].attr["dtype"].type == 1
+    m = import_tf(gr.bytes(), out_nodes=["call:1"])
+    relus = [(op.location.desc.data, op.alpha.value.data) for op in m.walk() if op.name == "graph.leaky_relu"]
+    assert relus == [("call/c1/lr", 0.25), ("call/c2_1/lr", 0.5)]
+
+
+def test_function_call_errors():
+    gr = G()
+    gr.ph("x", [2])
+    gr.node("call", "PartitionedCall", ["x"], f=Func("missing"))
+    with pytest.raises(CannError) as e:
+        import_tf(gr.bytes())
+    assert e.value.lines() == ["error: call: PartitionedCall calls function 'missing', which the graph's "
+                               "function library does not define"]
+
+    gr = G()
+    f = gr.function("loop", ["a"], ["b"], {"b": "again:output:0"})
+    f.node("again", "PartitionedCall", ["a"], f=Func("loop"))
+    gr.ph("x", [2])
+    gr.node("call", "PartitionedCall", ["x"], f=Func("loop"))
+    with pytest.raises(CannError) as e:
+        import_tf(gr.bytes())
+    assert e.value.lines() == ["error: call/again: function 'loop' calls itself (call chain loop -> loop)"]
+
+    gr = G()
+    f = gr.function("scaled", ["a"], ["b"], {"b": "r:activations:0"}, attrs=[("alpha", "float")])
+    f.node("r", "LeakyRelu", ["a"], alpha=Placeholder("alpha"))
+    gr.ph("x", [2])
+    gr.node("call", "PartitionedCall", ["x"], f=Func("scaled"))
+    with pytest.raises(CannError) as e:
+        import_tf(gr.bytes())
+    assert e.value.lines() == ["error: call: function 'scaled' uses attribute 'alpha', which its call does not set"]
+
+    for ref, msg in (("nope:output:0", "names no argument or node of the body"),
+                     ("r:activations:x", "is not arg, arg:i or node:out_arg:index"),
+                     ("a:3", "is out of range")):
+        bad = G()
+        f = bad.function("f", ["a"], ["b"], {"b": ref})
+        f.node("r", "Relu", ["a"])
+        bad.ph("x", [2])
+        bad.node("call", "PartitionedCall", ["x"], f=Func("f"))
+        with pytest.raises(CannError) as e:
+            import_tf(bad.bytes())
+        assert e.value.lines() == [f"error: call: function 'f': input '{ref}' {msg}"]
+
+    gr.gd.node[-1].op = "scaled"  # a direct call: attributes on the node
+    gr.gd.node[-1].attr["alpha"].f = 0.1
+    gr.gd.node[-1].input.append("x")
+    with pytest.raises(CannError) as e:
+        import_tf(gr.bytes())
+    assert e.value.lines() == ["error: call: scaled passes 2 inputs to function 'scaled', which takes 1"]
 
 
 # -- errors -------------------------------------------------------------------------------------

@@ -13,10 +13,10 @@ from tf_graphdefs import FIXTURES, evaluate, rel_l2
 
 import cann
 from cann.compiler import make_context
-from cann.frontend.tf import import_tf
+from cann.frontend.tf import import_tf, load_graph_def
 from cann.passes.graph_fold_transposes import GraphFoldTransposesPass
 
-MODELS = ["resnet_style", "efficientnet_style", "transformer_encoder"]
+MODELS = ["resnet_style", "efficientnet_style", "transformer_encoder", "grouped_conv", "nested_calls"]
 TOL = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
 
 
@@ -47,6 +47,33 @@ def test_nhwc_layout_transposes_fold(name):
     assert sum(op.name == "graph.transpose" for op in m.walk()) > 10
     GraphFoldTransposesPass().apply(make_context(), m)
     assert sum(op.name == "graph.transpose" for op in m.walk()) == 1
+
+
+def test_grouped_conv_layers_are_inlined_function_calls():
+    """Keras 3 freezes grouped / depthwise Conv2D layers as StatefulPartitionedCall nodes of library
+    functions whose bodies name outputs ``node:out_arg:index``; inlined, they are grouped convolutions."""
+    pb, x, _ = _fixture("grouped_conv")
+    gd, _ = load_graph_def(pb)
+    calls = [n for n in gd.node if n.op == "StatefulPartitionedCall"]
+    assert len(calls) == 2 and len(gd.library.function) == 2
+    assert any(i.count(":") == 2 for f in gd.library.function for n in f.node_def for i in n.input)
+    m = import_tf(pb, input_shape={"input": x["input"].shape})
+    convs = [op for op in m.walk() if op.name == "graph.conv2d"]
+    assert sorted(op.group.value.data for op in convs) == [16, 32]
+    assert {op.location.desc.data for op in convs} == {c.name + "/convolution" for c in calls}
+
+
+def test_nested_calls_fixture_refers_to_second_outputs():
+    """nested_calls: a library function calling another twice, the second call fed the first's
+    second output (``StatefulPartitionedCall:output:1``); both graph outputs come from the calls."""
+    pb, x, _ = _fixture("nested_calls")
+    gd, _ = load_graph_def(pb)
+    bodies = {f.signature.name: f for f in gd.library.function}
+    outer = next(f for f in bodies.values() if any(n.op == "StatefulPartitionedCall" for n in f.node_def))
+    assert sum(n.op == "StatefulPartitionedCall" for n in outer.node_def) == 2
+    assert any(i.endswith(":output:1") for n in outer.node_def for i in n.input)
+    m = import_tf(pb, input_shape={"input": x["input"].shape})
+    assert sum(op.name == "graph.matmul" for op in m.walk()) == 2
 
 
 @pytest.mark.parametrize("precision_mode", list(TOL))

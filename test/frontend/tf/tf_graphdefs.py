@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from tensorboard.compat.proto import attr_value_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2
+from tensorboard.compat.proto import attr_value_pb2, function_pb2, graph_pb2, tensor_pb2, tensor_shape_pb2
 
 from cann.dialects import graph as g
 
@@ -22,6 +22,17 @@ DT = {np.dtype(np.float32): 1, np.dtype(np.float64): 2, np.dtype(np.int32): 3, n
 
 class Type(int):
     """An attribute value of kind ``type`` (a DataType enum)."""
+
+
+class Placeholder(str):
+    """An attribute value of kind ``placeholder``: a function body's reference to a function attribute."""
+
+
+class Func:
+    """An attribute value of kind ``func``: a function name and its attribute bindings."""
+
+    def __init__(self, name: str, **attrs):
+        self.name, self.attrs = name, attrs
 
 
 def tensor_proto(arr) -> tensor_pb2.TensorProto:
@@ -37,6 +48,12 @@ def attr(v) -> attr_value_pb2.AttrValue:
     a = attr_value_pb2.AttrValue()
     if isinstance(v, Type):
         a.type = int(v)
+    elif isinstance(v, Placeholder):
+        a.placeholder = str(v)
+    elif isinstance(v, Func):
+        a.func.name = v.name
+        for k, x in v.attrs.items():
+            a.func.attr[k].CopyFrom(attr(x))
     elif isinstance(v, bool):
         a.b = v
     elif isinstance(v, int):
@@ -89,8 +106,41 @@ class G:
                 s.dim.add().size = d
         return self.node(name, "Placeholder", dtype=Type(DT[np.dtype(dtype)]), shape=s)
 
+    def function(self, name, inputs, outputs, ret, attrs=()) -> "G":
+        """Add a function to the library and return a ``G`` whose nodes are its body.
+
+        ``inputs`` / ``outputs`` are argument names, or ``(name, {"number_attr": "N", ...})``
+        pairs for ``OpDef.ArgDef`` fields; ``ret`` maps output names to body tensors
+        (``node:out_arg:index``); ``attrs`` lists ``(name, type)`` or ``(name, type, default)``."""
+        f = self.gd.library.function.add()
+        f.signature.name = name
+        for args, field in ((inputs, f.signature.input_arg), (outputs, f.signature.output_arg)):
+            for a in args:
+                n, extra = (a, {}) if isinstance(a, str) else (a[0], dict(a[1]))
+                field.add(name=n, type=extra.pop("type", 1), **extra)
+        for a in attrs:
+            d = f.signature.attr.add(name=a[0], type=a[1])
+            if len(a) > 2:
+                d.default_value.CopyFrom(attr(a[2]))
+        for k, v in ret.items():
+            f.ret[k] = v
+        body = G()
+        body.gd = _FunctionBody(f)
+        return body
+
     def bytes(self) -> bytes:
         return self.gd.SerializeToString()
+
+
+class _FunctionBody:
+    """A ``FunctionDef`` seen as a graph for :meth:`G.node`: nodes go to ``node_def``."""
+
+    def __init__(self, f: function_pb2.FunctionDef):
+        self.f = f
+
+    @property
+    def node(self):
+        return self.f.node_def
 
 
 def filecheck(text: str, checks: str, tmp_path: Path) -> None:
