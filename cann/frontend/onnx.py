@@ -229,7 +229,10 @@ class _Importer:
                         what = f"'{d}'" if d else "unknown"
                         raise CannError(vi.name, f"dimension {i} is symbolic ({what}); fix it with input_shape")
         try:
-            inferred = onnx.shape_inference.infer_shapes(fixed, check_type=True, strict_mode=True, data_prop=True)
+            from cann.frontend.onnx_spatial import infer_shapes_pool_rule
+
+            inferred = infer_shapes_pool_rule(fixed, lambda m: onnx.shape_inference.infer_shapes(
+                m, check_type=True, strict_mode=True, data_prop=True))
         except Exception as e:
             raise CannError(self.where, f"ONNX shape inference failed: {str(e).strip().splitlines()[-1]}") from None
         ig = inferred.graph
@@ -325,6 +328,10 @@ class _Importer:
             else:
                 return
         outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
+        from cann.frontend.onnx_spatial import _floor_mode_equivalent
+
+        x0 = self.types.get(node.input[0]) if node.input and node.input[0] in self.types else None
+        node = _floor_mode_equivalent(node, _dims(x0) if x0 is not None else None) or node  # the ceil_mode rule
         g = helper.make_graph([node], "infer", vis, outs, initializer=inits)
         m = helper.make_model(g, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
         try:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
+from onnx import helper
 from xdsl.dialects.builtin import TensorType
 
 from cann.dialects import graph as g
@@ -77,6 +79,89 @@ def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
     elif auto != "NOTSET":
         raise _bad_attr(node, "auto_pad", auto)
     return strides, pads, dil
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def pool_output_size(size: int, k: int, s: int, pad_begin: int, pad_end: int, d: int, ceil_mode: bool) -> int:
+    """The specification's pooling output length of one axis: ``(size + pads - eff) / s + 1`` rounded
+    down, or up with ``ceil_mode``, where a last window that would start inside the end padding (at
+    index ``size + pad_begin`` of the padded axis or later) is dropped. onnx's shape inference (1.23)
+    lacks the drop rule; onnxruntime and the reference evaluator apply it. May be 0 or negative (a
+    kernel longer than the padded input)."""
+    num = size + pad_begin + pad_end - ((k - 1) * d + 1)
+    if not ceil_mode:
+        return num // s + 1
+    out = -(-num // s) + 1
+    if out > 1 and (out - 1) * s >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def _floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
+    """For a ceil_mode pool whose last window onnx's shape inference keeps but the spec drops: the same
+    node in floor mode with explicit pads, for which onnx infers the spec's output shape (used for shape
+    inference only). None for every other node."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in _POOLS:
+        return None
+    a = {at.name: helper.get_attribute_value(at) for at in node.attribute}
+    ks = [int(v) for v in a.get("kernel_shape", [])]
+    if not int(a.get("ceil_mode", 0)) or in_shape is None or len(in_shape) != len(ks) + 2 or \
+            any(not isinstance(v, int) for v in in_shape):
+        return None
+    r = len(ks)
+    try:
+        strides, pads, dil = _spatial_nd(node, a, in_shape[2:], ks)
+    except _Unsupported:
+        return None  # reported by the converter
+    want = [pool_output_size(in_shape[2 + i], ks[i], strides[i], pads[i], pads[i + r], dil[i], True) for i in range(r)]
+    kept = [-(-(in_shape[2 + i] + pads[i] + pads[i + r] - (ks[i] - 1) * dil[i] - 1) // strides[i]) + 1
+            for i in range(r)]
+    if want == kept or min(want) < 1:
+        return None
+    # floor((L + pb + pe' - eff) / s) + 1 == want for the smallest non-negative pe'
+    ends = [max(0, (want[i] - 1) * strides[i] + (ks[i] - 1) * dil[i] + 1 - in_shape[2 + i] - pads[i]) for i in range(r)]
+    rep = onnx.NodeProto()
+    rep.CopyFrom(node)
+    del rep.attribute[:]
+    rep.attribute.extend(at for at in node.attribute if at.name not in ("auto_pad", "pads", "ceil_mode"))
+    rep.attribute.extend([helper.make_attribute("pads", pads[:r] + ends), helper.make_attribute("ceil_mode", 0)])
+    return rep
+
+
+def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
+    """``infer(model)`` (onnx's shape inference of the ``ModelProto`` ``model``), corrected for the
+    ceil_mode drop rule of :func:`pool_output_size`: each pool that needs it is replaced *in model*
+    (a copy made for inference; the importer converts the original nodes) by its floor-mode
+    equivalent, the shapes inferred or declared for every tensor it feeds are cleared, and inference
+    runs again, until no pool changes (a pool downstream of a changed one waits for the next round,
+    its input shape being stale)."""
+    inferred = infer(model)
+    while True:
+        ig = inferred.graph
+        types = {vi.name: vi.type for vi in (*ig.input, *ig.value_info, *ig.output)}
+        stale: set[str] = set()
+        changed = False
+        for node in model.graph.node:
+            if any(n in stale for n in node.input):
+                stale.update(o for o in node.output if o)
+                continue
+            t = types.get(node.input[0]) if node.input else None
+            rep = _floor_mode_equivalent(node, _onnx._dims(t) if t is not None else None)
+            if rep is not None:
+                node.CopyFrom(rep)
+                stale.update(o for o in node.output if o)
+                changed = True
+        if not changed:
+            return inferred
+        keep = [vi for vi in model.graph.value_info if vi.name not in stale]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(keep)
+        for vi in model.graph.output:
+            if vi.name in stale and vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+        inferred = infer(model)
 
 
 def _check_shape(imp, node, y):

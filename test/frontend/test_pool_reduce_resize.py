@@ -1,0 +1,143 @@
+"""Wrong numbers and degenerate shapes in pooling, reductions, Resize and Conv import (issue 10,
+items 2, 3, 4, 9). Compiled, run on the simulator, compared with onnxruntime (the reference
+evaluator or the spec in numpy where a test says why)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import cann
+from cann.errors import CannError
+from cann.testing import run_onnxruntime
+
+F = TensorProto.FLOAT
+FP32 = "must_keep_origin_dtype"
+
+
+def _model(nodes, inputs, outputs, inits=None, opset=22):
+    """A model with onnx's inferred shapes written into it (as exporters do): for the ceil_mode
+    pools those are the too-long ones, which the importer must not trust."""
+    nodes = nodes if isinstance(nodes, list) else [nodes]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info(n, F, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(o, F, None) for o in outputs],
+                          [numpy_helper.from_array(np.asarray(a), n) for n, a in (inits or {}).items()])
+    return onnx.shape_inference.infer_shapes(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
+def _rel_l2(out, ref):
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def _run(model, feeds, mode=FP32):
+    return cann.compile(model, precision_mode=mode).run(feeds)
+
+
+def _check_ort(model, feeds, mode=FP32, tol=None):
+    ref = run_onnxruntime(model, feeds)
+    out = _run(model, feeds, mode)
+    for name, r in ref.items():
+        assert out[name].shape == r.shape, name
+        assert np.isfinite(out[name]).all(), name
+        err = _rel_l2(out[name], r)
+        assert err <= (tol or (1e-4 if mode == FP32 else 1e-2)), f"{name}: rel L2 {err:.3g}"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# item 2: ceil_mode drops a last window that would start inside the end padding
+
+# (input shape, attributes); in each, at least one axis has a window that the ceil formula adds
+# but that starts in the end padding (marked), so the spec's output is one shorter there
+CEIL_POOLS = [
+    # the issue's example: last axis 5, pads 1+1, k 3, s 3: ceil(4/3)+1 = 3 windows, the third at
+    # padded index 6 = 5 + 1 -> dropped; output [1, 2, 2, 3, 2]
+    ((1, 2, 3, 6, 5), dict(kernel_shape=[3, 3, 3], strides=[3, 3, 3], pads=[1] * 6)),
+    ((1, 2, 5), dict(kernel_shape=[3], strides=[3], pads=[1, 1])),  # 1-D, dropped
+    ((2, 3, 6, 5), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1])),  # W dropped, H kept
+    ((1, 2, 5, 8), dict(kernel_shape=[3, 2], strides=[3, 2], pads=[1, 0, 1, 1])),  # both dropped
+    ((1, 2, 6), dict(kernel_shape=[2], strides=[3], pads=[0, 1], dilations=[2])),  # dilated, dropped
+    ((1, 1, 4, 4, 8), dict(kernel_shape=[2, 2, 3], strides=[2, 2, 3], pads=[0, 1, 1, 0, 1, 1])),  # D, H kept
+    ((1, 2, 3), dict(kernel_shape=[1], strides=[3])),  # no pads: the ceil window starts past the end
+]
+
+
+@pytest.mark.parametrize("shape,attrs", CEIL_POOLS, ids=[str(c[0]) for c in CEIL_POOLS])
+@pytest.mark.parametrize("op,extra", [("MaxPool", {}), ("AveragePool", {"count_include_pad": 0}),
+                                      ("AveragePool", {"count_include_pad": 1}), ("LpPool", {"p": 2}),
+                                      ("LpPool", {"p": 1})], ids=["max", "avg", "avg_cip", "lp2", "lp1"])
+@pytest.mark.parametrize("opset", [11, 19, 22])
+def test_pool_ceil_mode_drops_window_in_end_padding(op, extra, shape, attrs, opset):
+    if op == "LpPool" and opset < 18:
+        pytest.skip("LpPool has ceil_mode from opset 18")
+    if op == "AveragePool" and opset < 19 and "dilations" in attrs:
+        pytest.skip("AveragePool has dilations from opset 19")
+    m = _model(helper.make_node(op, ["x"], ["y"], ceil_mode=1, **attrs, **extra), [("x", shape)], ["y"], opset=opset)
+    ref = run_onnxruntime(m, {"x": _x(*shape)})["y"]
+    # onnxruntime and the reference evaluator drop the window at every opset; onnx's shape
+    # inference (1.23) applies the rule from opset 22 only
+    from cann.frontend.onnx_spatial import pool_output_size
+
+    declared = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim]
+    assert (list(ref.shape) == declared) == (opset >= 22)
+    r = len(attrs["kernel_shape"])
+    pads, st, dil = attrs.get("pads", [0] * 2 * r), attrs["strides"], attrs.get("dilations", [1] * r)
+    assert list(ref.shape[2:]) == [pool_output_size(shape[2 + i], attrs["kernel_shape"][i], st[i], pads[i], pads[r + i],
+                                                    dil[i], True) for i in range(r)]
+    assert ReferenceEvaluator(m).run(None, {"x": _x(*shape)})[0].shape == ref.shape
+    _check_ort(m, {"x": _x(*shape)})
+
+
+def test_pool_ceil_mode_issue_example_shape_and_fp16():
+    """MaxPool 3-D, kernel 3, stride 3, pads 1, ceil_mode=1 on [1, 2, 3, 6, 5] -> [1, 2, 2, 3, 2];
+    the dropped window came out as -65504 in fp16."""
+    shape = (1, 2, 3, 6, 5)
+    m = _model(helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3] * 3, strides=[3] * 3, pads=[1] * 6,
+                                ceil_mode=1), [("x", shape)], ["y"], opset=19)
+    out = _check_ort(m, {"x": _x(*shape)}, mode="force_fp16")
+    assert out["y"].shape == (1, 2, 2, 3, 2)
+    assert out["y"].min() > -10
+
+
+def test_pool_ceil_mode_chain_reinfers_downstream_shapes():
+    """A corrected pool feeds a Relu and a second ceil_mode pool whose own drop depends on the
+    corrected length (and the model declares onnx's too-long shapes for all of them)."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3, 3], strides=[3, 3], pads=[1] * 4, ceil_mode=1),
+             helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("AveragePool", ["b"], ["c"], kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Shape", ["c"], ["s"]),
+             helper.make_node("Cast", ["s"], ["sf"], to=F),
+             helper.make_node("ReduceSum", ["c", "s1"], ["d"], keepdims=1),
+             helper.make_node("Gather", ["sf", "i3"], ["sf_last"], axis=0),
+             helper.make_node("Add", ["d", "sf_last"], ["y"])]
+    # W: 11 -> MaxPool ceil((11+2-3)/3)+1 = 5, the fifth at 12 = 11 + 1 dropped -> 4; then a 1-wide
+    # window with stride 2: ceil(3/2)+1 = 3, the third at 4 = 4 + 0 -> dropped -> 2 (onnx: 5 -> 3)
+    m = _model(nodes, [("x", (1, 2, 5, 11))], ["y", "c"],
+               inits={"s1": np.array([3], np.int64), "i3": np.array(3, np.int64)}, opset=19)
+    x = _x(1, 2, 5, 11)
+    out = _run(m, {"x": x})
+    # onnxruntime's optimized graph folds Shape(c) from onnx's too-long inferred shape (it gives 3
+    # for the last dimension; with optimizations off, 2): the reference evaluator is the oracle
+    ref = ReferenceEvaluator(m).run(None, {"x": x})
+    assert out["c"].shape == ref[1].shape == (1, 2, 1, 2)
+    np.testing.assert_allclose(out["c"], ref[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["y"], ref[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out["y"] - out["c"].sum(axis=3, keepdims=True), 2.0, rtol=1e-5)
+
+
+def test_pool_output_size_rule():
+    from cann.frontend.onnx_spatial import pool_output_size
+
+    assert pool_output_size(5, 3, 3, 1, 1, 1, True) == 2
+    assert pool_output_size(6, 3, 3, 1, 1, 1, True) == 3
+    assert pool_output_size(5, 3, 3, 1, 1, 1, False) == 2
+    assert pool_output_size(4, 1, 3, 0, 0, 1, True) == 2
+    assert pool_output_size(2, 5, 1, 1, 1, 1, False) == 0
