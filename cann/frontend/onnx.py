@@ -860,6 +860,19 @@ _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "Reduce
            "ReduceLogSumExp": "log_sum_exp"}
 
 
+def _reduce_no_axes(imp: _Importer, name: str, kind: str, x: SSAValue) -> SSAValue:
+    """A reduction of ``kind`` over no axis (empty axes with ``noop_with_empty_axes=1``, or a rank-0
+    input): each element reduced alone, so the elementwise part remains: x*x (sum_square), log x
+    (log_sum), |x| (l1, l2: sqrt(x*x)), x for sum, mean, max, min, prod and log_sum_exp (log(exp x))."""
+    if kind == "sum_square":
+        return imp.emit(g.MulOp(x, x), name).results[0]
+    if kind == "log_sum":
+        return imp.emit(g.LogOp(x), name).results[0]
+    if kind in ("l1", "l2"):
+        return imp.emit(g.AbsOp(x), name).results[0]
+    return x
+
+
 @_converter(*_REDUCE)
 def _reduce(imp, node, name, a):
     x = _float_input(imp, node)
@@ -873,15 +886,11 @@ def _reduce(imp, node, name, a):
         axes = list(a.get("axes", []))
         noop = 0
     keepdims = int(a.get("keepdims", 1))
-    if not axes:
-        if noop:
-            return [x]
-        axes = list(range(r))
     if any(not -r <= ax < r for ax in axes):
         raise _bad_attr(node, "axes", axes, f"out of range for rank {r}")
-    axes = sorted({ax % r for ax in axes})
-    if r == 0:
-        return [x]
+    if (not axes and noop) or r == 0:  # no axis reduced: the elementwise part stays (onnx PR 7394)
+        return [_reduce_no_axes(imp, name, _REDUCE[node.op_type], x)]
+    axes = sorted({ax % r for ax in axes}) if axes else list(range(r))
     if 0 in g._shape(x):
         raise _Unsupported("reduction of an empty tensor")
     op = g.ReduceOp(x, _REDUCE[node.op_type], axes, bool(keepdims), _out_type(imp, node))

@@ -70,16 +70,18 @@ CEIL_POOLS = [
 ]
 
 
-@pytest.mark.parametrize("shape,attrs", CEIL_POOLS, ids=[str(c[0]) for c in CEIL_POOLS])
-@pytest.mark.parametrize("op,extra", [("MaxPool", {}), ("AveragePool", {"count_include_pad": 0}),
-                                      ("AveragePool", {"count_include_pad": 1}), ("LpPool", {"p": 2}),
-                                      ("LpPool", {"p": 1})], ids=["max", "avg", "avg_cip", "lp2", "lp1"])
-@pytest.mark.parametrize("opset", [11, 19, 22])
+POOL_KINDS = {"max": ("MaxPool", {}), "avg": ("AveragePool", {"count_include_pad": 0}),
+              "avg_cip": ("AveragePool", {"count_include_pad": 1}), "lp2": ("LpPool", {"p": 2}),
+              "lp1": ("LpPool", {"p": 1})}
+# LpPool has ceil_mode from opset 18, AveragePool dilations from opset 19
+CEIL_CASES = [pytest.param(POOL_KINDS[k][0], POOL_KINDS[k][1], shape, attrs, opset, id=f"{k}-{shape}-{opset}")
+              for k in POOL_KINDS for shape, attrs in CEIL_POOLS for opset in (11, 19, 22)
+              if not (k.startswith("lp") and opset < 18)
+              and not (k.startswith("avg") and opset < 19 and "dilations" in attrs)]
+
+
+@pytest.mark.parametrize("op,extra,shape,attrs,opset", CEIL_CASES)
 def test_pool_ceil_mode_drops_window_in_end_padding(op, extra, shape, attrs, opset):
-    if op == "LpPool" and opset < 18:
-        pytest.skip("LpPool has ceil_mode from opset 18")
-    if op == "AveragePool" and opset < 19 and "dilations" in attrs:
-        pytest.skip("AveragePool has dilations from opset 19")
     m = _model(helper.make_node(op, ["x"], ["y"], ceil_mode=1, **attrs, **extra), [("x", shape)], ["y"], opset=opset)
     ref = run_onnxruntime(m, {"x": _x(*shape)})["y"]
     # onnxruntime and the reference evaluator drop the window at every opset; onnx's shape
@@ -141,3 +143,83 @@ def test_pool_output_size_rule():
     assert pool_output_size(5, 3, 3, 1, 1, 1, False) == 2
     assert pool_output_size(4, 1, 3, 0, 0, 1, True) == 2
     assert pool_output_size(2, 5, 1, 1, 1, 1, False) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# item 3: reductions over no axis keep their elementwise part
+
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+              "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"]
+
+
+def _reduce_input(op, shape):
+    """Positive for ReduceLogSum, of both signs (none near 0) otherwise; a negative scalar at rank 0."""
+    if not shape:
+        return np.asarray(1.7 if op == "ReduceLogSum" else -1.3, np.float32)
+    x = _x(*shape, seed=3)
+    x = np.abs(x) + 0.5 if op == "ReduceLogSum" else np.where(np.abs(x) < 0.3, 0.7, x)
+    return np.asarray(x, np.float32)
+
+
+def _reduce_model(op, shape, axes_input, opset, **attrs):
+    ins, inits = ["x"], {}
+    if axes_input is not None:
+        ins.append("axes")
+        inits["axes"] = np.asarray(axes_input, np.int64)
+    return _model(helper.make_node(op, ins, ["y"], **attrs), [("x", shape)], ["y"], inits=inits, opset=opset)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("axes_input", [None, []], ids=["no_axes_input", "empty_axes"])
+def test_reduce_noop_with_empty_axes(op, axes_input):
+    """ReduceSumSquare [2, 3, 4], axes=[], noop_with_empty_axes=1 is x*x, not x (onnx PR 7394;
+    onnxruntime and the reference evaluator agree)."""
+    shape = (2, 3, 4)
+    x = _reduce_input(op, shape)
+    m = _reduce_model(op, shape, axes_input, 18, noop_with_empty_axes=1, keepdims=0)
+    ref = run_onnxruntime(m, {"x": x})["y"]
+    np.testing.assert_allclose(ReferenceEvaluator(m).run(None, {"x": x})[0], ref, rtol=1e-6)
+    want = {"ReduceSumSquare": x * x, "ReduceLogSum": np.log(x), "ReduceL1": np.abs(x), "ReduceL2": np.abs(x)}
+    np.testing.assert_allclose(ref, want.get(op, x), rtol=1e-6)
+    out = _run(m, {"x": x})["y"]
+    assert out.shape == shape
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("opset,axes_input,attrs", [
+    (11, None, {}), (18, None, {}), (18, None, {"noop_with_empty_axes": 1}), (18, [], {"keepdims": 0})],
+    ids=["opset11", "opset18", "opset18_noop", "opset18_empty_axes"])
+def test_reduce_rank0(op, opset, axes_input, attrs):
+    """A rank-0 input has no axis to reduce: the result is the elementwise part of the reduction.
+    onnxruntime is the oracle, checked against the spec in numpy (the reference evaluator of onnx
+    1.23.2 fails on a rank-0 ReduceLogSum / ReduceLogSumExp: its result is a numpy scalar)."""
+    x = _reduce_input(op, ())
+    m = _reduce_model(op, (), axes_input, opset, **attrs)
+    ref = run_onnxruntime(m, {"x": x})["y"]
+    want = {"ReduceSumSquare": x * x, "ReduceLogSum": np.log(x), "ReduceL1": np.abs(x), "ReduceL2": np.abs(x)}
+    np.testing.assert_allclose(ref, want.get(op, x), rtol=1e-6)
+    out = _run(m, {"x": x})["y"]
+    assert out.shape == ref.shape == ()
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reduce_empty_axes_without_noop_reduces_all(op):
+    shape = (2, 3, 4)
+    x = _reduce_input(op, shape)
+    _check_ort(_reduce_model(op, shape, [], 18, keepdims=1), {"x": x})
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("value", [True, False])
+def test_reduce_bool_rank0(op, value):
+    g = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TensorProto.BOOL, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
+    x = np.asarray(value)
+    ref = run_onnxruntime(m, {"x": x})["y"]
+    out = _run(m, {"x": x})["y"]
+    assert out.shape == ref.shape == () and out.dtype == np.bool_
+    assert bool(out) == bool(ref) == value
