@@ -25,6 +25,7 @@ module); 4-D (2-D spatial) nodes keep their own converters, everything below run
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -48,6 +49,7 @@ from cann.frontend.onnx import (
     resize_scales,
 )
 from cann.frontend.onnx_composite import _const, _mul, _reshape, _transpose
+from cann.lowering.resize import nearest_upper, source_coords
 
 _conv2d = _CONVERTERS["Conv"]
 _pool2d = _CONVERTERS["MaxPool"]
@@ -628,70 +630,43 @@ def _linear_coeffs_aa(ratio: float, scale: float) -> np.ndarray:
     return c / c.sum()
 
 
-def _nearest_coeffs(ratio: float, mode: str) -> np.ndarray:
-    if float(ratio).is_integer():
-        return np.array([0.0, 1.0])
-    return np.array({"round_prefer_floor": [ratio <= 0.5, ratio > 0.5], "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
-                     "floor": [1, 0], "ceil": [0, 1]}[mode], np.float64)
-
-
 def resize_matrix(mode: str, ctm: str, in_size: int, out_size: int, scale: float, *, cubic_a: float = -0.75,
                   exclude_outside: bool = False, antialias: bool = False, nearest_mode: str = "round_prefer_floor",
                   roi: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(W, extrapolated): output position o of the axis is ``sum_i W[o, i] x[i]``, or the
     extrapolation value where ``extrapolated[o]`` (tf_crop_and_resize only); the spec's arithmetic
-    (``onnx/reference/ops/op_resize.py``, float64)."""
-    out_w = scale * in_size
-    y = np.arange(out_size, dtype=np.float64)
-    extrap = np.zeros(out_size, np.bool_)
-    if ctm == "align_corners":
-        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
-    elif ctm == "asymmetric":
-        x = y / scale
-    elif ctm == "pytorch_half_pixel":
-        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel_symmetric":
-        x = in_size / 2 * (1 - out_size / out_w) + (y + 0.5) / scale - 0.5
-    elif ctm == "tf_crop_and_resize":
-        r0, r1 = roi
-        if out_w == 1:
-            x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2)
-        else:
-            x = y * (r1 - r0) * (in_size - 1) / (out_w - 1)
-        x = x + r0 * (in_size - 1)
-        extrap = (x < 0) | (x > in_size - 1)
-    else:
-        raise ValueError(ctm)
-    xi = np.floor(x).astype(np.int64)
-    ratios = np.where(x == xi, 1.0, x - xi)
-
-    def coeffs(ratio: float) -> np.ndarray:
-        if mode == "cubic":
-            return _cubic_coeffs_aa(ratio, scale, cubic_a) if antialias else _cubic_coeffs(ratio, cubic_a)
-        if mode == "linear":
-            return _linear_coeffs_aa(ratio, scale) if antialias else np.array([1 - ratio, ratio])
-        return _nearest_coeffs(ratio, nearest_mode)
-
+    (``onnx/reference/ops/op_resize.py``) on exact rational source coordinates
+    (:func:`cann.lowering.resize.source_coords`: exact integers and ties stay exact), the
+    coefficients in float64."""
     w = np.zeros((out_size, in_size), np.float64)
-    for o in range(out_size):
-        c = np.asarray(coeffs(float(ratios[o])), np.float64)
+    extrap = np.zeros(out_size, np.bool_)
+    for o, x in enumerate(source_coords(ctm, in_size, out_size, scale, roi)):
+        xi = math.floor(x)
+        ratio = Fraction(1) if x == xi else x - xi
+        if mode == "cubic":
+            c = _cubic_coeffs_aa(float(ratio), scale, cubic_a) if antialias else _cubic_coeffs(float(ratio), cubic_a)
+        elif mode == "linear":
+            c = _linear_coeffs_aa(float(ratio), scale) if antialias else np.array([1 - float(ratio), float(ratio)])
+        else:  # nearest: the upper of the pair [floor, floor + 1] (ratio 1 at an integer: the left pair)
+            up = x == xi or nearest_upper(ratio, nearest_mode)
+            c = np.array([0.0, 1.0] if up else [1.0, 0.0])
+        c = np.asarray(c, np.float64)
         n = len(c)
-        pad = int(np.ceil(n / 2))
-        xp = x[o] + pad
-        pp = int(np.floor(xp))
+        pad = (n + 1) // 2
+        xp = x + pad
+        pp = math.floor(xp)
         frac = xp - pp
         if n % 2 == 0:
             off = -(n // 2) if frac == 0 else -(n // 2) + 1
         else:
-            off = -((n - 1) // 2) + (0 if frac <= 0.5 else 1)
+            off = -((n - 1) // 2) + (0 if frac <= Fraction(1, 2) else 1)
         idx = pp + off + np.arange(n) - pad
         if exclude_outside:
             c = np.where((idx < 0) | (idx >= in_size), 0.0, c)
-            s = c.sum()
-            c = c / (s if s != 0 else 1.0)
-        if extrap[o]:
+            tot = c.sum()
+            c = c / (tot if tot != 0 else 1.0)
+        if ctm == "tf_crop_and_resize" and (x < 0 or x > in_size - 1):
+            extrap[o] = True
             continue
         np.add.at(w[o], np.clip(idx, 0, in_size - 1), c)
     return w, extrap

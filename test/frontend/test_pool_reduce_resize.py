@@ -4,6 +4,9 @@ evaluator or the spec in numpy where a test says why)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import onnx
 import pytest
@@ -223,3 +226,143 @@ def test_reduce_bool_rank0(op, value):
     out = _run(m, {"x": x})["y"]
     assert out.shape == ref.shape == () and out.dtype == np.bool_
     assert bool(out) == bool(ref) == value
+
+
+# ---------------------------------------------------------------------------------------------
+# item 4: Resize source coordinates that are exact integers (or exact halves) stay exact
+#
+# The oracle is the spec's formulas in exact rational arithmetic (below): onnxruntime computes in
+# float32 and the reference evaluator in float64, and each lands on the wrong side of some exact
+# coordinate (half_pixel_symmetric, input 9, scale 2.5, nearest ceil: the coordinate of output 13
+# is exactly 5, the reference evaluator reads 6; of output 18 exactly 7, cann read 8).
+
+def _spec_coords(ctm, n_in, n_out, scale, roi=None):
+    h = Fraction(1, 2)
+    out_w = scale * n_in
+    xs = []
+    for y in map(Fraction, range(n_out)):
+        if ctm == "half_pixel":
+            x = (y + h) / scale - h
+        elif ctm == "pytorch_half_pixel":
+            x = (y + h) / scale - h if n_out > 1 else Fraction(0)
+        elif ctm == "half_pixel_symmetric":
+            x = Fraction(n_in, 2) * (1 - n_out / out_w) + (y + h) / scale - h
+        elif ctm == "align_corners":
+            x = y * (n_in - 1) / (out_w - 1)
+        elif ctm == "asymmetric":
+            x = y / scale
+        else:  # tf_crop_and_resize
+            x = y * (roi[1] - roi[0]) * (n_in - 1) / (out_w - 1) + roi[0] * (n_in - 1)
+        xs.append(x)
+    return xs
+
+
+def _spec_axis(mode, nearest_mode, xs, n_in):
+    """[n_out, n_in] weights of one axis by the spec, exactly; None rows are extrapolated."""
+    w = np.zeros((len(xs), n_in))
+    clamp = lambda i: min(max(i, 0), n_in - 1)
+    for o, x in enumerate(xs):
+        fl = math.floor(x)
+        r = x - fl
+        if mode == "nearest":
+            up = {"round_prefer_floor": r > Fraction(1, 2), "round_prefer_ceil": r >= Fraction(1, 2),
+                  "floor": False, "ceil": True}[nearest_mode] and r != 0
+            w[o, clamp(fl + 1 if up else fl)] = 1.0
+        else:
+            w[o, clamp(fl)] += float(1 - r)
+            w[o, clamp(fl + 1)] += float(r)
+    return w
+
+
+def _ties(xs):
+    return sum(1 for x in xs if (2 * x).denominator == 1)
+
+
+# (coordinate mode, input length, ("scales", s) | ("sizes", n)): every case has exact integer or
+# exact half coordinates (asserted)
+TIE_CASES = [
+    ("half_pixel_symmetric", 9, ("scales", 2.5)),   # the issue's case: integers at 13, 18
+    ("half_pixel_symmetric", 8, ("scales", 0.75)),
+    ("half_pixel_symmetric", 6, ("sizes", 3)),     # as half_pixel: 2y + 1/2
+    ("half_pixel", 8, ("scales", 0.5)),             # every coordinate a half
+    ("half_pixel", 9, ("scales", 2.5)),
+    ("half_pixel", 8, ("scales", 1.25)),
+    ("pytorch_half_pixel", 6, ("scales", 0.5)),
+    ("pytorch_half_pixel", 7, ("sizes", 15)),
+    ("align_corners", 5, ("sizes", 9)),             # y / 2: integers and halves
+    ("align_corners", 7, ("sizes", 10)),            # y * 2 / 3: integers every third
+    ("asymmetric", 4, ("scales", 2.5)),
+    ("asymmetric", 5, ("scales", 4.0)),
+    ("asymmetric", 7, ("sizes", 3)),                # y * 7 / 3
+]
+NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+
+
+def _resize_case(ctm, n_in, how, rank, mode, nearest_mode):
+    shape = (1, 2, n_in, n_in) if rank == 4 else (2, 3, n_in)
+    nax = 2 if rank == 4 else 1
+    if how[0] == "scales":
+        scale = Fraction(float(np.float32(how[1])))
+        n_out = math.floor(n_in * scale)
+        arr = {"scales": np.array([1.0] * (rank - nax) + [how[1]] * nax, np.float32)}
+        ins = ["x", "", "scales"]
+    else:
+        n_out = how[1]
+        scale = Fraction(n_out, n_in)
+        arr = {"sizes": np.array(list(shape[:rank - nax]) + [n_out] * nax, np.int64)}
+        ins = ["x", "", "", "sizes"]
+    node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=ctm,
+                            nearest_mode=nearest_mode)
+    m = _model(node, [("x", shape)], ["y"], inits=arr, opset=19)
+    xs = _spec_coords(ctm, n_in, n_out, scale)
+    assert _ties(xs) > 0
+    w = _spec_axis(mode, nearest_mode, xs, n_in)
+    x = _x(*shape, seed=5)
+    ref = np.einsum("...i,oi->...o", x.astype(np.float64), w)
+    if rank == 4:
+        ref = np.einsum("nchw,oh->ncow", ref, w)
+    return m, x, ref
+
+
+@pytest.mark.parametrize("rank", [4, 3], ids=["4d_kernel", "3d_matrix"])
+@pytest.mark.parametrize("ctm,n_in,how", TIE_CASES, ids=[f"{c[0]}-{c[1]}-{c[2][0]}{c[2][1]}" for c in TIE_CASES])
+@pytest.mark.parametrize("nearest_mode", NEAREST)
+def test_resize_nearest_exact_ties(nearest_mode, ctm, n_in, how, rank):
+    m, x, ref = _resize_case(ctm, n_in, how, rank, "nearest", nearest_mode)
+    out = _run(m, {"x": x})["y"]
+    assert out.shape == ref.shape
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("rank", [4, 3], ids=["4d_kernel", "3d_matrix"])
+@pytest.mark.parametrize("ctm,n_in,how", TIE_CASES, ids=[f"{c[0]}-{c[1]}-{c[2][0]}{c[2][1]}" for c in TIE_CASES])
+def test_resize_linear_exact_ties(ctm, n_in, how, rank):
+    m, x, ref = _resize_case(ctm, n_in, how, rank, "linear", "round_prefer_floor")
+    out = _run(m, {"x": x})["y"]
+    assert out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_out", [5, 9, 17])
+@pytest.mark.parametrize("nearest_mode", NEAREST)
+def test_resize_tf_crop_and_resize_exact_ties(nearest_mode, n_out):
+    """roi [0.25, 0.75] of 9 samples: x = y * 4 / (n_out - 1) + 2 (integers, halves, quarters)."""
+    roi = np.array([0.25, 0.75], np.float32)
+    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="nearest",
+                            coordinate_transformation_mode="tf_crop_and_resize", nearest_mode=nearest_mode, axes=[2])
+    m = _model(node, [("x", (2, 3, 9))], ["y"], inits={"roi": roi, "sizes": np.array([n_out], np.int64)}, opset=19)
+    xs = _spec_coords("tf_crop_and_resize", 9, n_out, Fraction(n_out, 9), roi=(Fraction(1, 4), Fraction(3, 4)))
+    assert _ties(xs) > 0
+    x = _x(2, 3, 9, seed=6)
+    ref = np.einsum("...i,oi->...o", x.astype(np.float64), _spec_axis("nearest", nearest_mode, xs, 9))
+    np.testing.assert_array_equal(_run(m, {"x": x})["y"], ref.astype(np.float32))
+
+
+def test_resize_issue_example_matches_onnxruntime():
+    """half_pixel_symmetric, ceil, width 9, scale 2.5: output 18 reads source 7 (was 8); here
+    onnxruntime is exact on every position."""
+    m, x, ref = _resize_case("half_pixel_symmetric", 9, ("scales", 2.5), 4, "nearest", "ceil")
+    x = np.broadcast_to(np.arange(9, dtype=np.float32), (1, 2, 9, 9)).copy()
+    out = _run(m, {"x": x})["y"]
+    np.testing.assert_array_equal(out, run_onnxruntime(m, {"x": x})["y"])
+    assert out[0, 0, 0, 18] == 7 and out[0, 0, 0, 13] == 5
