@@ -157,6 +157,8 @@ class _Importer:
         dims = _dims(t) if t is not None else None
         if t is None or dims is None or any(not isinstance(d, int) for d in dims):
             raise _Unsupported(f"shape inference left the shape of tensor '{name}' unknown")
+        if min(dims, default=0) < 0:
+            raise _Unsupported(f"shape inference gave tensor '{name}' a negative dimension: {dims}")
         return TensorType(_elem(t.tensor_type.elem_type, _Unsupported), dims)
 
     # -- folding -----------------------------------------------------------------------------

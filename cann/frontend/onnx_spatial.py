@@ -101,6 +101,25 @@ def pool_output_size(size: int, k: int, s: int, pad_begin: int, pad_end: int, d:
     return out
 
 
+def check_window_fits(node: onnx.NodeProto, in_spatial, ks, strides, pads, dil, ceil_mode: bool = False) -> list[int]:
+    """The spatial output sizes of a Conv / pool window over ``in_spatial`` (pads: begins then ends);
+    raises ``_Unsupported`` (one line: the window, the padded input and the output it would give) when
+    one is 0 or negative, i.e. the window is longer than the padded input: the feature map is
+    convolved or pooled away (onnx's inference then gives 0, or -1 after its C++ rounding)."""
+    r = len(ks)
+    out = [pool_output_size(in_spatial[i], ks[i], strides[i], pads[i], pads[i + r], dil[i], ceil_mode)
+           for i in range(r)]
+    if min(out) >= 1:
+        return out
+    x = lambda v: "x".join(map(str, v))
+    eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
+    padded = [in_spatial[i] + pads[i] + pads[i + r] for i in range(r)]
+    what = "pools the feature map away" if node.op_type != "Conv" else "convolves the feature map away"
+    ext = f" (extent {x(eff)} with dilations {x(dil)})" if eff != list(ks) else ""
+    raise _Unsupported(f"{node.op_type} {what}: its {x(ks)} window{ext} is larger than the padded input "
+                       f"{x(padded)} (input {x(in_spatial)}, pads {list(pads)}), so the output would be {x(out)}")
+
+
 def _floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
     """For a ceil_mode pool whose last window onnx's shape inference keeps but the spec drops: the same
     node in floor mode with explicit pads, for which onnx infers the spec's output shape (used for shape
@@ -212,9 +231,15 @@ def _separable_pool(imp, name, kind, x, out_sp, ks, strides, pads, dil, cm, cip)
 def _pool_nd(imp, node, name, a):
     x = _float_input(imp, node)
     s = g._shape(x)
-    if len(s) == 4:
-        return _pool2d(imp, node, name, a)
     ks = [int(v) for v in a.get("kernel_shape", [])]
+    if len(s) == 4:
+        if len(ks) == 2:
+            try:
+                strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+            except _Unsupported:
+                return _pool2d(imp, node, name, a)  # (it reports the attribute)
+            check_window_fits(node, s[2:], ks, strides, pads, dil, bool(int(a.get("ceil_mode", 0))))
+        return _pool2d(imp, node, name, a)
     if len(s) < 3 or len(ks) != len(s) - 2:
         raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
     if node.op_type == "MaxPool":
@@ -224,6 +249,7 @@ def _pool_nd(imp, node, name, a):
     strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
     cm = int(a.get("ceil_mode", 0))
     cip = int(a.get("count_include_pad", 0))
+    check_window_fits(node, s[2:], ks, strides, pads, dil, bool(cm))
     out = list(_out_type(imp, node).get_shape())
     if 0 in out:
         raise _Unsupported(f"{node.op_type} with an empty result")
@@ -243,6 +269,7 @@ def _lp_pool(imp, node, name, a):
         raise _bad_attr(node, "p", a.get("p"), "must be positive")
     r = len(ks)
     strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+    check_window_fits(node, s[2:], ks, strides, pads, dil, bool(int(a.get("ceil_mode", 0))))
     out = list(_out_type(imp, node).get_shape())
     if 0 in out:
         raise _Unsupported("LpPool with an empty result")
@@ -284,6 +311,7 @@ def _conv_3d(imp, node, name, a, x):
         raise _bad_attr(node, "group", group, f"does not fit {c} input and {m} output channels")
     mg = m // group
     strides, pads, dil = _spatial_nd(node, a, [d, h, wd], ks)
+    check_window_fits(node, [d, h, wd], ks, strides, pads, dil)
     out = list(_out_type(imp, node).get_shape())
     od, oh, ow = out[2:]
     # W2[gi*(kd*Mg) + j*Mg + ml] = w[gi*Mg + ml, :, j]
@@ -334,9 +362,18 @@ def _conv_nd(imp, node, name, a):
     if len(g._shape(x)) == 5:
         return [_check_shape(imp, node, _conv_3d(imp, node, name, a, _float_input(imp, node)))]
     if len(g._shape(x)) != 3:
+        ws = g._shape(imp.value(node.input[1]))
+        ks = [int(v) for v in a.get("kernel_shape", ws[2:])]
+        if len(g._shape(x)) == 4 and len(ks) == 2:
+            try:
+                strides, pads, dil = _spatial_nd(node, a, g._shape(x)[2:], ks)
+            except _Unsupported:
+                return _conv2d(imp, node, name, a)  # (it reports the attribute)
+            check_window_fits(node, g._shape(x)[2:], ks, strides, pads, dil)
         return _conv2d(imp, node, name, a)
     x, (n, c, length), w, ks = _input_and_weight_1d(imp, node, a)
     strides, pads, dil = _spatial_nd(node, a, [length], ks)
+    check_window_fits(node, [length], ks, strides, pads, dil)
     b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     out = list(_out_type(imp, node).get_shape())
     w4 = _const(imp, name, w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]), x)

@@ -366,3 +366,111 @@ def test_resize_issue_example_matches_onnxruntime():
     out = _run(m, {"x": x})["y"]
     np.testing.assert_array_equal(out, run_onnxruntime(m, {"x": x})["y"])
     assert out[0, 0, 0, 18] == 7 and out[0, 0, 0, 13] == 5
+
+
+# ---------------------------------------------------------------------------------------------
+# item 9: a window longer than the padded input is a one-line error naming the node
+
+def _w(*shape):
+    return {"w": np.ones(shape, np.float32)}
+
+
+# (node, input shape, initializers, message after "error: <node name>: ")
+DEGENERATE = [
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv_0x0"), (1, 2, 4, 4), _w(3, 2, 5, 5),
+     "Conv convolves the feature map away: its 5x5 window is larger than the padded input 4x4 (input 4x4, "
+     "pads [0, 0, 0, 0]), so the output would be 0x0"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv_neg", pads=[1, 0, 0, 0]), (1, 2, 2, 3), _w(3, 2, 5, 5),
+     "Conv convolves the feature map away: its 5x5 window is larger than the padded input 3x3 (input 2x3, "
+     "pads [1, 0, 0, 0]), so the output would be -1x-1"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d", dilations=[2]), (1, 2, 6), _w(3, 2, 4),
+     "Conv convolves the feature map away: its 4 window (extent 7 with dilations 2) is larger than the padded "
+     "input 6 (input 6, pads [0, 0]), so the output would be 0"),
+    (helper.make_node("Conv", ["x", "w"], ["y"], name="conv3d"), (1, 2, 4, 6, 6), _w(3, 2, 5, 3, 3),
+     "Conv convolves the feature map away: its 5x3x3 window is larger than the padded input 4x6x6 (input 4x6x6, "
+     "pads [0, 0, 0, 0, 0, 0]), so the output would be 0x4x4"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="max2d", kernel_shape=[5, 5]), (1, 2, 3, 3), {},
+     "MaxPool pools the feature map away: its 5x5 window is larger than the padded input 3x3 (input 3x3, "
+     "pads [0, 0, 0, 0]), so the output would be -1x-1"),
+    (helper.make_node("AveragePool", ["x"], ["y"], name="avg2d", kernel_shape=[5, 5], pads=[1, 1, 0, 0]),
+     (1, 2, 3, 3), {},
+     "AveragePool pools the feature map away: its 5x5 window is larger than the padded input 4x4 (input 3x3, "
+     "pads [1, 1, 0, 0]), so the output would be 0x0"),
+    (helper.make_node("AveragePool", ["x"], ["y"], name="avg1d", kernel_shape=[5], count_include_pad=1), (1, 2, 3), {},
+     "AveragePool pools the feature map away: its 5 window is larger than the padded input 3 (input 3, "
+     "pads [0, 0]), so the output would be -1"),
+    (helper.make_node("MaxPool", ["x"], ["y"], name="max3d", kernel_shape=[2, 5, 2], strides=[2, 2, 2]),
+     (1, 2, 4, 3, 4), {},
+     "MaxPool pools the feature map away: its 2x5x2 window is larger than the padded input 4x3x4 (input 4x3x4, "
+     "pads [0, 0, 0, 0, 0, 0]), so the output would be 2x0x2"),
+    (helper.make_node("LpPool", ["x"], ["y"], name="lp", kernel_shape=[4, 4]), (1, 2, 3, 3), {},
+     "LpPool pools the feature map away: its 4x4 window is larger than the padded input 3x3 (input 3x3, "
+     "pads [0, 0, 0, 0]), so the output would be 0x0"),
+]
+
+
+def _degenerate_model(node, shape, inits):
+    g = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", F, shape)],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    return onnx.shape_inference.infer_shapes(m)  # onnx gives 0 or negative sizes (C++ rounding)
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "cann.tools.cann_compile", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("node,shape,inits,msg", DEGENERATE, ids=[c[0].name for c in DEGENERATE])
+def test_window_larger_than_padded_input(node, shape, inits, msg, tmp_path):
+    m = _degenerate_model(node, shape, inits)
+    with pytest.raises(CannError) as e:
+        cann.compile(m)
+    assert str(e.value) == f"error: {node.name}: {msg}"
+    p = tmp_path / "m.onnx"
+    onnx.save(m, p)
+    r = _cli(p, "-o", tmp_path / "m.om")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines() == [f"error: {node.name}: {msg}"]
+    assert not (tmp_path / "m.om").exists()
+
+
+def test_network_pooling_the_map_away_names_the_pool(tmp_path):
+    """A small input on a network that pools it away (light ResNet-50 on 8x8 and 64x64: the final
+    7x7 AveragePool sees a 1x1 / 2x2 map): one line naming that node and the cause (it was 'result
+    shape 1x256x0x0 does not match expected 1x256x-1x-1' on another node)."""
+    from cann.testing import test_model
+
+    m = test_model("resnet50")
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dims[2].dim_param, dims[3].dim_param = "H", "W"
+    del m.graph.value_info[:]
+    pool = next(n for n in m.graph.node if n.op_type == "AveragePool")
+    name = m.graph.input[0].name
+    for hw, side in ((8, 1), (64, 2)):
+        with pytest.raises(CannError) as e:
+            cann.compile(m, input_shape={name: (1, 3, hw, hw)})
+        assert str(e.value) == (f"error: {pool.name}: AveragePool pools the feature map away: its 7x7 window is "
+                                f"larger than the padded input {side}x{side} (input {side}x{side}, pads [0, 0, 0, 0]), "
+                                f"so the output would be {side - 6}x{side - 6}")
+    p = tmp_path / "r50.onnx"
+    onnx.save(m, p)
+    r = _cli(p, "--input_shape", f"{name}:1,3,8,8", "-o", tmp_path / "r50.om")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines() == [f"error: {pool.name}: AveragePool pools the feature map away: its 7x7 window is "
+                                     "larger than the padded input 1x1 (input 1x1, pads [0, 0, 0, 0]), so the output "
+                                     "would be -5x-5"]
+    assert not (tmp_path / "r50.om").exists()
+
+
+def test_negative_inferred_dimension_is_an_error():
+    """ConvTranspose with pads larger than its full output: onnx infers [1, 3, -2, -2]."""
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="ct", pads=[3, 3, 3, 3])
+    m = _degenerate_model(node, (1, 2, 2, 2), _w(2, 3, 3, 3))
+    with pytest.raises(CannError) as e:
+        cann.compile(m)
+    assert str(e.value) == "error: ct: shape inference gave tensor 'y' a negative dimension: [1, 3, -2, -2]"
