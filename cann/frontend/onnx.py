@@ -330,10 +330,10 @@ class _Importer:
             else:
                 return
         outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
-        from cann.frontend.onnx_spatial import _floor_mode_equivalent
+        from cann.frontend.onnx_spatial import floor_mode_equivalent
 
         x0 = self.types.get(node.input[0]) if node.input and node.input[0] in self.types else None
-        node = _floor_mode_equivalent(node, _dims(x0) if x0 is not None else None) or node  # the ceil_mode rule
+        node = floor_mode_equivalent(node, _dims(x0) if x0 is not None else None) or node  # the ceil_mode rule
         g = helper.make_graph([node], "infer", vis, outs, initializer=inits)
         m = helper.make_model(g, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
         try:

@@ -20,6 +20,11 @@ module); 4-D (2-D spatial) nodes keep their own converters, everything below run
   arithmetic (coefficients, ``cubic_coeff_a``, ``exclude_outside``, antialias footprints, edge
   clamping); ``tf_crop_and_resize``'s extrapolated positions have zero weights plus a constant
   ``extrapolation_value`` added after the axis, as the reference does axis by axis.
+
+Shapes of every rank (2-D included): a pool with ``ceil_mode`` drops a last window that would start
+inside the end padding (:func:`pool_output_size`; the importer's shape inference applies it through
+:func:`infer_shapes_pool_rule`), and a Conv / pool window longer than the padded input is a one-line
+error on the node (:func:`check_window_fits`).
 """
 
 from __future__ import annotations
@@ -120,7 +125,7 @@ def check_window_fits(node: onnx.NodeProto, in_spatial, ks, strides, pads, dil, 
                        f"{x(padded)} (input {x(in_spatial)}, pads {list(pads)}), so the output would be {x(out)}")
 
 
-def _floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
+def floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
     """For a ceil_mode pool whose last window onnx's shape inference keeps but the spec drops: the same
     node in floor mode with explicit pads, for which onnx infers the spec's output shape (used for shape
     inference only). None for every other node."""
@@ -169,7 +174,7 @@ def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
                 stale.update(o for o in node.output if o)
                 continue
             t = types.get(node.input[0]) if node.input else None
-            rep = _floor_mode_equivalent(node, _onnx._dims(t) if t is not None else None)
+            rep = floor_mode_equivalent(node, _onnx._dims(t) if t is not None else None)
             if rep is not None:
                 node.CopyFrom(rep)
                 stale.update(o for o in node.output if o)
