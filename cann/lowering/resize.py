@@ -30,12 +30,12 @@ from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, unsupported
 
 
-def exact_scale(scale: float, in_size: int, out_size: int) -> Fraction:
-    """The rational a scale factor stands for: ``out_size / in_size`` when the float is that ratio
-    rounded (a model giving ``sizes``), otherwise the float's exact binary value (a ``scales``
-    input: 2.5, 0.75 are exact)."""
-    r = Fraction(out_size, in_size) if in_size else Fraction(0)
-    return r if in_size and float(r) == scale else Fraction(scale)
+def exact_scale(scale: float) -> Fraction:
+    """The rational a scale factor stands for: the simplest ``p / q`` (``q <= 2**20``) that rounds to
+    the float (a ratio of sizes, ``out / in``, computed in float64), otherwise the float's exact
+    binary value (a float32 ``scales`` input: 2.5 and 0.75 are exact)."""
+    f = Fraction(scale).limit_denominator(1 << 20)
+    return f if float(f) == scale else Fraction(scale)
 
 
 def source_coords(ctm: str, in_size: int, out_size: int, scale: float,
@@ -46,7 +46,7 @@ def source_coords(ctm: str, in_size: int, out_size: int, scale: float,
     output 18 is at exactly 7). ``roi`` = (start, end) for tf_crop_and_resize.
 
     Raises ValueError for an unknown mode."""
-    s = exact_scale(scale, in_size, out_size)
+    s = exact_scale(scale)
     out_w = s * in_size
     ys = [Fraction(y) for y in range(out_size)]
     half = Fraction(1, 2)

@@ -474,3 +474,39 @@ def test_negative_inferred_dimension_is_an_error():
     with pytest.raises(CannError) as e:
         cann.compile(m)
     assert str(e.value) == "error: ct: shape inference gave tensor 'y' a negative dimension: [1, 3, -2, -2]"
+
+
+def test_resize_scale_of_sizes_is_exact():
+    """A scale that is a ratio of sizes (float64 out / in, also another axis's under
+    keep_aspect_ratio_policy) is that ratio exactly; a float32 scales value is its own exact value."""
+    from cann.lowering.resize import exact_scale, source_coords
+
+    assert exact_scale(7 / 6) == Fraction(7, 6) and exact_scale(22 / 9) == Fraction(22, 9)
+    assert exact_scale(2.5) == Fraction(5, 2)
+    f32 = float(np.float32(0.6))
+    assert exact_scale(f32) == Fraction(f32) != Fraction(3, 5)
+    # align_corners 4 -> 7 at scale 7/6 (not 7/4: the other axis's): x = y * 3 / (14/3 - 1) = 9y / 11
+    assert source_coords("align_corners", 4, 4, 7 / 6) == [Fraction(9 * y, 11) for y in range(4)]
+    # half_pixel 6 -> 7: x = (y + 1/2) * 6/7 - 1/2 = (12y - 1) / 14: y = 3 is exactly 5/2
+    assert source_coords("half_pixel", 6, 7, 7 / 6)[3] == Fraction(5, 2)
+
+
+@pytest.mark.parametrize("nearest_mode", NEAREST)
+def test_resize_keep_aspect_ratio_exact_ties(nearest_mode):
+    """sizes [9, 9] of a [4, 7] map with not_larger: both axes scale by 9/7 (4 -> 5 rows, 7 -> 9
+    columns); on H, whose own out / in is 5/4, the coordinate (y + 1/2) * 7/9 - 1/2 of row 4 is
+    exactly 3 (float64: 2.9999999999999996, read as 2 by floor). Against the spec in exact arithmetic."""
+    shape = (1, 2, 4, 7)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest", nearest_mode=nearest_mode,
+                            keep_aspect_ratio_policy="not_larger", axes=[2, 3])
+    m = _model(node, [("x", shape)], ["y"], inits={"sizes": np.array([9, 9], np.int64)}, opset=19)
+    out_hw = [d.dim_value for d in m.graph.output[0].type.tensor_type.shape.dim][2:]
+    assert out_hw == [5, 9]
+    scale = Fraction(9, 7)
+    xs = [_spec_coords("half_pixel", n_in, n_out, scale) for n_in, n_out in zip(shape[2:], out_hw)]
+    assert xs[0][4] == 3
+    ws = [_spec_axis("nearest", nearest_mode, c, n_in) for c, n_in in zip(xs, shape[2:])]
+    x = _x(*shape, seed=7)
+    ref = np.einsum("nchw,oh,pw->ncop", x.astype(np.float64), ws[0], ws[1])
+    out = _run(m, {"x": x})["y"]
+    np.testing.assert_array_equal(out, ref.astype(np.float32))
