@@ -152,6 +152,17 @@ def pool_output_dim(size: int, k: int, s: int, pad: int, d: int, ceil_mode: bool
     return [out, out - 1]
 
 
+def _check_window_fits(op: IRDLOperation, hw: Sequence[int], k: Sequence[int], p: Sequence[int],
+                       d: Sequence[int], out: Sequence[int]) -> None:
+    """A Conv / pool window (kernel ``k``, dilations ``d``, pads top, left, bottom, right) longer than
+    the padded input ``hw``: output ``out`` 0 or negative, the feature map is reduced away."""
+    if min(out) >= 1:
+        return
+    eff = [(k[i] - 1) * d[i] + 1 for i in range(2)]
+    raise VerifyException(f"'{op.name}' window {eff[0]}x{eff[1]} is larger than the padded input "
+                          f"{hw[0] + p[0] + p[2]}x{hw[1] + p[1] + p[3]}: the output would be {out[0]}x{out[1]}")
+
+
 # --------------------------------------------------------------------------------------------
 # ops
 
@@ -403,6 +414,7 @@ class Conv2DOp(IRDLOperation):
             raise VerifyException(f"'graph.conv2d' bias must have shape {o}, got {'x'.join(map(str, _shape(self.b)))}")
         ho = pool_output_dim(h, kh, s[0], p[0] + p[2], d[0], False)[0]
         wo = pool_output_dim(w, kw, s[1], p[1] + p[3], d[1], False)[0]
+        _check_window_fits(self, (h, w), (kh, kw), p, d, (ho, wo))
         _expect_shape(self, (n, o, ho, wo))
 
 
@@ -469,6 +481,7 @@ class _Pool(IRDLOperation):
             raise VerifyException(f"'{self.name}' expects ceil_mode 0 or 1")
         hs = pool_output_dim(h, k[0], s[0], p[0] + p[2], d[0], bool(cm))
         ws = pool_output_dim(w, k[1], s[1], p[1] + p[3], d[1], bool(cm))
+        _check_window_fits(self, (h, w), k, p, d, (max(hs), max(ws)))
         _expect_shape(self, [(n, c, a, b) for a in hs for b in ws])
 
 

@@ -157,6 +157,8 @@ class _Importer:
         dims = _dims(t) if t is not None else None
         if t is None or dims is None or any(not isinstance(d, int) for d in dims):
             raise _Unsupported(f"shape inference left the shape of tensor '{name}' unknown")
+        if min(dims, default=0) < 0:
+            raise _Unsupported(f"shape inference gave tensor '{name}' a negative dimension: {dims}")
         return TensorType(_elem(t.tensor_type.elem_type, _Unsupported), dims)
 
     # -- folding -----------------------------------------------------------------------------
@@ -229,7 +231,10 @@ class _Importer:
                         what = f"'{d}'" if d else "unknown"
                         raise CannError(vi.name, f"dimension {i} is symbolic ({what}); fix it with input_shape")
         try:
-            inferred = onnx.shape_inference.infer_shapes(fixed, check_type=True, strict_mode=True, data_prop=True)
+            from cann.frontend.onnx_spatial import infer_shapes_pool_rule
+
+            inferred = infer_shapes_pool_rule(fixed, lambda m: onnx.shape_inference.infer_shapes(
+                m, check_type=True, strict_mode=True, data_prop=True))
         except Exception as e:
             raise CannError(self.where, f"ONNX shape inference failed: {str(e).strip().splitlines()[-1]}") from None
         ig = inferred.graph
@@ -325,6 +330,10 @@ class _Importer:
             else:
                 return
         outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
+        from cann.frontend.onnx_spatial import floor_mode_equivalent
+
+        x0 = self.types.get(node.input[0]) if node.input and node.input[0] in self.types else None
+        node = floor_mode_equivalent(node, _dims(x0) if x0 is not None else None) or node  # the ceil_mode rule
         g = helper.make_graph([node], "infer", vis, outs, initializer=inits)
         m = helper.make_model(g, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
         try:
@@ -853,6 +862,19 @@ _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "Reduce
            "ReduceLogSumExp": "log_sum_exp"}
 
 
+def _reduce_no_axes(imp: _Importer, name: str, kind: str, x: SSAValue) -> SSAValue:
+    """A reduction of ``kind`` over no axis (empty axes with ``noop_with_empty_axes=1``, or a rank-0
+    input): each element reduced alone, so the elementwise part remains: x*x (sum_square), log x
+    (log_sum), |x| (l1, l2: sqrt(x*x)), x for sum, mean, max, min, prod and log_sum_exp (log(exp x))."""
+    if kind == "sum_square":
+        return imp.emit(g.MulOp(x, x), name).results[0]
+    if kind == "log_sum":
+        return imp.emit(g.LogOp(x), name).results[0]
+    if kind in ("l1", "l2"):
+        return imp.emit(g.AbsOp(x), name).results[0]
+    return x
+
+
 @_converter(*_REDUCE)
 def _reduce(imp, node, name, a):
     x = _float_input(imp, node)
@@ -866,15 +888,11 @@ def _reduce(imp, node, name, a):
         axes = list(a.get("axes", []))
         noop = 0
     keepdims = int(a.get("keepdims", 1))
-    if not axes:
-        if noop:
-            return [x]
-        axes = list(range(r))
     if any(not -r <= ax < r for ax in axes):
         raise _bad_attr(node, "axes", axes, f"out of range for rank {r}")
-    axes = sorted({ax % r for ax in axes})
-    if r == 0:
-        return [x]
+    if (not axes and noop) or r == 0:  # no axis reduced: the elementwise part stays (onnx PR 7394)
+        return [_reduce_no_axes(imp, name, _REDUCE[node.op_type], x)]
+    axes = sorted({ax % r for ax in axes}) if axes else list(range(r))
     if 0 in g._shape(x):
         raise _Unsupported("reduction of an empty tensor")
     op = g.ReduceOp(x, _REDUCE[node.op_type], axes, bool(keepdims), _out_type(imp, node))

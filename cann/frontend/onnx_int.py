@@ -191,11 +191,11 @@ def _bool_reduce(original):
             noop = int(a.get("noop_with_empty_axes", 0))
         else:
             axes, noop = list(a.get("axes", [])), 0
-        if not axes and noop:
+        if (not axes and noop) or r == 0:  # no axis reduced: any / all of one element
             return [x]
         axes = sorted({ax % r for ax in axes}) if axes else list(range(r))
-        if r == 0 or 0 in g._shape(x):
-            raise _Unsupported(f"{node.op_type} of an empty or 0-d bool tensor")
+        if 0 in g._shape(x):
+            raise _Unsupported(f"{node.op_type} of an empty bool tensor")
         out = _out_type(imp, node)
         xf = imp.emit(g.CastOp(x, f32), name).results[0]
         red = imp.emit(g.ReduceOp(xf, node.op_type[6:].lower(), axes, bool(int(a.get("keepdims", 1)))), name).results[0]

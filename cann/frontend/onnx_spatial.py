@@ -20,13 +20,21 @@ module); 4-D (2-D spatial) nodes keep their own converters, everything below run
   arithmetic (coefficients, ``cubic_coeff_a``, ``exclude_outside``, antialias footprints, edge
   clamping); ``tf_crop_and_resize``'s extrapolated positions have zero weights plus a constant
   ``extrapolation_value`` added after the axis, as the reference does axis by axis.
+
+Shapes of every rank (2-D included): a pool with ``ceil_mode`` drops a last window that would start
+inside the end padding (:func:`pool_output_size`; the importer's shape inference applies it through
+:func:`infer_shapes_pool_rule`), and a Conv / pool window longer than the padded input is a one-line
+error on the node (:func:`check_window_fits`).
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
+import onnx
+from onnx import helper
 from xdsl.dialects.builtin import TensorType
 
 from cann.dialects import graph as g
@@ -46,6 +54,7 @@ from cann.frontend.onnx import (
     resize_scales,
 )
 from cann.frontend.onnx_composite import _const, _mul, _reshape, _transpose
+from cann.lowering.resize import nearest_upper, source_coords
 
 _conv2d = _CONVERTERS["Conv"]
 _pool2d = _CONVERTERS["MaxPool"]
@@ -77,6 +86,108 @@ def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
     elif auto != "NOTSET":
         raise _bad_attr(node, "auto_pad", auto)
     return strides, pads, dil
+
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+
+
+def pool_output_size(size: int, k: int, s: int, pad_begin: int, pad_end: int, d: int, ceil_mode: bool) -> int:
+    """The specification's pooling output length of one axis: ``(size + pads - eff) / s + 1`` rounded
+    down, or up with ``ceil_mode``, where a last window that would start inside the end padding (at
+    index ``size + pad_begin`` of the padded axis or later) is dropped. onnx's shape inference (1.23)
+    lacks the drop rule; onnxruntime and the reference evaluator apply it. May be 0 or negative (a
+    kernel longer than the padded input)."""
+    num = size + pad_begin + pad_end - ((k - 1) * d + 1)
+    if not ceil_mode:
+        return num // s + 1
+    out = -(-num // s) + 1
+    if out > 1 and (out - 1) * s >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def check_window_fits(node: onnx.NodeProto, in_spatial, ks, strides, pads, dil, ceil_mode: bool = False) -> list[int]:
+    """The spatial output sizes of a Conv / pool window over ``in_spatial`` (pads: begins then ends);
+    raises ``_Unsupported`` (one line: the window, the padded input and the output it would give) when
+    one is 0 or negative, i.e. the window is longer than the padded input: the feature map is
+    convolved or pooled away (onnx's inference then gives 0, or -1 after its C++ rounding)."""
+    r = len(ks)
+    out = [pool_output_size(in_spatial[i], ks[i], strides[i], pads[i], pads[i + r], dil[i], ceil_mode)
+           for i in range(r)]
+    if min(out) >= 1:
+        return out
+    x = lambda v: "x".join(map(str, v))
+    eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
+    padded = [in_spatial[i] + pads[i] + pads[i + r] for i in range(r)]
+    what = "pools the feature map away" if node.op_type != "Conv" else "convolves the feature map away"
+    ext = f" (extent {x(eff)} with dilations {x(dil)})" if eff != list(ks) else ""
+    raise _Unsupported(f"{node.op_type} {what}: its {x(ks)} window{ext} is larger than the padded input "
+                       f"{x(padded)} (input {x(in_spatial)}, pads {list(pads)}), so the output would be {x(out)}")
+
+
+def floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
+    """For a ceil_mode pool whose last window onnx's shape inference keeps but the spec drops: the same
+    node in floor mode with explicit pads, for which onnx infers the spec's output shape (used for shape
+    inference only). None for every other node."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in _POOLS:
+        return None
+    a = {at.name: helper.get_attribute_value(at) for at in node.attribute}
+    ks = [int(v) for v in a.get("kernel_shape", [])]
+    if not int(a.get("ceil_mode", 0)) or in_shape is None or len(in_shape) != len(ks) + 2 or \
+            any(not isinstance(v, int) for v in in_shape):
+        return None
+    r = len(ks)
+    try:
+        strides, pads, dil = _spatial_nd(node, a, in_shape[2:], ks)
+    except _Unsupported:
+        return None  # reported by the converter
+    want = [pool_output_size(in_shape[2 + i], ks[i], strides[i], pads[i], pads[i + r], dil[i], True) for i in range(r)]
+    kept = [-(-(in_shape[2 + i] + pads[i] + pads[i + r] - (ks[i] - 1) * dil[i] - 1) // strides[i]) + 1
+            for i in range(r)]
+    if want == kept or min(want) < 1:
+        return None
+    # floor((L + pb + pe' - eff) / s) + 1 == want for the smallest non-negative pe'
+    ends = [max(0, (want[i] - 1) * strides[i] + (ks[i] - 1) * dil[i] + 1 - in_shape[2 + i] - pads[i]) for i in range(r)]
+    rep = onnx.NodeProto()
+    rep.CopyFrom(node)
+    del rep.attribute[:]
+    rep.attribute.extend(at for at in node.attribute if at.name not in ("auto_pad", "pads", "ceil_mode"))
+    rep.attribute.extend([helper.make_attribute("pads", pads[:r] + ends), helper.make_attribute("ceil_mode", 0)])
+    return rep
+
+
+def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
+    """``infer(model)`` (onnx's shape inference of the ``ModelProto`` ``model``), corrected for the
+    ceil_mode drop rule of :func:`pool_output_size`: each pool that needs it is replaced *in model*
+    (a copy made for inference; the importer converts the original nodes) by its floor-mode
+    equivalent, the shapes inferred or declared for every tensor it feeds are cleared, and inference
+    runs again, until no pool changes (a pool downstream of a changed one waits for the next round,
+    its input shape being stale)."""
+    inferred = infer(model)
+    while True:
+        ig = inferred.graph
+        types = {vi.name: vi.type for vi in (*ig.input, *ig.value_info, *ig.output)}
+        stale: set[str] = set()
+        changed = False
+        for node in model.graph.node:
+            if any(n in stale for n in node.input):
+                stale.update(o for o in node.output if o)
+                continue
+            t = types.get(node.input[0]) if node.input else None
+            rep = floor_mode_equivalent(node, _onnx._dims(t) if t is not None else None)
+            if rep is not None:
+                node.CopyFrom(rep)
+                stale.update(o for o in node.output if o)
+                changed = True
+        if not changed:
+            return inferred
+        keep = [vi for vi in model.graph.value_info if vi.name not in stale]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(keep)
+        for vi in model.graph.output:
+            if vi.name in stale and vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.ClearField("shape")
+        inferred = infer(model)
 
 
 def _check_shape(imp, node, y):
@@ -125,9 +236,15 @@ def _separable_pool(imp, name, kind, x, out_sp, ks, strides, pads, dil, cm, cip)
 def _pool_nd(imp, node, name, a):
     x = _float_input(imp, node)
     s = g._shape(x)
-    if len(s) == 4:
-        return _pool2d(imp, node, name, a)
     ks = [int(v) for v in a.get("kernel_shape", [])]
+    if len(s) == 4:
+        if len(ks) == 2:
+            try:
+                strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+            except _Unsupported:
+                return _pool2d(imp, node, name, a)  # (it reports the attribute)
+            check_window_fits(node, s[2:], ks, strides, pads, dil, bool(int(a.get("ceil_mode", 0))))
+        return _pool2d(imp, node, name, a)
     if len(s) < 3 or len(ks) != len(s) - 2:
         raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
     if node.op_type == "MaxPool":
@@ -137,6 +254,7 @@ def _pool_nd(imp, node, name, a):
     strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
     cm = int(a.get("ceil_mode", 0))
     cip = int(a.get("count_include_pad", 0))
+    check_window_fits(node, s[2:], ks, strides, pads, dil, bool(cm))
     out = list(_out_type(imp, node).get_shape())
     if 0 in out:
         raise _Unsupported(f"{node.op_type} with an empty result")
@@ -156,6 +274,7 @@ def _lp_pool(imp, node, name, a):
         raise _bad_attr(node, "p", a.get("p"), "must be positive")
     r = len(ks)
     strides, pads, dil = _spatial_nd(node, a, s[2:], ks)
+    check_window_fits(node, s[2:], ks, strides, pads, dil, bool(int(a.get("ceil_mode", 0))))
     out = list(_out_type(imp, node).get_shape())
     if 0 in out:
         raise _Unsupported("LpPool with an empty result")
@@ -197,6 +316,7 @@ def _conv_3d(imp, node, name, a, x):
         raise _bad_attr(node, "group", group, f"does not fit {c} input and {m} output channels")
     mg = m // group
     strides, pads, dil = _spatial_nd(node, a, [d, h, wd], ks)
+    check_window_fits(node, [d, h, wd], ks, strides, pads, dil)
     out = list(_out_type(imp, node).get_shape())
     od, oh, ow = out[2:]
     # W2[gi*(kd*Mg) + j*Mg + ml] = w[gi*Mg + ml, :, j]
@@ -247,9 +367,18 @@ def _conv_nd(imp, node, name, a):
     if len(g._shape(x)) == 5:
         return [_check_shape(imp, node, _conv_3d(imp, node, name, a, _float_input(imp, node)))]
     if len(g._shape(x)) != 3:
+        ws = g._shape(imp.value(node.input[1]))
+        ks = [int(v) for v in a.get("kernel_shape", ws[2:])]
+        if len(g._shape(x)) == 4 and len(ks) == 2:
+            try:
+                strides, pads, dil = _spatial_nd(node, a, g._shape(x)[2:], ks)
+            except _Unsupported:
+                return _conv2d(imp, node, name, a)  # (it reports the attribute)
+            check_window_fits(node, g._shape(x)[2:], ks, strides, pads, dil)
         return _conv2d(imp, node, name, a)
     x, (n, c, length), w, ks = _input_and_weight_1d(imp, node, a)
     strides, pads, dil = _spatial_nd(node, a, [length], ks)
+    check_window_fits(node, [length], ks, strides, pads, dil)
     b = imp.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     out = list(_out_type(imp, node).get_shape())
     w4 = _const(imp, name, w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]), x)
@@ -543,70 +672,43 @@ def _linear_coeffs_aa(ratio: float, scale: float) -> np.ndarray:
     return c / c.sum()
 
 
-def _nearest_coeffs(ratio: float, mode: str) -> np.ndarray:
-    if float(ratio).is_integer():
-        return np.array([0.0, 1.0])
-    return np.array({"round_prefer_floor": [ratio <= 0.5, ratio > 0.5], "round_prefer_ceil": [ratio < 0.5, ratio >= 0.5],
-                     "floor": [1, 0], "ceil": [0, 1]}[mode], np.float64)
-
-
 def resize_matrix(mode: str, ctm: str, in_size: int, out_size: int, scale: float, *, cubic_a: float = -0.75,
                   exclude_outside: bool = False, antialias: bool = False, nearest_mode: str = "round_prefer_floor",
                   roi: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(W, extrapolated): output position o of the axis is ``sum_i W[o, i] x[i]``, or the
     extrapolation value where ``extrapolated[o]`` (tf_crop_and_resize only); the spec's arithmetic
-    (``onnx/reference/ops/op_resize.py``, float64)."""
-    out_w = scale * in_size
-    y = np.arange(out_size, dtype=np.float64)
-    extrap = np.zeros(out_size, np.bool_)
-    if ctm == "align_corners":
-        x = np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
-    elif ctm == "asymmetric":
-        x = y / scale
-    elif ctm == "pytorch_half_pixel":
-        x = np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel":
-        x = (y + 0.5) / scale - 0.5
-    elif ctm == "half_pixel_symmetric":
-        x = in_size / 2 * (1 - out_size / out_w) + (y + 0.5) / scale - 0.5
-    elif ctm == "tf_crop_and_resize":
-        r0, r1 = roi
-        if out_w == 1:
-            x = np.full(out_size, (r1 - r0) * (in_size - 1) / 2)
-        else:
-            x = y * (r1 - r0) * (in_size - 1) / (out_w - 1)
-        x = x + r0 * (in_size - 1)
-        extrap = (x < 0) | (x > in_size - 1)
-    else:
-        raise ValueError(ctm)
-    xi = np.floor(x).astype(np.int64)
-    ratios = np.where(x == xi, 1.0, x - xi)
-
-    def coeffs(ratio: float) -> np.ndarray:
-        if mode == "cubic":
-            return _cubic_coeffs_aa(ratio, scale, cubic_a) if antialias else _cubic_coeffs(ratio, cubic_a)
-        if mode == "linear":
-            return _linear_coeffs_aa(ratio, scale) if antialias else np.array([1 - ratio, ratio])
-        return _nearest_coeffs(ratio, nearest_mode)
-
+    (``onnx/reference/ops/op_resize.py``) on exact rational source coordinates
+    (:func:`cann.lowering.resize.source_coords`: exact integers and ties stay exact), the
+    coefficients in float64."""
     w = np.zeros((out_size, in_size), np.float64)
-    for o in range(out_size):
-        c = np.asarray(coeffs(float(ratios[o])), np.float64)
+    extrap = np.zeros(out_size, np.bool_)
+    for o, x in enumerate(source_coords(ctm, in_size, out_size, scale, roi)):
+        xi = math.floor(x)
+        ratio = Fraction(1) if x == xi else x - xi
+        if mode == "cubic":
+            c = _cubic_coeffs_aa(float(ratio), scale, cubic_a) if antialias else _cubic_coeffs(float(ratio), cubic_a)
+        elif mode == "linear":
+            c = _linear_coeffs_aa(float(ratio), scale) if antialias else np.array([1 - float(ratio), float(ratio)])
+        else:  # nearest: the upper of the pair [floor, floor + 1] (ratio 1 at an integer: the left pair)
+            up = x == xi or nearest_upper(ratio, nearest_mode)
+            c = np.array([0.0, 1.0] if up else [1.0, 0.0])
+        c = np.asarray(c, np.float64)
         n = len(c)
-        pad = int(np.ceil(n / 2))
-        xp = x[o] + pad
-        pp = int(np.floor(xp))
+        pad = (n + 1) // 2
+        xp = x + pad
+        pp = math.floor(xp)
         frac = xp - pp
         if n % 2 == 0:
             off = -(n // 2) if frac == 0 else -(n // 2) + 1
         else:
-            off = -((n - 1) // 2) + (0 if frac <= 0.5 else 1)
+            off = -((n - 1) // 2) + (0 if frac <= Fraction(1, 2) else 1)
         idx = pp + off + np.arange(n) - pad
         if exclude_outside:
             c = np.where((idx < 0) | (idx >= in_size), 0.0, c)
-            s = c.sum()
-            c = c / (s if s != 0 else 1.0)
-        if extrap[o]:
+            tot = c.sum()
+            c = c / (tot if tot != 0 else 1.0)
+        if ctm == "tf_crop_and_resize" and (x < 0 or x > in_size - 1):
+            extrap[o] = True
             continue
         np.add.at(w[o], np.clip(idx, 0, in_size - 1), c)
     return w, extrap

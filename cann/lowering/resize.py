@@ -1,8 +1,9 @@
 """Resize (``graph.resize``) of the H and W axes of an NC1HWC0 tensor on the AI Core.
 
 The source index and weight maps are computed at compile time (static shapes) with the ONNX
-specification's arithmetic (``onnx/reference/ops/op_resize.py``: float64 source coordinates,
-ratio 1 at exact integers, neighbours clamped to the axis, i.e. edge padding):
+specification's arithmetic (``onnx/reference/ops/op_resize.py``: ratio 1 at exact integers,
+neighbours clamped to the axis, i.e. edge padding), the source coordinates in exact rational
+arithmetic so that a coordinate that is an integer is one (float64 can land beside it):
 
 * **nearest** is pure data movement. Per plane (one ``[H][W][16]`` C0 block of an image) and per
   run of output rows that share a source row, the output row is gathered into UB by a few burst
@@ -21,6 +22,7 @@ Planes are spread over the cores (SPMD, ``block_dim`` up to the core count).
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -28,44 +30,75 @@ from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, unsupported
 
 
-def source_coords(ctm: str, in_size: int, out_size: int, scale: float) -> np.ndarray:
-    """Source coordinate of every output position along one axis (float64, as the spec's reference)."""
-    out_w = scale * in_size
-    y = np.arange(out_size, dtype=np.float64)
+def exact_scale(scale: float) -> Fraction:
+    """The rational a scale factor stands for: the simplest ``p / q`` (``q <= 2**20``) that rounds to
+    the float (a ratio of sizes, ``out / in``, computed in float64), otherwise the float's exact
+    binary value (a float32 ``scales`` input: 2.5 and 0.75 are exact)."""
+    f = Fraction(scale).limit_denominator(1 << 20)
+    return f if float(f) == scale else Fraction(scale)
+
+
+def source_coords(ctm: str, in_size: int, out_size: int, scale: float,
+                  roi: tuple[float, float] | None = None) -> list[Fraction]:
+    """Source coordinate of every output position along one axis, in exact rational arithmetic
+    (the spec's formulas, ``onnx/reference/ops/op_resize.py``): a coordinate that is an integer stays
+    one, where float32 or float64 can land on either side (half_pixel_symmetric, input 9, scale 2.5:
+    output 18 is at exactly 7). ``roi`` = (start, end) for tf_crop_and_resize.
+
+    Raises ValueError for an unknown mode."""
+    s = exact_scale(scale)
+    out_w = s * in_size
+    ys = [Fraction(y) for y in range(out_size)]
+    half = Fraction(1, 2)
     if ctm == "align_corners":
-        return np.zeros(out_size) if out_w == 1 else y * (in_size - 1) / (out_w - 1)
+        return [Fraction(0)] * out_size if out_w == 1 else [y * (in_size - 1) / (out_w - 1) for y in ys]
     if ctm == "asymmetric":
-        return y / scale
+        return [y / s for y in ys]
     if ctm == "pytorch_half_pixel":
-        return np.full(out_size, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+        return [-half] * out_size if out_w == 1 else [(y + half) / s - half for y in ys]
     if ctm == "half_pixel":
-        return (y + 0.5) / scale - 0.5
+        return [(y + half) / s - half for y in ys]
     if ctm == "half_pixel_symmetric":
-        adjustment = out_size / out_w
-        offset = in_size / 2 * (1 - adjustment)
-        return offset + (y + 0.5) / scale - 0.5
+        offset = Fraction(in_size, 2) * (1 - out_size / out_w)
+        return [offset + (y + half) / s - half for y in ys]
+    if ctm == "tf_crop_and_resize":
+        r0, r1 = Fraction(roi[0]), Fraction(roi[1])
+        if out_w == 1:
+            return [(r1 - r0) * (in_size - 1) / 2 + r0 * (in_size - 1)] * out_size
+        return [y * (r1 - r0) * (in_size - 1) / (out_w - 1) + r0 * (in_size - 1) for y in ys]
     raise ValueError(f"coordinate_transformation_mode {ctm!r}")
+
+
+def nearest_upper(ratio: Fraction, nearest_mode: str) -> bool:
+    """Whether nearest mode reads the upper neighbour at a non-integer coordinate whose fractional
+    part is ``ratio`` (exact: a tie is exactly 1/2)."""
+    half = Fraction(1, 2)
+    return {"round_prefer_floor": ratio > half, "round_prefer_ceil": ratio >= half, "floor": False,
+            "ceil": True}[nearest_mode]
 
 
 def axis_map(mode: str, ctm: str, nearest_mode: str, in_size: int, out_size: int, scale: float):
     """(i0, i1, w1): output position o reads ``(1 - w1[o]) * x[i0[o]] + w1[o] * x[i1[o]]``
-    (nearest: w1 is 0, i0 the chosen source). Indices are clamped to ``[0, in_size)``."""
+    (nearest: w1 is 0, i0 the chosen source). Indices are clamped to ``[0, in_size)``; an exact
+    integer coordinate reads that source alone."""
     if math.isclose(scale, 1.0) and out_size == in_size:  # the reference skips such an axis
         idx = np.arange(in_size)
         return idx, idx, np.zeros(in_size)
-    x = source_coords(ctm, in_size, out_size, scale)
-    fl = np.floor(x)
-    integer = x == fl
-    ratio = np.where(integer, 1.0, x - fl)
-    lo = np.where(integer, fl - 1, fl).astype(np.int64)
-    hi = lo + 1
-    if mode == "nearest":
-        upper = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
-                 "floor": np.zeros_like(integer), "ceil": np.ones_like(integer)}[nearest_mode] | integer
-        i0 = np.clip(np.where(upper, hi, lo), 0, in_size - 1)
-        return i0, i0, np.zeros(out_size)
-    i0, i1 = np.clip(lo, 0, in_size - 1), np.clip(hi, 0, in_size - 1)
-    w1 = np.where(i0 == i1, 0.0, ratio)
+    i0 = np.zeros(out_size, np.int64)
+    i1 = np.zeros(out_size, np.int64)
+    w1 = np.zeros(out_size)
+    for o, x in enumerate(source_coords(ctm, in_size, out_size, scale)):
+        fl = math.floor(x)
+        if x == fl:  # ratio 1 on the left pair (the reference's rule): source fl exactly
+            lo, hi, ratio = fl - 1, fl, Fraction(1)
+        else:
+            lo, hi, ratio = fl, fl + 1, x - fl
+        a, b = min(max(lo, 0), in_size - 1), min(max(hi, 0), in_size - 1)
+        if mode == "nearest":
+            i0[o] = i1[o] = b if x == fl or nearest_upper(ratio, nearest_mode) else a
+        else:
+            i0[o], i1[o] = a, b
+            w1[o] = 0.0 if a == b else float(ratio)
     return i0, i1, w1
 
 

@@ -90,6 +90,22 @@
 // CHECK: 'graph.avg_pool' expects count_include_pad 0 or 1
 
 // -----
+%x = "test.op"() : () -> tensor<1x4x3x3xf32>
+%0 = graph.max_pool %x {ceil_mode = 0 : i64, dilations = array<i64: 1, 1>, kernel_shape = array<i64: 5, 5>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : tensor<1x4x3x3xf32> -> tensor<1x4x1x1xf32>
+// CHECK: 'graph.max_pool' window 5x5 is larger than the padded input 3x3: the output would be -1x-1
+
+// -----
+%x = "test.op"() : () -> tensor<1x4x2x2xf32>
+%0 = graph.avg_pool %x {ceil_mode = 1 : i64, count_include_pad = 0 : i64, dilations = array<i64: 2, 1>, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 0, 0, 0>, strides = array<i64: 2, 2>} : tensor<1x4x2x2xf32> -> tensor<1x4x1x1xf32>
+// CHECK: 'graph.avg_pool' window 5x3 is larger than the padded input 3x2: the output would be 0x1
+
+// -----
+%x = "test.op"() : () -> tensor<1x4x4x4xf32>
+%w = "test.op"() : () -> tensor<2x4x5x5xf32>
+%0 = graph.conv2d %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x4xf32>, tensor<2x4x5x5xf32>) -> tensor<1x2x1x1xf32>
+// CHECK: 'graph.conv2d' window 5x5 is larger than the padded input 4x4: the output would be 0x0
+
+// -----
 %x = "test.op"() : () -> tensor<1x4x8x8xf32>
 %0 = graph.global_avg_pool %x : tensor<1x4x8x8xf32> -> tensor<1x4xf32>
 // CHECK: 'graph.global_avg_pool' result shape 1x4 does not match expected 1x4x1x1
