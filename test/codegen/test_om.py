@@ -11,6 +11,7 @@ from cann.codegen.om import (
     CHECKSUM_SIZE,
     HEADER_SIZE,
     MAGIC,
+    VERSION,
     IoTensor,
     Kernel,
     Launch,
@@ -60,7 +61,7 @@ def test_deterministic(tmp_path):
 def test_layout_header_and_weights_alignment():
     data = encode_om(small_model())
     assert data[:8] == MAGIC
-    assert struct.unpack_from("<I", data, 8)[0] == 1
+    assert struct.unpack_from("<I", data, 8)[0] == VERSION
     assert data[-CHECKSUM_SIZE:] == hashlib.sha256(data[:-CHECKSUM_SIZE]).digest()
     # section entry 2 is the weights section
     off, size = struct.unpack_from("<QQ", data, 32 + 2 * 16)
