@@ -29,8 +29,8 @@ Two steps, both deterministic:
 * :func:`kernel_work` (run by :func:`cann.codegen.offline.build_offline_model`) gives each kernel of
   the ascend-level module its :class:`~cann.codegen.om.LaunchWork`: a kernel computes the nodes
   named by its ``tile.fused_nodes`` or its location. Kernels sharing a node form one unit whose
-  work is the sum over its nodes (the group's ``io_bytes`` when the unit is exactly a fused
-  group). Format conversions (``trans_data_*`` kernels) are compiler overhead and get no work unless
+  work is the group's record when its nodes are exactly a fused group, else the sum over its
+  nodes. Format conversions (``trans_data_*`` kernels) are compiler overhead and get no work unless
   the unit has nothing else; when a unit has several computing kernels (e.g. LRN's three), each
   work term is split in proportion to the kernels' static busy cycles on the resource doing it
   (M pipe for MACs, V pipe for vector operations, MTE2 + MTE3 for bytes).
@@ -183,12 +183,14 @@ class _Analysis:
         m = macs(op)
         if m:
             w.v[0], w.v[1] = m, self.fitem
-        src = op.operands[0] if op.operands else (op.results[0] if op.results else None)
-        if src is not None:
-            dt = _dtype(src)
-            isz = self.fitem if _float(dt) else dt.itemsize
+        # the lanes: the widest operand in its storage dtype (a compare computes on its inputs,
+        # Where on its values, not on the bool condition)
+        dts = [_dtype(v) for v in (op.operands or op.results)]
+        if dts:
+            isz = max(self.fitem if _float(dt) else dt.itemsize for dt in dts)
+            int64 = np.dtype(np.int64) in dts
             for cls, n in vector_ops(op):
-                if dt == np.dtype(np.int64) and cls == "simple":
+                if int64 and cls == "simple":
                     cls = "int64"
                 w.v[_CLASS_FIELD[cls]] += n * isz
         w.v[5] = self.io_bytes(list(op.operands), list(op.results))
@@ -205,9 +207,9 @@ def _array(values) -> DenseArrayBase:
 
 def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[int]], list[tuple[list[str], list[int]]]]:
     """``(nodes, groups)`` of a graph-level module: work per node name (ops sharing a name are
-    summed) and, per ``graph.fused`` group, its member names and its own work (``io_bytes`` of the
-    group: what it reads from outside and its result). Work records are lists in :data:`FIELDS`
-    order."""
+    summed; ops without a name are left out) and, per ``graph.fused`` group, its named members and
+    its own work (the members' MACs and vector operations; ``io_bytes`` of the group: what it reads
+    from outside and its result). Work records are lists in :data:`FIELDS` order."""
     an = _Analysis(precision_mode)
     nodes: dict[str, _Work] = {}
     groups: list[tuple[list[str], list[int]]] = []
@@ -219,13 +221,14 @@ def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[in
         total = _Work()
         for m in members:
             w = an.node(m)
-            nodes.setdefault(_node_name(m) or m.name, _Work()).add(w)
+            if _node_name(m):  # ops the compiler made carry no node name: no kernel names them
+                nodes.setdefault(_node_name(m), _Work()).add(w)
             total.add(w, with_io=False)
         if op.name == "graph.fused":
             inside = {r for m in members for r in m.results}
             reads = [v for m in members for v in m.operands if v not in inside]
             total.v[5] = an.io_bytes(reads, list(op.results))
-            groups.append(([_node_name(m) or m.name for m in members], total.v))
+            groups.append(([_node_name(m) for m in members if _node_name(m)], total.v))
     return {k: w.v for k, w in nodes.items()}, groups
 
 
@@ -333,12 +336,12 @@ def kernel_work(module: ModuleOp) -> dict[str, LaunchWork]:
     result: dict[str, LaunchWork] = {}
     for members in units.values():
         node_set = sorted({n for i in members for n in names[i]})
-        total = _Work()
-        for n in node_set:
-            total.add(_Work(nodes[n]))
         g = groups.get(frozenset(node_set))
-        if g is not None:
-            total.v[5] = g[5]
+        total = _Work(g)  # exactly a fused group: its own record (intermediates are not compulsory)
+        if g is None:
+            total = _Work()
+            for n in node_set:
+                total.add(_Work(nodes[n]))
         compute = [i for i in members if not ks[i].kernel_name.startswith(CONVERSION_PREFIX)] or members
         if len(compute) == 1:
             parts = [total.v]

@@ -1,6 +1,8 @@
 """The model work of each launch (cann.passes.analysis.ideal) and the ideal bound built on it,
 against hand-computed values; ideal_pct <= 100 on every launch of the test models."""
 
+from dataclasses import replace
+
 import numpy as np
 import onnx
 import pytest
@@ -108,6 +110,33 @@ def test_softmax_work():
     assert k.work == LaunchWork(vector_bytes=2 * 4 * 4000, vector_bytes_transcendental=2 * 4000,
                                 compulsory_bytes=2 * 2 * 4000)
     assert k.ideal_cycles == max(-(-(32000 + 4 * 8000) // 8192), -(-16000 // 1200)) == 14
+
+
+@pytest.mark.parametrize("opt_level", [0, 1])
+def test_fused_group_intermediates_are_not_compulsory(opt_level):
+    # Conv -> Relu: fused at -O1 (one launch, the Conv's output stays on chip), two launches at -O0
+    m = _model([helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+                helper.make_node("Relu", ["c"], ["y"], name="relu")],
+               [("x", [1, 16, 8, 8])], [("y", [1, 16, 8, 8])], [("w", _w(16, 16, 1, 1))])
+    _, worked = _run(m, opt_level=opt_level)
+    conv = LaunchWork(model_macs=16 * 64 * 16, cube_itemsize=2, compulsory_bytes=2 * (1024 + 256 + 1024))
+    relu = LaunchWork(vector_bytes=2 * 1024, compulsory_bytes=2 * 2 * 1024)
+    if opt_level:
+        assert [k.work for k in worked] == [replace(conv, vector_bytes=relu.vector_bytes)]
+    else:
+        assert [k.work for k in worked] == [conv, relu]
+
+
+def test_where_counts_lanes_of_its_values():
+    g = helper.make_graph([helper.make_node("Where", ["c", "x", "y"], ["z"], name="where")], "g",
+                          [helper.make_tensor_value_info("c", TensorProto.BOOL, [4, 256]),
+                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 256]),
+                           helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 256])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 256])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    _, (k,) = _run(m)
+    # one select per element on float16 lanes; c (bool, 1 byte) + x + y + z (float16) moved once
+    assert k.work == LaunchWork(vector_bytes=2 * 1024, compulsory_bytes=1024 + 3 * 2 * 1024)
 
 
 @pytest.mark.parametrize("work, soc, expected", [
