@@ -172,23 +172,13 @@ def test_multi_kernel_node_work_is_split():
     assert all(k.ideal_pct <= 100 for k in worked)
 
 
-def _fire():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from conftest import fire_net
-
-    return fire_net()
-
-
 @pytest.mark.parametrize("name, precision_mode", [
     ("fire_net", "force_fp16"), ("fire_net", "must_keep_origin_dtype"), ("squeezenet", "force_fp16"),
     pytest.param("inception_v1", "force_fp16", marks=pytest.mark.slow),  # LRN: work split over 3 kernels
     pytest.param("shufflenet", "force_fp16", marks=pytest.mark.slow),  # grouped convolutions
 ])
-def test_ideal_pct_at_most_100_on_every_launch(name, precision_mode):
-    model = _fire() if name == "fire_net" else testing.test_model(name)
+def test_ideal_pct_at_most_100_on_every_launch(name, precision_mode, request):
+    model = onnx.load(request.getfixturevalue("fire_onnx")) if name == "fire_net" else testing.test_model(name)
     compiled, worked = _run(model, precision_mode=precision_mode)
     run = compiled.last_run
     assert worked and run.model_macs > 0
@@ -196,6 +186,6 @@ def test_ideal_pct_at_most_100_on_every_launch(name, precision_mode):
         assert 0 <= k.ideal_pct <= 100, (k.name, k.ideal_cycles, k.cycles, k.work)
         assert k.model_macs <= k.executed_macs, k.name
     assert run.ideal_pct == pytest.approx(100 * sum(k.ideal_cycles for k in run.kernels) / run.cycles)
-    # every Conv of the model is credited to exactly one launch
-    convs = sum(1 for n in model.graph.node if n.op_type == "Conv")
-    assert sum(1 for k in run.kernels if k.model_macs) == convs
+    # every Conv / Gemm of the model is credited to exactly one launch
+    cube_nodes = sum(1 for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))
+    assert sum(1 for k in run.kernels if k.model_macs) == cube_nodes
