@@ -18,8 +18,8 @@ from cann.codegen.encode import module_kernels
 from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel
 from cann.dialects import tile
 from cann.errors import CannError
-from cann.passes.analysis.ideal import kernel_work
 from cann.lowering.common import np_dtype
+from cann.passes.analysis.ideal import kernel_work
 
 ALIGN = 64
 

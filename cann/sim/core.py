@@ -81,7 +81,7 @@ class KernelStats:
 
     ``cycles``: the parallel-pipe schedule's length; ``busy_by_pipe``: cycles each pipe is busy
     (S, V, M, MTE1, MTE2, MTE3); ``busy_full_by_pipe``: the same with GM copies at the full
-    per-core rate (no sharing among cores: the roofline's pipe terms); ``serial_cycles``: the sum of
+    per-core rate (no sharing among cores: the compiled bound's pipe terms); ``serial_cycles``: the sum of
     all costs (the fully serialized model); ``timing``: per-instruction start/end/pipe;
     ``problems``: sync/race findings reported as warnings (``checks="warn"``);
     ``executed_macs``: the multiply-accumulates of the ``mmad`` instructions run (m*k*n each,

@@ -24,7 +24,8 @@ Two steps, both deterministic:
     kernel computing the node must do.
   - ``io_bytes`` (compulsory GM bytes): each distinct input, weight and output tensor of the node
     (or of the group: the values it reads from outside and its result) once, in the storage dtype
-    (float tensors in the precision mode's device dtype, others in their own).
+    (float tensors in the precision mode's device dtype, others in their own); of the data a
+    Slice or a Gather reads, only the elements it selects.
 
 * :func:`kernel_work` (run by :func:`cann.codegen.offline.build_offline_model`) gives each kernel of
   the ascend-level module its :class:`~cann.codegen.om.LaunchWork`: a kernel computes the nodes
@@ -171,12 +172,23 @@ class _Analysis:
             return self.fitem
         return dt.itemsize
 
-    def io_bytes(self, reads: list[SSAValue], writes: list[SSAValue]) -> int:
+    def io_bytes(self, reads: list[SSAValue], writes: list[SSAValue], used: dict[SSAValue, int] | None = None) -> int:
+        """Bytes of each distinct value once; ``used[v]``: the elements of ``v`` actually needed
+        (a Slice or Gather reads only what it selects) instead of all of them."""
         seen: list[SSAValue] = []
         for v in reads + writes:
             if v not in seen:
                 seen.append(v)
-        return sum(_n(v) * self.storage_itemsize(v) for v in seen)
+        used = used or {}
+        return sum(min(_n(v), used.get(v, _n(v))) * self.storage_itemsize(v) for v in seen)
+
+    def used(self, op: Operation) -> dict[SSAValue, int]:
+        """The operands of ``op`` it reads only in part: elements needed (= its result's)."""
+        if op.name == "graph.slice":
+            return {op.x: _n(op.results[0])}
+        if op.name == "graph.gather":
+            return {op.data: _n(op.results[0])}
+        return {}
 
     def node(self, op: Operation) -> _Work:
         w = _Work()
@@ -193,7 +205,7 @@ class _Analysis:
                 if int64 and cls == "simple":
                     cls = "int64"
                 w.v[_CLASS_FIELD[cls]] += n * isz
-        w.v[5] = self.io_bytes(list(op.operands), list(op.results))
+        w.v[5] = self.io_bytes(list(op.operands), list(op.results), self.used(op))
         return w
 
 
@@ -227,7 +239,8 @@ def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[in
         if op.name == "graph.fused":
             inside = {r for m in members for r in m.results}
             reads = [v for m in members for v in m.operands if v not in inside]
-            total.v[5] = an.io_bytes(reads, list(op.results))
+            used = {v: n for m in members for v, n in an.used(m).items()}
+            total.v[5] = an.io_bytes(reads, list(op.results), used)
             groups.append(([_node_name(m) for m in members if _node_name(m)], total.v))
     return {k: w.v for k, w in nodes.items()}, groups
 

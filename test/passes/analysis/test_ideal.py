@@ -139,6 +139,27 @@ def test_where_counts_lanes_of_its_values():
     assert k.work == LaunchWork(vector_bytes=2 * 1024, compulsory_bytes=1024 + 3 * 2 * 1024)
 
 
+def test_slice_and_gather_count_only_what_they_select():
+    # a row of a [64, 1024] tensor; 4 rows of a [1000, 64] table: the rest of the data is never needed
+    starts, ends, axes = (numpy_helper.from_array(np.array([v], np.int64), n) for n, v in
+                          (("s", 3), ("e", 4), ("a", 0)))
+    g = helper.make_graph(
+        [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="slice"),
+         helper.make_node("Gather", ["t", "i"], ["z"], name="gather", axis=0)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 1024]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 64])],
+        initializer=[starts, ends, axes, numpy_helper.from_array(_w(1000, 64), "t")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    compiled, worked = _run(m)
+    works = sorted((k.work for k in worked), key=lambda w: w.compulsory_bytes)
+    assert works == [LaunchWork(compulsory_bytes=2 * 4 * 64 + 8 * 4 + 2 * 4 * 64),  # rows read, indices, z
+                     LaunchWork(compulsory_bytes=2 * 1024 + 2 * 1024)]  # the row read, y
+    assert all(k.ideal_pct <= 100 for k in compiled.last_run.kernels)
+
+
 @pytest.mark.parametrize("work, soc, expected", [
     (LaunchWork(vector_bytes=81920, vector_bytes_transcendental=8192), "Ascend910", 10 + 4),  # vector-bound
     (LaunchWork(vector_bytes_int64=8192), "Ascend910", 2),  # int64 lanes: cycles_per_repeat_int64 = 2
