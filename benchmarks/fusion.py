@@ -1,6 +1,8 @@
-"""Deep fusion: kernel launches, GM traffic and simulated cycles with all fusion switched off
-(an ATC fusion switch file with GraphFusion and UBFusion ALL off) vs on (the -O1 default), and
-that the fused model still matches onnxruntime.
+"""Deep fusion: kernel launches, GM traffic, simulated cycles and ``ideal_pct`` (Σ ideal ÷ Σ
+cycles, docs/core-model.md) with all fusion switched off (an ATC fusion switch file with
+GraphFusion and UBFusion ALL off) vs on (the -O1 default), and that the fused model still matches
+onnxruntime. The ideal bound counts each launch's inputs and outputs as compulsory GM traffic, so
+fusion lowers the ideal cycles too.
 
     python benchmarks/fusion.py [--precision-mode force_fp16] [model ...]
 
@@ -51,7 +53,7 @@ def measure(model, options, inputs, precision_mode: str, switch: str | None) -> 
     st = compiled.last_run
     return {"kernels": len(compiled.om.launches),
             "gm_bytes": sum(k.gm_read_bytes + k.gm_write_bytes for k in st.kernels),
-            "cycles": st.cycles, "outputs": out}
+            "cycles": st.cycles, "ideal_pct": st.ideal_pct, "outputs": out}
 
 
 def main() -> None:
@@ -63,7 +65,7 @@ def main() -> None:
         off = Path(tmp) / "all_off.json"
         off.write_text(json.dumps({"Switch": {"GraphFusion": {"ALL": "off"}, "UBFusion": {"ALL": "off"}}}))
         print(f"{'model':<20} {'kernels off':>11} {'on':>6} {'ratio':>6} {'GM MB off':>10} {'on':>8} {'ratio':>6} "
-              f"{'cycles off':>11} {'on':>10} {'ratio':>6}  max rel_l2 vs reference (on)")
+              f"{'cycles off':>11} {'on':>10} {'ratio':>6} {'ideal% off':>10} {'on':>6}  max rel_l2 vs reference (on)")
         for name in args.models:
             model, options, inputs, ref = _load(name)
             a = measure(model, options, inputs, args.precision_mode, str(off))
@@ -72,7 +74,8 @@ def main() -> None:
                       for k, r in ref.items())
             print(f"{name:<20} {a['kernels']:>11} {b['kernels']:>6} {b['kernels'] / a['kernels']:>6.2f} "
                   f"{a['gm_bytes'] / 1e6:>10.1f} {b['gm_bytes'] / 1e6:>8.1f} {b['gm_bytes'] / a['gm_bytes']:>6.2f} "
-                  f"{a['cycles']:>11} {b['cycles']:>10} {b['cycles'] / a['cycles']:>6.2f}  {err:.2e}")
+                  f"{a['cycles']:>11} {b['cycles']:>10} {b['cycles'] / a['cycles']:>6.2f} "
+                  f"{a['ideal_pct']:>10.2f} {b['ideal_pct']:>6.2f}  {err:.2e}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@
 
 Prints plain ``name: value`` lines: compile, simulation and onnxruntime wall-clock seconds (same
 input, same process; onnxruntime's session creation is reported separately from its run, CPU
-execution provider), simulated cycles, instruction count and the error of every output (the
-probabilities and the exposed logits) against onnxruntime.
+execution provider), simulated cycles, instruction count, the compiled bound's and the ideal
+bound's share of the cycles (``ideal_pct``: Σ ideal ÷ Σ cycles over every launch;
+``ideal_pct_conv_gemm``: over the launches with model MACs only; docs/core-model.md), model and
+executed MACs, and the error of every output (the probabilities and the exposed logits) against
+onnxruntime.
 """
 
 from __future__ import annotations
@@ -50,8 +53,16 @@ def main() -> None:
     print(f"simulate_seconds: {t2 - t1:.2f}")
     print(f"onnxruntime_session_seconds: {t3 - t2:.3f}")
     print(f"onnxruntime_seconds: {t4 - t3:.3f}")
-    print(f"cycles: {compiled.last_run.cycles}")
-    print(f"instructions: {compiled.last_run.instructions}")
+    run = compiled.last_run
+    cube = [k for k in run.kernels if k.model_macs]  # the Conv and Gemm launches
+    print(f"cycles: {run.cycles}")
+    print(f"instructions: {run.instructions}")
+    print(f"compiled_bound_pct: {run.compiled_bound_pct:.1f}")
+    print(f"model_macs: {run.model_macs}")
+    print(f"executed_macs: {run.executed_macs}")
+    print(f"ideal_cycles: {run.ideal_cycles}")
+    print(f"ideal_pct: {run.ideal_pct:.2f}")
+    print(f"ideal_pct_conv_gemm: {run.ideal_pct_of(cube):.2f}")
     for out in model.graph.output:
         y = outputs[out.name].astype(np.float64).reshape(-1)
         r = reference[out.name].astype(np.float64).reshape(-1)

@@ -75,7 +75,7 @@ def main() -> None:
     ax.set_xlabel(f"time (us at {mhz} MHz)")
     r = k.profile()
     ax.set_title(f"{k.name} (launch {k.index}, block {args.core} of {k.block_dim}) on {run.soc}: "
-                 f"{k.cycles} cycles, {k.time_us:.1f} us, roofline {r['roofline_pct']:.0f}% (bound: {r['bound']}); "
+                 f"{k.cycles} cycles, {k.time_us:.1f} us, compiled bound {r['compiled_bound_pct']:.0f}% (bound: {r['bound']}), ideal {r['ideal_pct']:.0f}%; "
                  f"cube {r['aic_cube_ratio']:.2f}, vec {r['aiv_vec_ratio']:.2f}, mte2 {r['aic_mte2_ratio']:.2f}",
                  fontsize=9)
     groups = sorted({ins.defn.group for ins in prog})

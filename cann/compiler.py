@@ -135,6 +135,10 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
         if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
             break
         PassPipeline.parse_spec(ALL_PASSES, spec).apply(ctx, module)
+        if stage == "graph":  # the model work of each node, for the profile's ideal bound
+            from cann.passes.analysis.ideal import annotate_work
+
+            annotate_work(module, precision_mode)
     return module
 
 

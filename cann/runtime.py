@@ -43,7 +43,8 @@ class Model:
         ``sim_checks="warn"`` downgrades the simulator's race/deadlock/double-set errors to
         warnings ("off" skips the race detector); see :func:`cann.sim.executor.run_model`.
         ``last_run`` then holds a :class:`cann.sim.executor.RunStats` (per-launch records with
-        cycles, pipe ratios, GM bytes, roofline; see docs/core-model.md).
+        cycles, pipe ratios, GM bytes, the compiled bound, model and executed MACs, ideal cycles
+        and ``ideal_pct``, and their model totals; see docs/core-model.md, "Profile").
 
         Raises:
             CannError: a missing or unknown input, or a shape/dtype mismatch; a simulator fault.

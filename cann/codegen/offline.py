@@ -3,7 +3,8 @@
 Global memory is planned statically: the model's inputs first, then the weights section (every
 ``tile.constant``, 64-byte aligned), then every ``tile.gm_alloc`` (no reuse at this level);
 ``tile.view`` aliases its source. Each ``tile.launch`` becomes a launch binding the kernel's
-arguments to those GM offsets.
+arguments to those GM offsets, with the model work the kernel computes (``graph.work``,
+:func:`cann.passes.analysis.ideal.kernel_work`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from xdsl.dialects.builtin import DictionaryAttr, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 
 from cann.codegen.encode import module_kernels
-from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel
+from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel
 from cann.dialects import tile
 from cann.errors import CannError
 from cann.lowering.common import np_dtype
+from cann.passes.analysis.ideal import kernel_work
 
 ALIGN = 64
 
@@ -50,6 +52,7 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
         raise CannError("", "the module has no func.func @main")
     main = mains[0]
     kernels = [Kernel(*k) for k in module_kernels(module)]
+    work = kernel_work(module)  # the model work of each kernel (the profile's ideal bound)
     index = {k.name: i for i, k in enumerate(kernels)}
     offset: dict[SSAValue, int] = {}
     top = 0
@@ -83,7 +86,7 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
             name = op.kernel.root_reference.data
             if name not in index:
                 raise CannError(f"@{name}", "launch of an unknown kernel")
-            launches.append(Launch(index[name], tuple(offset[a] for a in op.args)))
+            launches.append(Launch(index[name], tuple(offset[a] for a in op.args), work.get(name, LaunchWork())))
         elif isinstance(op, func.ReturnOp):
             for i, v in enumerate(op.operands):
                 outputs.append(IoTensor(_name(main.res_attrs, i, f"output{i}"), tuple(v.type.get_shape()),

@@ -8,6 +8,7 @@ The layout is documented byte by byte in ``docs/om-format.md``. In short::
     weights            raw bytes, the section starts at a 64-byte aligned file offset
     kernels            name, block_dim, num_args, code
     launches           kernel index, argument offsets
+    work               per launch: the model work it computes (the profile's ideal bound)
     trailer (32 bytes) SHA-256 of every byte before it
 
 :func:`write_om` is atomic and deterministic; :func:`read_om` verifies the checksum before it
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 
 import ml_dtypes  # noqa: F401  (registers numpy's 'bfloat16' dtype name)
@@ -29,11 +30,11 @@ from cann.errors import CannError
 from cann.fileio import atomic_write_bytes
 
 MAGIC = b"CANNOM\0\0"
-VERSION = 1
+VERSION = 2
 ALIGN = 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, section count, gm_size, weights_offset
 SECTION = struct.Struct("<QQ")  # file offset, size
-SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches")
+SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches", "work")
 HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)
 CHECKSUM_SIZE = 32
 
@@ -61,9 +62,34 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class LaunchWork:
+    """The model work a launch computes, recorded at compile time (``cann.passes.analysis.ideal``)
+    for the profile's ideal bound (docs/core-model.md, "Ideal bound"); all zero when unknown.
+
+    ``model_macs``: multiply-accumulates of the model nodes the launch computes (no padding, grouped
+    convolutions counted per group); ``cube_itemsize``: bytes of a cube input element (2: fp16,
+    4: fp32; 0 without MACs); ``vector_bytes`` / ``vector_bytes_transcendental`` /
+    ``vector_bytes_int64``: the nodes' vector element operations times the storage element size in
+    bytes, per cost class (simple, transcendental, int64 lanes); ``compulsory_bytes``: each model
+    input, weight and output of the launch moved once, in the storage dtype.
+    """
+
+    model_macs: int = 0
+    cube_itemsize: int = 0
+    vector_bytes: int = 0
+    vector_bytes_transcendental: int = 0
+    vector_bytes_int64: int = 0
+    compulsory_bytes: int = 0
+
+
+WORK = struct.Struct("<QIQQQQ")  # LaunchWork's fields in order
+
+
+@dataclass(frozen=True)
 class Launch:
     kernel: int  # index into OfflineModel.kernels
     args: tuple[int, ...]  # absolute GM byte offset bound to each kernel argument
+    work: LaunchWork = LaunchWork()  # the model work it computes (the profile's ideal bound)
 
 
 @dataclass(frozen=True)
@@ -106,8 +132,10 @@ def encode_om(model: OfflineModel) -> bytes:
     launches = [struct.pack("<I", len(model.launches))]
     for la in model.launches:
         launches += [struct.pack("<II", la.kernel, len(la.args)), struct.pack(f"<{len(la.args)}Q", *la.args)]
+    work = [struct.pack("<I", len(model.launches))]
+    work += [WORK.pack(*astuple(la.work)) for la in model.launches]
     bodies = [_str(model.soc_version) + _str(model.precision_mode), tensors, bytes(model.weights),
-              b"".join(kernels), b"".join(launches)]
+              b"".join(kernels), b"".join(launches), b"".join(work)]
     payload, table, pos = bytearray(), [], HEADER_SIZE
     for name, body in zip(SECTION_NAMES, bodies):
         if name == "weights":  # 64-byte aligned so a loader can map it directly
@@ -212,6 +240,11 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     for _ in range(r.u32()):
         kernel, nargs = r.unpack("II")
         launches.append(Launch(kernel, tuple(r.unpack(f"{nargs}Q"))))
+    r.end()
+    r = sections["work"]
+    if r.u32() != len(launches):
+        raise r.fail(f"expected one record per launch ({len(launches)})")
+    launches = [replace(la, work=LaunchWork(*r.unpack(WORK.format[1:]))) for la in launches]
     r.end()
     model = OfflineModel(soc, precision, inputs, outputs, gm_size, weights_offset, weights,
                          tuple(kernels), tuple(launches))

@@ -49,6 +49,14 @@ class CubeSpec:
         """Fractal K0 for an element size in bytes (2: fp16, 4: fp32)."""
         return self.k0_fp16 if itemsize == 2 else self.k0_fp32
 
+    def macs_per_cycle(self, itemsize: int) -> int:
+        """Multiply-accumulates per cycle of one cube for inputs of ``itemsize`` bytes (2: fp16,
+        4: the modeled fp32 mode): one m0 x k0 x n0 fractal step per cycle, taking
+        ``fp32_rate_divisor`` cycles in fp32 -- the rate of the simulator's ``mmad`` cost.
+        Ascend910: 16*16*16 = 4096 (fp16), 16*8*16 / 4 = 512 (fp32)."""
+        macs = self.m0 * self.k0(itemsize) * self.n0
+        return macs // self.fp32_rate_divisor if itemsize == 4 else macs
+
 
 @dataclass(frozen=True)
 class VectorSpec:

@@ -81,9 +81,11 @@ class KernelStats:
 
     ``cycles``: the parallel-pipe schedule's length; ``busy_by_pipe``: cycles each pipe is busy
     (S, V, M, MTE1, MTE2, MTE3); ``busy_full_by_pipe``: the same with GM copies at the full
-    per-core rate (no sharing among cores: the roofline's pipe terms); ``serial_cycles``: the sum of
+    per-core rate (no sharing among cores: the compiled bound's pipe terms); ``serial_cycles``: the sum of
     all costs (the fully serialized model); ``timing``: per-instruction start/end/pipe;
-    ``problems``: sync/race findings reported as warnings (``checks="warn"``).
+    ``problems``: sync/race findings reported as warnings (``checks="warn"``);
+    ``executed_macs``: the multiply-accumulates of the ``mmad`` instructions run (m*k*n each,
+    padding included).
     """
 
     cycles: int
@@ -96,6 +98,7 @@ class KernelStats:
     timing: Timing | None = field(default=None, repr=False)
     problems: list[tuple[str, str]] = field(default_factory=list)
     program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
+    executed_macs: int = 0  # m*k*n summed over the mmad instructions run (padding included)
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
@@ -184,9 +187,10 @@ class AICore:
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
         t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace)
+        macs = sum(v[4] * v[5] * v[6] for v in (ins.values for ins in instrs if ins.defn.mnemonic == "mmad"))
         return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
-                           sum(t.busy), t, t.problems, instrs)
+                           sum(t.busy), t, t.problems, instrs, macs)
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic

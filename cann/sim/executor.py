@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cann.codegen.om import OfflineModel
+from cann.codegen.om import LaunchWork, OfflineModel
 from cann.errors import CannError, Diagnostic
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
@@ -54,7 +54,11 @@ class LaunchStats:
 
     ``cycles``: the launch's time (sum over waves of the slowest core); ``instructions``: executed
     over all cores; ``core_kind``: "aicore" (coupled), "aic" or "aiv" (separated);
-    ``lower_bound``: the roofline lower bound in cycles, ``bound``: its binding resource.
+    ``compiled_bound``: the lower bound of the code as compiled in cycles (each pipe's busy cycles
+    at the full per-core rate, GM bytes over ``gm_total``), ``bound``: its binding resource;
+    ``work``: the model work the launch computes (from the ``.om``); ``executed_macs``: the
+    MACs of the mmad instructions run on all cores (padding included); ``ideal_cycles``: the
+    ideal bound of ``work`` on the whole SoC (:func:`ideal_cycles`). docs/core-model.md, "Profile".
     """
 
     index: int
@@ -68,18 +72,31 @@ class LaunchStats:
     waves: list[list[int]] = field(default_factory=list, repr=False)  # block indices per wave
     gm_read_bytes: int = 0
     gm_write_bytes: int = 0
-    lower_bound: int = 0
+    compiled_bound: int = 0
     bound: str = ""
     busy_by_pipe: dict[str, float] = field(default_factory=dict)  # mean over blocks
     has_fixpipe: bool = False
+    work: LaunchWork = LaunchWork()
+    executed_macs: int = 0
+    ideal_cycles: int = 0
 
     @property
     def time_us(self) -> float:
         return self.cycles / self.clock_mhz
 
     @property
-    def roofline_pct(self) -> float:
-        return 100.0 * self.lower_bound / self.cycles if self.cycles else 100.0
+    def compiled_bound_pct(self) -> float:
+        """100 x compiled_bound / cycles."""
+        return _pct(self.compiled_bound, self.cycles)
+
+    @property
+    def model_macs(self) -> int:
+        return self.work.model_macs
+
+    @property
+    def ideal_pct(self) -> float:
+        """100 x ideal_cycles / cycles (0 for a launch computing no model work)."""
+        return _pct(self.ideal_cycles, self.cycles)
 
     @property
     def busy_by_pipe_ratio(self) -> dict[str, float]:
@@ -102,11 +119,19 @@ class LaunchStats:
 
     def profile(self) -> dict[str, object]:
         """One profile row: launch, kernel, block_dim, core_kind, cycles, time_us, the ratios,
-        gm_read_bytes, gm_write_bytes, lower_bound_cycles, roofline_pct, bound."""
+        gm_read_bytes, gm_write_bytes, compiled_bound_cycles, compiled_bound_pct, bound,
+        model_macs, executed_macs, compulsory_bytes, ideal_cycles, ideal_pct."""
         return {"launch": self.index, "kernel": self.name, "block_dim": self.block_dim, "core_kind": self.core_kind,
                 "cycles": self.cycles, "time_us": self.time_us, **self.ratios(),
                 "gm_read_bytes": self.gm_read_bytes, "gm_write_bytes": self.gm_write_bytes,
-                "lower_bound_cycles": self.lower_bound, "roofline_pct": self.roofline_pct, "bound": self.bound}
+                "compiled_bound_cycles": self.compiled_bound, "compiled_bound_pct": self.compiled_bound_pct,
+                "bound": self.bound, "model_macs": self.model_macs, "executed_macs": self.executed_macs,
+                "compulsory_bytes": self.work.compulsory_bytes, "ideal_cycles": self.ideal_cycles,
+                "ideal_pct": self.ideal_pct}
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
 
 
 @dataclass
@@ -129,12 +154,61 @@ class RunStats:
         return self.cycles / self.clock_mhz
 
     @property
-    def lower_bound(self) -> int:
-        return sum(k.lower_bound for k in self.kernels)
+    def compiled_bound(self) -> int:
+        """Σ of the launches' compiled bounds (cycles)."""
+        return sum(k.compiled_bound for k in self.kernels)
 
     @property
-    def roofline_pct(self) -> float:
-        return 100.0 * self.lower_bound / self.cycles if self.cycles else 100.0
+    def compiled_bound_pct(self) -> float:
+        return _pct(self.compiled_bound, self.cycles)
+
+    @property
+    def model_macs(self) -> int:
+        return sum(k.model_macs for k in self.kernels)
+
+    @property
+    def executed_macs(self) -> int:
+        return sum(k.executed_macs for k in self.kernels)
+
+    @property
+    def ideal_cycles(self) -> int:
+        """Σ of the launches' ideal cycles."""
+        return sum(k.ideal_cycles for k in self.kernels)
+
+    @property
+    def ideal_pct(self) -> float:
+        """100 x Σ ideal_cycles / Σ cycles over the launches."""
+        return _pct(self.ideal_cycles, self.cycles)
+
+    def ideal_pct_of(self, launches: list[LaunchStats]) -> float:
+        """100 x Σ ideal / Σ cycles over some of the launches (e.g. those with model MACs)."""
+        return _pct(sum(k.ideal_cycles for k in launches), sum(k.cycles for k in launches))
+
+
+def ideal_cycles(work: LaunchWork, spec: SocSpec) -> int:
+    """The ideal bound of ``work`` on SoC ``spec`` in cycles, using every core of the SoC:
+    the max of
+
+    * ``ceil(model_macs / (spec.cube.macs_per_cycle(cube_itemsize) x cube cores))``;
+    * ``ceil(sum_class(vector bytes_class x cycles per repeat_class) / (repeat_bytes x vector
+      cores))`` with classes simple (``cycles_per_repeat``), transcendental
+      (``cycles_per_repeat_transcendental``) and int64 (``cycles_per_repeat_int64``) -- i.e.
+      element operations / (repeat_bytes / itemsize lanes x cores) weighted by the class's cost;
+    * ``ceil(compulsory_bytes / gm_total)``.
+
+    Cube cores: ``cube_core_count``; vector cores: ``vector_core_count`` on a separated SoC, else
+    the AI Cores. 0 for no work.
+    """
+    cube, vec = spec.cube, spec.vector
+    terms = [0, 0, -(-work.compulsory_bytes // spec.bandwidth.gm_total)]
+    if work.model_macs:
+        terms[0] = -(-work.model_macs // (cube.macs_per_cycle(work.cube_itemsize) * spec.core_count("aic")))
+    vbytes = (work.vector_bytes * vec.cycles_per_repeat
+              + work.vector_bytes_transcendental * vec.cycles_per_repeat_transcendental
+              + work.vector_bytes_int64 * vec.cycles_per_repeat_int64)
+    vcores = spec.ai_core_count if spec.coupled else spec.vector_core_count
+    terms[1] = -(-vbytes // (vec.repeat_bytes * vcores))
+    return max(terms)
 
 
 def _place_inputs(om: OfflineModel, inputs: dict[str, np.ndarray], gm: np.ndarray) -> None:
@@ -189,7 +263,7 @@ def core_kind(spec: SocSpec, prog: list[isa.Instr], name: str) -> str:
 
 
 def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, runs: list[KernelStats],
-                  waves: list[list[int]]) -> LaunchStats:
+                  waves: list[list[int]], work: LaunchWork = LaunchWork()) -> LaunchStats:
     cycles = sum(max(runs[b].cycles for b in w) for w in waves)
     gm_r = sum(r.gm_read_bytes for r in runs)
     gm_w = sum(r.gm_write_bytes for r in runs)
@@ -199,7 +273,8 @@ def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, 
     bound = max(terms, key=lambda k: terms[k])
     busy = {p: sum(r.busy_by_pipe[p] for r in runs) / len(runs) for p in PIPES}
     return LaunchStats(li, name, block_dim, kind, spec.clock_mhz, cycles, sum(r.instructions for r in runs),
-                       runs, waves, gm_r, gm_w, terms[bound], bound, busy, spec.has_fixpipe)
+                       runs, waves, gm_r, gm_w, terms[bound], bound, busy, spec.has_fixpipe, work,
+                       sum(r.executed_macs for r in runs), ideal_cycles(work, spec))
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *,
@@ -261,7 +336,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *,
                                  checks=sim_checks, active_cores=active))
             stats.problems += runs[-1].problems
         waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
-        ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves)
+        ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves, la.work)
         stats.kernels.append(ls)
         stats.cycles += ls.cycles
         stats.instructions += ls.instructions

@@ -1,7 +1,8 @@
 """Profile and timeline of a simulated run (:class:`cann.sim.executor.RunStats`).
 
 * :func:`profile_rows` / :func:`format_profile` / :func:`write_profile_csv`: one row per kernel
-  launch with msprof PipeUtilization column names (docs/core-model.md, "Profile");
+  launch with msprof PipeUtilization column names, the compiled bound and the ideal bound
+  (docs/core-model.md, "Profile");
 * :func:`trace_events` / :func:`write_trace`: Chrome trace-event JSON (opens in Perfetto and
   chrome://tracing), one track per pipe per core, one "X" event per instruction.
 """
@@ -18,7 +19,8 @@ from cann.sim.timing import PIPES
 
 #: profile columns, in order
 COLUMNS = ("launch", "kernel", "block_dim", "core_kind", "cycles", "time_us", *(c for c, _, _ in RATIO_COLUMNS),
-           "gm_read_bytes", "gm_write_bytes", "lower_bound_cycles", "roofline_pct", "bound")
+           "gm_read_bytes", "gm_write_bytes", "compiled_bound_cycles", "compiled_bound_pct", "bound",
+           "model_macs", "executed_macs", "compulsory_bytes", "ideal_cycles", "ideal_pct")
 
 
 def profile_rows(stats: RunStats) -> list[dict[str, object]]:
@@ -27,11 +29,15 @@ def profile_rows(stats: RunStats) -> list[dict[str, object]]:
 
 
 def total_row(stats: RunStats) -> dict[str, object]:
-    """Totals over the launches: cycles, time_us, GM bytes, lower bound and roofline_pct."""
+    """Totals over the launches: cycles, time_us, GM bytes, compiled bound, MACs, compulsory bytes,
+    ideal cycles; the percentages are Σ bound / Σ cycles."""
     return {"cycles": stats.cycles, "time_us": stats.time_us,
             "gm_read_bytes": sum(k.gm_read_bytes for k in stats.kernels),
             "gm_write_bytes": sum(k.gm_write_bytes for k in stats.kernels),
-            "lower_bound_cycles": stats.lower_bound, "roofline_pct": stats.roofline_pct}
+            "compiled_bound_cycles": stats.compiled_bound, "compiled_bound_pct": stats.compiled_bound_pct,
+            "model_macs": stats.model_macs, "executed_macs": stats.executed_macs,
+            "compulsory_bytes": sum(k.work.compulsory_bytes for k in stats.kernels),
+            "ideal_cycles": stats.ideal_cycles, "ideal_pct": stats.ideal_pct}
 
 
 def _fmt(v: object) -> str:
@@ -55,13 +61,19 @@ def format_profile(stats: RunStats) -> str:
 
 
 def write_profile_csv(stats: RunStats, path: str | os.PathLike) -> None:
-    """The profile rows as CSV with a header row (empty cells where a core has no such unit);
+    """The profile rows as CSV with a header row (empty cells where a core has no such unit), then
+    a model row with ``launch`` = ``total`` holding :func:`total_row` (other cells empty);
     written atomically."""
+    def cell(v: object) -> object:
+        return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)
+
     with atomic_output(path, "w") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(COLUMNS)
         for r in profile_rows(stats):
-            w.writerow(["" if r[c] is None else (f"{r[c]:.6g}" if isinstance(r[c], float) else r[c]) for c in COLUMNS])
+            w.writerow([cell(r[c]) for c in COLUMNS])
+        t = {"launch": "total", **total_row(stats)}
+        w.writerow([cell(t.get(c)) for c in COLUMNS])
 
 
 def _core_name(kind: str, core: int) -> str:

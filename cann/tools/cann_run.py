@@ -171,8 +171,9 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--tolerance", type=float, help="Largest rel_l2_err accepted by --compare "
               "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
 @click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
-              "GM bytes, roofline lower bound, binding resource) and a total line.")
-@click.option("--profile-csv", metavar="PATH", help="Write the profile as CSV, one row per launch.")
+              "GM bytes, the compiled bound and its binding resource, model / executed MACs, the ideal bound "
+              "and ideal_pct) and a total line.")
+@click.option("--profile-csv", metavar="PATH", help="Write the profile as CSV, one row per launch and a total row.")
 @click.option("--trace", metavar="PATH", help="Write a Chrome trace-event JSON timeline (opens in Perfetto).")
 @click.option("--sim-checks", type=click.Choice(["error", "warn", "off"]), default="error", show_default=True,
               help="Simulator race/deadlock/double-set checks: errors, warnings, or no race detector.")

@@ -11,9 +11,11 @@ from cann.codegen.om import (
     CHECKSUM_SIZE,
     HEADER_SIZE,
     MAGIC,
+    VERSION,
     IoTensor,
     Kernel,
     Launch,
+    LaunchWork,
     OfflineModel,
     decode_om,
     encode_om,
@@ -33,7 +35,8 @@ def small_model() -> OfflineModel:
         weights_offset=1024,
         weights=bytes(range(200)) * 3,
         kernels=(Kernel("conv_0", 2, 3, b"\x01\x02\x03\x04" * 5), Kernel("gemm_1", 1, 2, b"")),
-        launches=(Launch(0, (0, 1024, 2048)), Launch(1, (2048, 256)), Launch(0, (2048, 1100, 3000))),
+        launches=(Launch(0, (0, 1024, 2048), LaunchWork(2 ** 40 + 3, 2, 5, 6, 7, 2 ** 33)), Launch(1, (2048, 256)),
+                  Launch(0, (2048, 1100, 3000), LaunchWork(model_macs=9, cube_itemsize=4))),
     )
 
 
@@ -60,7 +63,7 @@ def test_deterministic(tmp_path):
 def test_layout_header_and_weights_alignment():
     data = encode_om(small_model())
     assert data[:8] == MAGIC
-    assert struct.unpack_from("<I", data, 8)[0] == 1
+    assert struct.unpack_from("<I", data, 8)[0] == VERSION
     assert data[-CHECKSUM_SIZE:] == hashlib.sha256(data[:-CHECKSUM_SIZE]).digest()
     # section entry 2 is the weights section
     off, size = struct.unpack_from("<QQ", data, 32 + 2 * 16)
@@ -220,3 +223,21 @@ def test_checksummed_garbage_is_rejected_cleanly():
 def test_strange_dtype_strings_rejected(dtype):
     with pytest.raises(CannError, match="unknown dtype"):
         encode_om(replace(small_model(), inputs=(IoTensor("x", (1,), dtype, 0),)))
+
+
+def test_launch_work_round_trips_and_sits_in_its_own_section():
+    m = small_model()
+    back = decode_om(encode_om(m))
+    assert [la.work for la in back.launches] == [la.work for la in m.launches]
+    assert back.launches[1].work == LaunchWork()  # not given: all zero
+    data = encode_om(m)
+    off, size = struct.unpack_from("<QQ", data, 32 + 5 * 16)  # section entry 5: work
+    assert size == 4 + 3 * 44 and struct.unpack_from("<I", data, off)[0] == 3
+    assert struct.unpack_from("<QIQQQQ", data, off + 4) == (2 ** 40 + 3, 2, 5, 6, 7, 2 ** 33)
+
+
+def test_work_section_with_a_wrong_record_count_is_rejected():
+    data = bytearray(encode_om(small_model()))
+    off, _ = struct.unpack_from("<QQ", data, 32 + 5 * 16)
+    struct.pack_into("<I", data, off, 2)
+    _reject(_with_fixed_checksum(data), "work section: expected one record per launch (3)")

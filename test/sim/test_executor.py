@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel, decode_om, encode_om
+from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel, decode_om, encode_om
 from cann.errors import CannError
 from cann.hw import isa
 from cann.sim.core import SimError
@@ -126,3 +126,19 @@ def test_spmd_block_offset_and_guard():
     out, stats = run_model(om, {"x": x})
     np.testing.assert_array_equal(out["y"], x * np.array([[2], [2], [6]], np.float16))
     assert stats.instructions == 2 * 7 + 10  # cores 0 and 1 skip the guarded section
+
+
+def test_executed_macs_and_ideal_from_the_launch_work():
+    # one 32x32x16 mmad per block (padding or not, the simulator counts m*k*n), 3 blocks
+    prog = [isa.make("mmad", dtype=0, dst=0, a=0, b=0, m=32, k=32, n=16, init=1)]
+    work = LaunchWork(model_macs=4096 * 32 * 5, cube_itemsize=2, compulsory_bytes=1200 * 3)
+    om = OfflineModel("Ascend910", "force_fp16", (), (), 64, 0, b"", (Kernel("mm", 3, 0, isa.encode(prog)),),
+                      (Launch(0, (), work), Launch(0, ())))
+    _, st = run_model(decode_om(encode_om(om)), {})
+    k, bare = st.kernels
+    assert k.executed_macs == bare.executed_macs == 3 * 32 * 32 * 16 == st.executed_macs // 2
+    assert k.work == work and k.model_macs == st.model_macs == 4096 * 32 * 5
+    assert k.ideal_cycles == 5 == st.ideal_cycles and bare.ideal_cycles == 0 and bare.ideal_pct == 0
+    assert k.ideal_pct == pytest.approx(100 * 5 / k.cycles)
+    assert st.ideal_pct == pytest.approx(100 * 5 / (k.cycles + bare.cycles))
+    assert k.profile()["model_macs"] == 4096 * 32 * 5 and k.profile()["compulsory_bytes"] == 3600

@@ -216,7 +216,7 @@ def test_gm_bandwidth_shared_among_active_cores():
     assert k.cycles == cin + 2 * S + C_V + 2 * S + cout
     assert k.gm_read_bytes == k.gm_write_bytes == 32 * TILE
     # roofline: pipes at the full per-core rate vs all GM bytes over the chip's bandwidth
-    assert k.lower_bound == max(C_IN + S, C_OUT + S, cdiv(64 * TILE, B.gm_total)) and k.bound == "gm_bandwidth"
+    assert k.compiled_bound == max(C_IN + S, C_OUT + S, cdiv(64 * TILE, B.gm_total)) and k.bound == "gm_bandwidth"
 
 
 def test_profile_ratios_and_csv(tmp_path):
@@ -233,8 +233,8 @@ def test_profile_ratios_and_csv(tmp_path):
     assert r["aic_cube_ratio"] == 0 and r["aic_scalar_ratio"] == 0
     assert r["aic_fixpipe_ratio"] is None and r["aiv_mte2_ratio"] is None  # coupled core
     assert r["gm_read_bytes"] == r["gm_write_bytes"] == TILE
-    assert r["lower_bound_cycles"] == C_OUT + S == C_IN + S and r["bound"] == "mte2"  # a tie: the first pipe
-    assert r["roofline_pct"] == pytest.approx(100 * (C_OUT + S) / cyc)
+    assert r["compiled_bound_cycles"] == C_OUT + S == C_IN + S and r["bound"] == "mte2"  # a tie: the first pipe
+    assert r["compiled_bound_pct"] == pytest.approx(100 * (C_OUT + S) / cyc)
     assert r["time_us"] == pytest.approx(cyc / SPEC.clock_mhz)
     text = prof.format_profile(st)
     assert text.splitlines()[0].split() == list(prof.COLUMNS)
@@ -242,8 +242,9 @@ def test_profile_ratios_and_csv(tmp_path):
     path = tmp_path / "p.csv"
     prof.write_profile_csv(st, path)
     rows = list(csv.DictReader(path.open()))
-    assert len(rows) == 1 and rows[0]["cycles"] == str(cyc) and rows[0]["aiv_mte2_ratio"] == ""
+    assert len(rows) == 2 and rows[0]["cycles"] == str(cyc) and rows[0]["aiv_mte2_ratio"] == ""
     assert list(rows[0]) == list(prof.COLUMNS)
+    assert rows[1]["launch"] == "total" and rows[1]["cycles"] == str(cyc) and rows[1]["kernel"] == ""
 
 
 def test_trace_json(tmp_path):

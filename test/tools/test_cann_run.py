@@ -243,6 +243,36 @@ def test_run_real(compiled, fire_onnx, tmp_path):  # needs the compiler
     assert r2.stdout.splitlines()[-1] == lines[4]
 
 
+def test_run_real_profile_and_csv_report_both_bounds(compiled, tmp_path):  # needs the compiler
+    csv_path = tmp_path / "p.csv"
+    r = cli("cann_run", compiled, "--profile", "--profile-csv", csv_path)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(ln for ln in lines if ln.startswith("launch "))
+    assert header.split()[-8:] == ["compiled_bound_cycles", "compiled_bound_pct", "bound", "model_macs",
+                                   "executed_macs", "compulsory_bytes", "ideal_cycles", "ideal_pct"]
+    assert "lower_bound" not in r.stdout and "roofline" not in r.stdout
+    total = next(ln for ln in lines if ln.startswith("total: "))
+    fields = dict(kv.split("=") for kv in total.split()[1:])
+    # fire_net's Conv MACs, N*Cout*Hout*Wout*Cin*kh*kw: conv1, squeeze, expand1x1, expand3x3, conv10
+    assert int(fields["model_macs"]) == 27648 + 8192 + 8192 + 73728 + 20480
+    import csv
+
+    rows = list(csv.DictReader(csv_path.open()))
+    launches, tot = rows[:-1], rows[-1]
+    assert tot["launch"] == "total" and int(tot["model_macs"]) == 138240
+    assert sorted(int(x["model_macs"]) for x in launches if int(x["model_macs"])) == [8192, 8192, 20480, 27648,
+                                                                                        73728]
+    for x in launches:
+        assert int(x["executed_macs"]) >= int(x["model_macs"])
+        assert float(x["ideal_pct"]) == pytest.approx(100 * int(x["ideal_cycles"]) / int(x["cycles"]), rel=1e-5)
+        assert float(x["ideal_pct"]) <= 100
+    ideal, cycles = sum(int(x["ideal_cycles"]) for x in launches), sum(int(x["cycles"]) for x in launches)
+    assert int(tot["ideal_cycles"]) == ideal and int(tot["cycles"]) == cycles == int(fields["cycles"])
+    assert float(tot["ideal_pct"]) == pytest.approx(100 * ideal / cycles, rel=1e-5)
+    assert float(fields["ideal_pct"]) == pytest.approx(100 * ideal / cycles, abs=1e-3)
+
+
 def test_run_real_truncated_and_flipped(compiled, tmp_path):  # needs the compiler
     data = compiled.read_bytes()
     bad = tmp_path / "bad.om"

@@ -1,0 +1,1 @@
+"""Analyses over the IR (no rewriting): results are recorded as attributes for later stages."""
