@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
 from cann.fileio import atomic_write_bytes
-from cann.errors import CannError
+from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
 from cann.options import DEFAULT_SOC, OPTIONS, PRECISION_MODES, CompileOptions, validate_options  # noqa: F401
 
@@ -231,8 +231,10 @@ def check_core_types(module: ModuleOp) -> None:
     for name, _block_dim, _num_args, code in module_kernels(module):
         try:
             core_kind(spec, isa.decode(code), name)
-        except CannError as e:
-            problems += e.diagnostics
+        except CannError:
+            problems.append(Diagnostic(f"kernel '{name}'", f"uses both the cube and the vector unit: {spec.name} has "
+                                       "separated cube (AIC) and vector (AIV) cores, and cann does not split "
+                                       "kernels between them yet (only vector-only kernels compile for it)"))
     if problems:
         raise CannError.many(problems)
 
@@ -287,7 +289,7 @@ def check_writable(path: str | os.PathLike) -> None:
     if p.is_dir():
         raise CannError(str(p), "cannot write: is a directory")
     if not p.parent.is_dir():
-        raise CannError(str(p), f"cannot write: directory {p.parent} does not exist")
+        raise CannError(str(p), "cannot write: No such file or directory")
 
 
 def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | str | os.PathLike, **options) -> None:

@@ -234,7 +234,8 @@ def _check_core_count(n: int, soc_name: str) -> None:
 
 def check_pass_options(pass_name: str, pass_op) -> None:
     """Check a pass's options that are compile options (``convert-graph-to-tile{soc=...
-    precision_mode=... aicore_num=...}``) with the same table; ``aicore_num=0`` means all cores.
+    precision_mode=... aicore_num=...}``) with the same table; ``aicore_num=0`` means all cores,
+    and an option left at ``None`` is not given.
 
     Raises:
         CannError: located at the pass, naming the option (``bad pass option soc=X: unknown SoC ...``).
@@ -245,7 +246,7 @@ def check_pass_options(pass_name: str, pass_op) -> None:
         if opt.pass_option is None or not hasattr(pass_op, opt.pass_option):
             continue
         value = getattr(pass_op, opt.pass_option)
-        if opt.name == "aicore_num" and value == 0:
+        if value is None or opt.name == "aicore_num" and value == 0:  # not given / all cores
             continue
         try:
             opt.check(value)

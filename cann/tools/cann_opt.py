@@ -222,25 +222,42 @@ class CannOptMain(xDSLOptMain):
         f = self.args.input_file
         return os.path.dirname(os.path.abspath(f)) if f else os.getcwd()
 
-    def apply_passes(self, prog: ModuleOp):
-        from cann.dialects.weights import WEIGHTS_ATTR, resolve_weights
+    def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0):
+        from cann.dialects.weights import clear_embedded_blobs, install_resource_key_fix
 
-        if WEIGHTS_ATTR in prog.attributes and self.pipeline.passes:
-            resolve_weights(prog, self._weights_dir())  # passes may need the values (docs/ir-text.md)
+        install_resource_key_fix()
+        clear_embedded_blobs()  # a chunk's dialect_resources are its own
+        return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def apply_passes(self, prog: ModuleOp):
+        from xdsl.dialects.builtin import DenseResourceAttr
+
+        from cann.dialects.weights import clear_embedded_blobs, resolve_weights
+
+        self._sidecar = None
+        if any(isinstance(getattr(op, "value", None), DenseResourceAttr) for op in prog.walk()):
+            try:  # passes need the values (docs/ir-text.md), and so does a new sidecar (-o)
+                self._sidecar = resolve_weights(prog, self._weights_dir())
+            except CannError:
+                if self.pipeline.passes or self.args.output_file is not None:
+                    raise  # otherwise unresolved handles print back unchanged
+            finally:
+                clear_embedded_blobs()
         self._timer = time.perf_counter()
         self._current_pass = None
         self.pipeline.apply(self.ctx, prog)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The default target prints large constants as ``dense_resource`` handles: with ``-o FILE``
-        their blobs go to ``FILE.npz`` (docs/ir-text.md); on stdout they are not saved."""
+        their blobs go to ``FILE.npz``; on stdout the values still those of the input's sidecar
+        stay handles into it and the others are written into the text (docs/ir-text.md)."""
         from cann.dialects.weights import print_module
 
         if self.args.target != "mlir" or self.args.print_op_generic or self.args.print_no_properties:
             return super().output_resulting_program(prog)
         out = StringIO()
         weights = f"{self.args.output_file}.npz" if self.args.output_file else None
-        print_module(prog, out, weights)
+        print_module(prog, out, weights, sidecar=getattr(self, "_sidecar", None))
         return out.getvalue()
 
     # -- running ------------------------------------------------------------------------------

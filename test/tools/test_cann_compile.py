@@ -9,7 +9,15 @@ import sys
 import pytest
 
 from cann.errors import CannError
-from cann.tools.cann_compile import parse_input_shape, parse_out_nodes, split_last_colon
+from cann.options import split_last_colon, validate_options
+
+
+def parse_input_shape(text):
+    return validate_options(input_shape=text).input_shape
+
+
+def parse_out_nodes(text):
+    return validate_options(out_nodes=text).out_nodes
 
 
 def cann_compile(*args, cwd=None):
@@ -65,8 +73,8 @@ def test_missing_model(tmp_path):
 
 def test_bad_precision_mode(fire_onnx, tmp_path):
     r = cann_compile(fire_onnx, "-o", tmp_path / "out.om", "--precision_mode", "bogus")
-    assert_user_error(r, "error: --precision_mode: 'bogus' is not one of 'force_fp16', 'allow_fp32_to_fp16', "
-                         "'must_keep_origin_dtype', 'force_fp32'.")
+    assert_user_error(r, "error: --precision_mode: unknown precision mode 'bogus' (known: force_fp16, "
+                         "allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)")
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
 
 
@@ -80,7 +88,7 @@ def test_bad_log_level_and_opt_level(fire_onnx, tmp_path):
     r = cann_compile(fire_onnx, "-o", tmp_path / "o.om", "--log=loud")
     assert_user_error(r, "error: --log: 'loud' is not one of 'debug', 'info', 'warning', 'error', 'null'.")
     r = cann_compile(fire_onnx, "-o", tmp_path / "o.om", "-O2")
-    assert_user_error(r, "error: -O: '2' is not one of '0', '1'.")
+    assert_user_error(r, "error: -O: unknown optimization level 2 (known: 0, 1)")
 
 
 def test_unknown_flag(fire_onnx, tmp_path):
@@ -167,15 +175,17 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(cann, "compile", fake_compile, raising=False)
     sw = tmp_path / "switch.json"
+    sw.write_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
     with pytest.raises(SystemExit) as e:
         mod.main(["--model", str(fire_onnx), "--framework=5", "--output", str(tmp_path / "net"),
                   "--soc_version=Ascend310", "--input_shape", "x:0:1,3;data:1,3,16,16",
                   "--precision_mode", "force_fp32", "--out_nodes", "prob;logits", "--log", "null",
                   "--fusion_switch_file", str(sw), "-O0"])
     assert e.value.code == 0
+    # the flags' text goes to the API, which validates it (cann.options: one validation for both)
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
-                        input_shape={"x:0": (1, 3), "data": (1, 3, 16, 16)}, out_nodes=["prob", "logits"],
-                        opt_level=0, fusion_switch_file=str(sw), aicore_num=None, framework=5)
+                        input_shape="x:0:1,3;data:1,3,16,16", out_nodes="prob;logits",
+                        opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5")
     out = tmp_path / "net.om"
     size = out.stat().st_size
     assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
@@ -212,7 +222,7 @@ def test_emit_options_and_atomic_file(fire_onnx, tmp_path, monkeypatch, capsys):
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["error: conv1: unsupported"]
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx", "t.mlir"]
-    assert calls == [("tile", 1), ("graph", 0), ("asm", 1)]
+    assert calls == [("tile", None), ("graph", "0"), ("asm", None)]  # None: the API's default (-O1)
 
 
 # -- with the real compiler -------------------------------------------------------------------
@@ -321,7 +331,7 @@ def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_pa
     r = cann_compile(fire_onnx, "-o", tmp_path / "nodir" / "m.om", "--fusion-report", tmp_path / "f.json")
     assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path / 'nodir' / 'm.om'}: cannot write")
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
-    # --emit to a missing directory: one line, no traceback (the weights sidecar is written first)
+    # --emit to a missing directory: one line naming the file asked for (not its weights sidecar)
     r = cann_compile(fire_onnx, "--emit", "graph", "-o", tmp_path / "nodir" / "g.mlir")
     assert r.returncode == 2
-    assert r.stderr.splitlines() == [f"error: {tmp_path / 'nodir' / 'g.mlir.npz'}: cannot write: No such file or directory"]
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'nodir' / 'g.mlir'}: cannot write: No such file or directory"]
