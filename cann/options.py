@@ -258,3 +258,28 @@ def check_pass_options(pass_name: str, pass_op) -> None:
             problems.append(Diagnostic(pass_name, f"bad pass option {opt.pass_option}={value}: {msg}"))
     if problems:
         raise CannError.many(problems)
+
+
+def resolve_out_nodes(entries: list[str], tensors: set[str], node_outputs: Mapping[str, list[str]]) -> list[str]:
+    """Tensor names for ``--out_nodes`` entries: a tensor name stays; ATC's ``node_name:output_index``
+    becomes that node's output (``node_outputs``: node name -> its output tensor names).
+
+    Raises:
+        CannError: an entry naming neither a tensor nor an output of a node (one line per entry).
+    """
+    out, problems = [], []
+    for entry in entries:
+        if entry in tensors:
+            out.append(entry)
+            continue
+        node, sep, index = entry.rpartition(":")
+        outputs = node_outputs.get(node) if sep else None
+        if outputs is not None and index.isdigit() and int(index) < len(outputs) and outputs[int(index)]:
+            out.append(outputs[int(index)])
+        elif outputs is not None:
+            problems.append(Diagnostic(entry, f"node '{node}' has no output {index} (it has {len(outputs)})"))
+        else:
+            problems.append(Diagnostic(entry, "output names no tensor of the model (nor node_name:output_index)"))
+    if problems:
+        raise CannError.many(problems)
+    return out
