@@ -10,10 +10,9 @@ Convention (see ``docs/ir-text.md``):
   their ``NameLoc`` (``loc("conv1")``), so names survive the text.
 * To a file: the blobs go to a ``.npz`` and the module gets ``graph.weights = "<npz file name>"``
   (relative to the text file's directory).
-* To a stream (stdout): a constant whose value is still the one read from the input's sidecar
-  (``sidecar``, from :func:`resolve_weights`) stays a handle into it (``graph.weights`` kept);
-  every other blob is written into the text itself, in MLIR's
-  ``{-# dialect_resources: {builtin: {KEY: "0x..."}} #-}`` section, so the text parses back.
+* To a stream (stdout): the blobs are written into the text itself, in MLIR's
+  ``{-# dialect_resources: {builtin: {KEY: "0x..."}} #-}`` section, so the text parses back
+  wherever it is saved; unresolved handles print unchanged (with their ``graph.weights``).
 * :func:`parse_module` parses such text and resolves every ``dense_resource`` from that section or
   the ``.npz``. Text with unresolved handles still parses and prints.
 """
@@ -118,10 +117,10 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
     """A copy of ``module`` whose large constants are ``dense_resource`` handles, and the blobs
     that need writing.
 
-    ``weights_name``: the ``graph.weights`` of the copy (``None``: keep the module's, which only
-    the handles into ``sidecar`` use). ``sidecar`` maps the keys of the module's own sidecar to
-    the values read from it: a constant still holding one of those values keeps its key, and with
-    ``weights_name=None`` it is not written again.
+    ``weights_name``: the ``graph.weights`` of the copy (``None``: the blobs go into the text;
+    the module's ``graph.weights`` stays only if unresolved handles still use it). ``sidecar``
+    maps the keys of the module's own sidecar to the values read from it: a constant still
+    holding one of those values keeps its key.
     """
     from cann.dialects.graph import ConstantOp, constant_value, numpy_dtype
     from cann.dialects.tile import ConstantOp as TileConstantOp
@@ -149,10 +148,7 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
     for old, new in reused:  # values read from the sidecar keep their keys
         key = known[id(old.value)]
         used.add(key)
-        if weights_name is not None:
-            blobs[key] = np.ascontiguousarray(value_of(new))
-        else:
-            refers_to_sidecar = True
+        blobs[key] = np.ascontiguousarray(value_of(new))
         new.properties["value"] = DenseResourceAttr.from_params(key, new.value.type)
     reused_ids = {id(n) for _, n in reused}
     for old, new in pending:
@@ -198,8 +194,9 @@ def print_module(
     sidecar: dict[str, DenseIntOrFPElementsAttr] | None = None,
 ) -> None:
     """Print ``module`` to ``stream``; constants above ``limit`` elements go to ``weights_path`` (.npz),
-    or, without one, into the text's ``dialect_resources`` section unless they are values of
-    ``sidecar`` (the module's own ``graph.weights`` file, as :func:`resolve_weights` returned it).
+    or, without one, into the text's ``dialect_resources`` section. A constant still holding a
+    value of ``sidecar`` (the module's own ``graph.weights`` file, as :func:`resolve_weights`
+    returned it) keeps its key.
 
     The printed module carries ``graph.weights = "<basename of weights_path>"``; write the text
     file into the same directory as the ``.npz``. ``module`` itself is not modified.
@@ -235,10 +232,11 @@ def clear_embedded_blobs() -> None:
     _blob_storage().clear()
 
 
-def resolve_weights(module: ModuleOp, weights_dir: str | os.PathLike | None) -> dict[str, DenseIntOrFPElementsAttr]:
+def resolve_weights(module: ModuleOp, weights_dir: str | os.PathLike | None, *,
+                    embedded_only: bool = False) -> dict[str, DenseIntOrFPElementsAttr]:
     """Replace every ``dense_resource`` constant by its value: from the text's ``dialect_resources``
-    section if it has the key, else from the module's ``graph.weights`` file. An op without a
-    ``NameLoc`` gets ``loc("KEY")``, so the key survives the next print.
+    section if it has the key, else (unless ``embedded_only``) from the module's ``graph.weights``
+    file. An op without a ``NameLoc`` gets ``loc("KEY")``, so the key survives the next print.
 
     Returns:
         The values read from the ``graph.weights`` file, by key (``print_module``'s ``sidecar``).
@@ -275,7 +273,7 @@ def resolve_weights(module: ModuleOp, weights_dir: str | os.PathLike | None) -> 
         op.properties["value"] = dense_attr(np.frombuffer(raw, dt).reshape(t.get_shape()))
         if not isinstance(op.location, NameLoc):
             op.location = name_loc(key)
-    if not rest:
+    if not rest or embedded_only:
         return loaded
     attr = module.attributes.get(WEIGHTS_ATTR)
     if not isinstance(attr, StringAttr):

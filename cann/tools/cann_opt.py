@@ -236,11 +236,11 @@ class CannOptMain(xDSLOptMain):
 
         self._sidecar = None
         if any(isinstance(getattr(op, "value", None), DenseResourceAttr) for op in prog.walk()):
-            try:  # passes need the values (docs/ir-text.md), and so does a new sidecar (-o)
-                self._sidecar = resolve_weights(prog, self._weights_dir())
-            except CannError:
-                if self.pipeline.passes or self.args.output_file is not None:
-                    raise  # otherwise unresolved handles print back unchanged
+            # passes need the values (docs/ir-text.md), and so does a new sidecar (-o); with
+            # neither, handles into the input's sidecar print back unchanged
+            needed = bool(self.pipeline.passes) or self.args.output_file is not None
+            try:
+                self._sidecar = resolve_weights(prog, self._weights_dir(), embedded_only=not needed)
             finally:
                 clear_embedded_blobs()
         self._timer = time.perf_counter()
@@ -249,8 +249,8 @@ class CannOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The default target prints large constants as ``dense_resource`` handles: with ``-o FILE``
-        their blobs go to ``FILE.npz``; on stdout the values still those of the input's sidecar
-        stay handles into it and the others are written into the text (docs/ir-text.md)."""
+        their blobs go to ``FILE.npz``, on stdout into the text's ``dialect_resources`` section
+        (docs/ir-text.md)."""
         from cann.dialects.weights import print_module
 
         if self.args.target != "mlir" or self.args.print_op_generic or self.args.print_no_properties:
