@@ -296,7 +296,10 @@ def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | 
     """Write the text of ``stage`` (``graph``, ``tile``, ``ascend`` or ``asm``) to ``out``.
 
     For a path, large constants go to ``<out>.npz`` next to it (docs/ir-text.md); on a stream
-    small ones are inline and large ones are handles whose blobs are not saved.
+    their blobs follow the module in a ``{-# dialect_resources #-}`` section.
+
+    Raises:
+        CannError: as :func:`lower`; ``out`` a directory or in a missing directory (naming ``out``).
     """
     from cann.dialects.weights import print_module
 
