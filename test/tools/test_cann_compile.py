@@ -479,3 +479,18 @@ def test_out_nodes_bad_node_or_index(tmp_path):
                       "error: relu:3: node 'relu' has no output 3 (it has 1)",
                       "error: nope: output names no tensor of the model (nor node_name:output_index)")
     assert sorted(os.listdir(tmp_path)) == ["mlp.onnx"]
+
+
+def test_reference_session_exposes_intermediate_tensors(fire_onnx):
+    import numpy as np
+
+    from cann.tools.cann_run import reference_session
+
+    sess = reference_session(str(fire_onnx), ["prob", "fire2_concat"])
+    assert [o.name for o in sess.get_outputs()] == ["prob", "logits", "fire2_concat"]
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16), dtype=np.float32)
+    concat, = sess.run(["fire2_concat"], {"data": x})
+    assert concat.shape == (1, 32, 8, 8) and (concat >= 0).all()  # two Relu outputs, concatenated
+    with pytest.raises(CannError) as e:
+        reference_session(str(fire_onnx), ["nope"])
+    assert e.value.lines() == [f"error: {fire_onnx}: has no tensor 'nope' (outputs: prob, logits)"]
