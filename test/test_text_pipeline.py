@@ -125,3 +125,23 @@ def test_text_stage_options_and_errors(tmp_path, fire_onnx):
     with pytest.raises(cann.CannError) as e:
         cann.compile(empty)
     assert e.value.lines() == ["error: <module>: no graph, tile or ascend operation: not the IR of a cann stage"]
+
+
+def test_an_edited_ascend_ir_compiles_and_runs(tmp_path):
+    """A compiler developer's loop: emit the ascend IR, edit an instruction, compile the text to .om."""
+    from onnx import TensorProto as T, helper
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [1, 64])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [1, 64])])
+    model = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), model)
+    ascend = tmp_path / "relu.ascend.mlir"
+    _tool("cann_compile", model, "--precision_mode", "force_fp32", "--emit", "ascend", "-o", ascend)
+    text = ascend.read_text()
+    assert text.count("ascend.vrelu ") == 1
+    ascend.write_text(text.replace("ascend.vrelu ", "ascend.vabs "))  # |x| instead of max(x, 0)
+    om = tmp_path / "abs.om"
+    _tool("cann_compile", ascend, "-o", om)
+    x = np.random.default_rng(0).standard_normal((1, 64), dtype=np.float32)
+    np.testing.assert_array_equal(cann.load(om).run({"x": x})["y"], np.abs(x))
