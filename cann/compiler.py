@@ -6,6 +6,10 @@
 ``ascend``  ``convert-tile-to-ascend,ascend-insert-sync``: instructions, conservatively synchronized
 ``asm``     the encoded kernels' disassembly
 
+The model may also be the text of a stage (a ``.mlir`` file that ``--emit`` or ``cann-opt`` wrote,
+or an edited one): :func:`module_stage` detects its stage from its dialects and only the later
+stages run.
+
 :func:`compile` runs every stage and encodes the result into an offline model; :func:`emit`
 stops at a stage and writes its text (large constants go to a sidecar ``.npz``, see
 docs/ir-text.md).
@@ -24,11 +28,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import PassPipeline
 
 from cann.fileio import atomic_write_bytes
-from cann.errors import CannError
+from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
+from cann.options import DEFAULT_SOC, OPTIONS, PRECISION_MODES, CompileOptions, validate_options  # noqa: F401
 
 STAGES = ("graph", "tile", "ascend", "asm")
-PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
+TEXT_STAGES = ("graph", "tile", "ascend")
 
 
 def make_context() -> Context:
@@ -67,31 +72,20 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     ]
 
 
-def _check_options(soc_version: str, precision_mode: str, opt_level: int) -> None:
-    load_soc(soc_version)
-    if precision_mode not in PRECISION_MODES:
-        raise CannError("--precision_mode", f"unknown precision mode '{precision_mode}' "
-                                            f"(known: {', '.join(PRECISION_MODES)})")
-    if opt_level not in (0, 1):
-        raise CannError("-O", f"unknown optimization level {opt_level} (known: 0, 1)")
-
-
-FRAMEWORKS = {3: "tensorflow", 5: "onnx", "tensorflow": "tensorflow", "tf": "tensorflow", "onnx": "onnx"}
-
-
 def model_framework(model, framework: int | str | None = None) -> str:
-    """``"onnx"`` or ``"tensorflow"``: from ``framework`` (ATC's 3 = TensorFlow, 5 = ONNX, or a name),
-    else from the model (a ``GraphDef``, serialized bytes, or a path whose suffix is ``.pb``)."""
+    """``"onnx"``, ``"tensorflow"`` or ``"mlir"``: from ``framework`` (ATC's 3 = TensorFlow, 5 = ONNX,
+    or a name), else from the model (a ``GraphDef``, serialized bytes, or a path whose suffix is
+    ``.pb``; ``.mlir``: cann's text IR of a stage)."""
     if framework is not None:
-        if framework not in FRAMEWORKS:
-            raise CannError("--framework", f"unsupported framework {framework!r} (3 = TensorFlow, 5 = ONNX)")
-        return FRAMEWORKS[framework]
+        return validate_options(framework=framework).framework
     if isinstance(model, onnx.ModelProto):
         return "onnx"
     if type(model).__name__ == "GraphDef" or isinstance(model, (bytes, bytearray, memoryview)):
         return "tensorflow"
-    if isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() == ".pb":
-        return "tensorflow"
+    if isinstance(model, (str, os.PathLike)):
+        suffix = Path(model).suffix.lower()
+        if suffix in (".pb", ".mlir"):
+            return {".pb": "tensorflow", ".mlir": "mlir"}[suffix]
     return "onnx"
 
 
@@ -108,31 +102,111 @@ def import_model(model, *, framework: int | str | None = None,
     return import_onnx(model, input_shape=input_shape, out_nodes=out_nodes)
 
 
-def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
-          precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
-          out_nodes: list[str] | None = None, opt_level: int = 1, until: str = "ascend",
-          fusion_switch_file: str | None = None, aicore_num: int | None = None,
+def module_stage(module: ModuleOp) -> str:
+    """The stage a module's text belongs to (``graph``, ``tile`` or ``ascend``): the lowest-level
+    cann dialect among its operations.
+
+    Raises:
+        CannError: the module holds no operation of a cann dialect.
+    """
+    found = {op.name.split(".", 1)[0] for op in module.walk()}
+    for stage in reversed(TEXT_STAGES):
+        if stage in found:
+            return stage
+    raise CannError("<module>", "no graph, tile or ascend operation: not the IR of a cann stage")
+
+
+def load_text(path: str | os.PathLike) -> ModuleOp:
+    """Parse and verify the text IR of a stage (as ``cann-compile --emit`` or ``cann-opt`` write it),
+    resolving its large constants (docs/ir-text.md).
+
+    Raises:
+        CannError: unreadable file, parse error or failed verification (naming the file).
+    """
+    from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+    from cann.dialects.weights import parse_module
+
+    where = os.fspath(path)
+    try:
+        text = Path(where).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CannError(where, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
+    try:
+        module = parse_module(text, make_context(), os.path.dirname(os.path.abspath(where)), name=where)
+        module.verify()
+    except ParseError as e:
+        raise CannError(str(e.span.get_location()), _first_line(e.msg)) from None
+    except (DiagnosticException, ValueError) as e:
+        raise CannError(where, _first_line(str(e))) from None
+    return module
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return lines[0] if lines else "unknown error"
+
+
+#: options that only apply to importing a model (not to a stage's text IR)
+_IMPORT_OPTIONS = ("input_shape", "out_nodes", "fusion_switch_file", "opt_level")
+
+
+def _text_module(model, opts: CompileOptions) -> tuple[ModuleOp, str]:
+    """The module of a ``.mlir`` file and its stage; options checked against what the stage fixed."""
+    module = load_text(model)
+    stage = module_stage(module)
+    where = os.fspath(model)
+    for name in _IMPORT_OPTIONS:
+        if name in opts.given:
+            raise CannError(OPTIONS[name].flag, f"does not apply to {where}: its {stage} IR is already imported"
+                                                + (" and optimized" if name in ("opt_level", "fusion_switch_file") else ""))
+    if stage != "graph":
+        recorded = {"soc_version": "tile.soc", "precision_mode": "tile.precision_mode"}
+        for name, attr in recorded.items():
+            value = module.attributes.get(attr)
+            value = getattr(value, "data", None)
+            if name in opts.given and value is not None and getattr(opts, name) != value:
+                raise CannError(OPTIONS[name].flag, f"{where} was lowered for {attr} = {value!r}, "
+                                                    f"not {getattr(opts, name)!r}")
+        if "aicore_num" in opts.given:
+            raise CannError("--aicore_num", f"does not apply to {where}: its {stage} IR is already lowered")
+    return module, stage
+
+
+def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None = None,
+          precision_mode: str | None = None, input_shape: dict[str, tuple[int, ...]] | str | None = None,
+          out_nodes: list[str] | str | None = None, opt_level: int | None = None, until: str = "ascend",
+          fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
           framework: int | str | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
 
     ``framework``: 3 / ``"tensorflow"`` or 5 / ``"onnx"``; by default a ``.pb`` path, bytes or a
-    ``GraphDef`` are TensorFlow and everything else ONNX.
+    ``GraphDef`` are TensorFlow, a ``.mlir`` path the text IR of a stage (``graph``, ``tile`` or
+    ``ascend``, detected from its dialects: only the later stages run) and everything else ONNX.
+    Options are checked by :func:`cann.options.validate_options` (``None``: the default).
 
     Raises:
         CannError: bad options, a malformed or unsupported model.
     """
     from cann.passes import ALL_PASSES
 
-    _check_options(soc_version, precision_mode, opt_level)
-    fusion = None
-    if fusion_switch_file is not None:
-        from cann.passes.fusion_switch import parse_fusion_switch
-
-        fusion = parse_fusion_switch(fusion_switch_file)
-    module = import_model(model, framework=framework, input_shape=input_shape, out_nodes=out_nodes)
+    opts = validate_options(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
+                            out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
+                            aicore_num=aicore_num, framework=framework)
+    last = until if until != "asm" else "ascend"
+    if model_framework(model, framework) == "mlir":
+        module, done = _text_module(model, opts)
+        if STAGES.index(done) > STAGES.index(last):
+            raise CannError(os.fspath(model), f"holds {done} IR, past the requested stage '{until}'")
+    else:
+        module, done = import_model(model, framework=opts.framework, input_shape=opts.input_shape,
+                                    out_nodes=opts.out_nodes), None
     ctx = make_context()
-    for stage, spec in stage_pipelines(soc_version, precision_mode, opt_level, aicore_num or 0, fusion):
-        if STAGES.index(stage) > STAGES.index(until if until != "asm" else "ascend"):
+    for stage, spec in stage_pipelines(opts.soc_version, opts.precision_mode, opts.opt_level,
+                                       opts.aicore_num or 0, opts.fusion):
+        if done is not None and STAGES.index(stage) <= STAGES.index(done):
+            continue
+        if STAGES.index(stage) > STAGES.index(last):
             break
         PassPipeline.parse_spec(ALL_PASSES, spec).apply(ctx, module)
         if stage == "graph":  # the model work of each node, for the profile's ideal bound
@@ -142,23 +216,56 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Asc
     return module
 
 
-def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "Ascend910",
-            precision_mode: str = "force_fp16", input_shape: dict[str, tuple[int, ...]] | None = None,
-            out_nodes: list[str] | None = None, opt_level: int = 1, fusion_switch_file: str | None = None,
-            aicore_num: int | None = None, framework: int | str | None = None,
-            fusion_report: str | os.PathLike | None = None):
-    """Compile an ONNX model (a path or a ``ModelProto``) or a frozen TensorFlow GraphDef (a ``.pb``
-    path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) for the modeled AI Core.
+def check_core_types(module: ModuleOp) -> None:
+    """On a SoC with separated cube (AIC) and vector (AIV) cores, refuse kernels that use both
+    units: the compiler emits coupled-core code, which such a SoC cannot run.
 
-    ``aicore_num`` caps the cores each kernel is spread over (default: all of the SoC's).
-    ``fusion_report``: a path where the fusion report (JSON, :mod:`cann.codegen.report`) is written;
-    the report is also ``Model.fusion_report``.
+    Raises:
+        CannError: one diagnostic per such kernel (``kernel 'NAME': uses both the cube and the vector unit ...``).
+    """
+    from cann.codegen.encode import module_kernels
+    from cann.hw import isa
+    from cann.sim.executor import core_kind
+
+    soc = module.attributes.get("tile.soc")
+    spec = load_soc(soc.data if soc is not None else DEFAULT_SOC)
+    if spec.coupled:
+        return
+    problems = []
+    for name, _block_dim, _num_args, code in module_kernels(module):
+        try:
+            core_kind(spec, isa.decode(code), name)
+        except CannError:
+            problems.append(Diagnostic(f"kernel '{name}'", f"uses both the cube and the vector unit: {spec.name} has "
+                                       "separated cube (AIC) and vector (AIV) cores, and cann does not split "
+                                       "kernels between them yet (only vector-only kernels compile for it)"))
+    if problems:
+        raise CannError.many(problems)
+
+
+def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None = None,
+            precision_mode: str | None = None, input_shape: dict[str, tuple[int, ...]] | str | None = None,
+            out_nodes: list[str] | str | None = None, opt_level: int | None = None,
+            fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
+            framework: int | str | None = None, fusion_report: str | os.PathLike | None = None):
+    """Compile an ONNX model (a path or a ``ModelProto``), a frozen TensorFlow GraphDef (a ``.pb``
+    path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) or the text IR of a stage
+    (a ``.mlir`` path: the remaining stages run) for the modeled AI Core.
+
+    Options (validated as ``cann-compile`` validates its flags, :mod:`cann.options`; each accepts
+    the command line's spelling too): ``soc_version`` (default ``"Ascend910"``), ``precision_mode``
+    (default ``"force_fp16"``), ``input_shape`` (``{"x": (1, 3, 224, 224)}`` or ``"x:1,3,224,224"``),
+    ``out_nodes`` (tensor names or ATC's ``node:output_index``), ``opt_level`` (0 or 1, default 1),
+    ``fusion_switch_file`` (a path), ``aicore_num`` (cores each kernel is spread over, 1 to the
+    SoC's count; default all). ``fusion_report``: a path where the fusion report (JSON,
+    :mod:`cann.codegen.report`) is written; the report is also ``Model.fusion_report``.
 
     Returns:
         cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
 
     Raises:
-        CannError: bad options, a malformed model, unsupported operators (one diagnostic per node).
+        CannError: bad options, a malformed model, unsupported operators (one diagnostic per node),
+            kernels a separated-core SoC (Ascend910B1) cannot run yet.
     """
     from cann.codegen.offline import build_offline_model
     from cann.runtime import Model
@@ -166,6 +273,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "A
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=framework)
+    check_core_types(module)
     from cann.codegen.report import fusion_report as make_report, report_json
 
     compiled = Model(build_offline_model(module))
@@ -175,16 +283,34 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str = "A
     return compiled
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early, naming ``path``, when it cannot be written: a missing directory, or ``path`` is a directory.
+
+    Raises:
+        CannError: ``<path>: cannot write: ...``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise CannError(str(p), "cannot write: is a directory")
+    if not p.parent.is_dir():
+        raise CannError(str(p), "cannot write: No such file or directory")
+
+
 def emit(model: str | os.PathLike | onnx.ModelProto, stage: str, out: IO[str] | str | os.PathLike, **options) -> None:
     """Write the text of ``stage`` (``graph``, ``tile``, ``ascend`` or ``asm``) to ``out``.
 
     For a path, large constants go to ``<out>.npz`` next to it (docs/ir-text.md); on a stream
-    small ones are inline and large ones are handles whose blobs are not saved.
+    their blobs follow the module in a ``{-# dialect_resources #-}`` section.
+
+    Raises:
+        CannError: as :func:`lower`; ``out`` a directory or in a missing directory (naming ``out``).
     """
     from cann.dialects.weights import print_module
 
     if stage not in STAGES:
         raise CannError("--emit", f"unknown stage '{stage}' (known: {', '.join(STAGES)})")
+    if isinstance(out, (str, os.PathLike)):
+        check_writable(out)
     module = lower(model, until=stage, **options)
     if stage == "asm":
         from cann.codegen.disasm import disassemble_code

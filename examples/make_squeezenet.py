@@ -1,4 +1,4 @@
-"""Write examples/squeezenet.onnx: the onnx package's light SqueezeNet 1.0 with generated weights.
+"""Write examples/squeezenet.onnx: the onnx package's light SqueezeNet (SqueezeNet 1.1 layers) with generated weights.
 
 The light model carries the real architecture with constant weights; the weights are replaced by
 ``cann.testing.generate_weights(model, seed=0)`` (the project's one documented recipe), so the

@@ -34,6 +34,7 @@ from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
 from cann.fileio import parse_protobuf
 from cann.frontend.onnx_function import function_body, merged_opsets
+from cann.options import resolve_out_nodes
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
@@ -243,16 +244,14 @@ class _Importer:
         for init in graph.initializer:
             self.consts[init.name] = numpy_helper.to_array(init)
 
-        outputs = list(out_nodes) if out_nodes else [o.name for o in graph.output]
         producers: dict[str, int] = {}
         for i, node in enumerate(graph.node):
             for o in node.output:
                 if o:
                     producers[o] = i
         known = producers.keys() | init_names | {i.name for i in inputs}
-        for o in outputs:
-            if o not in known:
-                raise CannError(o, "output names no tensor of the model")
+        outputs = (resolve_out_nodes(list(out_nodes), known, {n.name: list(n.output) for n in graph.node if n.name})
+                   if out_nodes else [o.name for o in graph.output])
 
         # nodes the outputs depend on (graph.node is topologically sorted per the ONNX spec)
         needed: set[int] = set()

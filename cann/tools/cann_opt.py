@@ -9,7 +9,11 @@ Additions to xDSL's flags:
 * user mistakes (unreadable input, parse error, failed verification, unknown pass or pass option,
   a bad flag) print one line ``error: <file or pass>: <message>`` and exit with status 2, except
   under ``--verify-diagnostics``, which keeps xDSL's print-and-exit-0 behaviour;
-* an unexpected exception is a bug: ``internal error: ...`` with the traceback, exit 1.
+* an unexpected exception is a bug: ``internal error: ...`` with the traceback, exit 1;
+* only what applies to cann's IR is offered: the ``mlir`` target and frontend (``-f mlir`` parses
+  a file of any suffix), cann's passes (``--help`` lists them with their options) and xDSL's
+  generic ``canonicalize``, ``cse`` and ``dce``;
+* a reader that goes away (``cann-opt ... | head``) ends the run quietly with status 1.
 """
 
 from __future__ import annotations
@@ -28,11 +32,29 @@ from typing import IO, NoReturn
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import parse_pipeline, parse_spec
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from cann.errors import CannError, Diagnostic
+from cann.options import check_pass_options
+
+#: xDSL's passes that apply to any IR; xDSL's others rewrite xDSL's own dialects
+GENERIC_XDSL_PASSES = ("canonicalize", "cse", "dce")
+TARGETS = ("mlir",)
+FRONTENDS = ("mlir",)
+
+
+def pass_signature(name: str, cls: type[ModulePass]) -> str:
+    """``graph-fuse-ub{cube_epilogue=true elementwise=true ...}``: a pass with its options and defaults."""
+    import dataclasses
+
+    def show(v) -> str:
+        return str(v).lower() if isinstance(v, bool) else (repr(v) if v == "" else str(v))
+
+    opts = [f"{f.name}={show(f.default)}" if f.default is not dataclasses.MISSING else f.name
+            for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    return f"{name}{{{' '.join(opts)}}}" if opts else name
 
 
 class _Buffer(io.StringIO):
@@ -84,11 +106,30 @@ class CannOptMain(xDSLOptMain):
                 self.ctx.register_dialect(name, factory)
 
     def register_all_passes(self):
+        """cann's passes, and the few xDSL passes that apply to any IR (:data:`GENERIC_XDSL_PASSES`)."""
         super().register_all_passes()
+        self.available_passes = {name: f for name, f in self.available_passes.items() if name in GENERIC_XDSL_PASSES}
         from cann.passes import ALL_PASSES
 
         for name, factory in ALL_PASSES.items():
             self.register_pass(name, factory)
+
+    def register_all_targets(self):
+        """Only the ``mlir`` target: xDSL's others (llvm, riscv-asm, wgsl, ...) print xDSL's own
+        dialects and crash on cann's IR."""
+        super().register_all_targets()
+        self.available_targets = {name: f for name, f in self.available_targets.items() if name in TARGETS}
+
+    def register_all_frontends(self):
+        super().register_all_frontends()
+        self.available_frontends = {name: f for name, f in self.available_frontends.items() if name in FRONTENDS}
+
+    def get_input_stream(self):
+        """As xDSL's, but ``-f FRONTEND`` chooses the parser whatever the file's suffix is."""
+        f, extension = super().get_input_stream()
+        if self.args.frontend:
+            extension = parse_spec(self.args.frontend).name
+        return f, extension
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser):
         super().register_all_arguments(arg_parser)
@@ -105,6 +146,37 @@ class CannOptMain(xDSLOptMain):
             sys.exit(2)
 
         arg_parser.error = error  # type: ignore[method-assign]
+        for action in arg_parser._actions:
+            if action.dest == "passes":
+                action.help = "Comma-separated pass pipeline, e.g. 'graph-fuse-ub{elementwise=false},cse' (passes below)"
+            elif action.dest == "target":
+                action.help = f"Output format (default mlir; available: {', '.join(TARGETS)})"
+            elif action.dest == "frontend":
+                action.help = ("Parser of the input whatever its file suffix (available: "
+                               f"{', '.join(FRONTENDS)}; default: from the suffix, mlir for stdin)")
+        arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        format_help = arg_parser.format_help
+
+        def help_with_passes() -> str:  # built when asked for: it imports every pass module
+            arg_parser.epilog = self.pass_help()
+            return format_help()
+
+        arg_parser.format_help = help_with_passes  # type: ignore[method-assign]
+
+    def pass_help(self) -> str:
+        """The ``--help`` list of passes: cann's with their options (``name=default``), then xDSL's."""
+        from cann.passes import ALL_PASSES
+
+        lines = ["cann passes (options in braces, shown with their defaults):"]
+        for name, factory in ALL_PASSES.items():
+            lines.append(f"  {pass_signature(name, factory())}")
+            doc = (factory().__doc__ or "").strip().splitlines()
+            if doc:
+                lines.append(f"      {doc[0].strip()}")
+        generic = [n for n in self.available_passes if n not in ALL_PASSES]
+        lines.append(f"xDSL passes that apply to any IR: {', '.join(generic)}")
+        lines.append("The compiler's stage pipelines (cann.compiler.stage_pipelines) can be pasted into -p.")
+        return "\n".join(lines)
 
     # -- pipeline -----------------------------------------------------------------------------
 
@@ -121,9 +193,10 @@ class CannOptMain(xDSLOptMain):
                 raise _UserError(s.name, "unknown pass (cann-opt --help lists the available passes)")
         for s in specs:
             try:
-                self.available_passes[s.name]().from_pass_spec(s)
+                p = self.available_passes[s.name]().from_pass_spec(s)
             except (ValueError, TypeError) as e:
                 raise _UserError(s.name, f"bad pass option: {_first_line(str(e))}") from None
+            check_pass_options(s.name, p)  # the compile options' own checks (cann.options)
         self.pipeline = PassPipeline.parse_spec(self.available_passes, spec, self._callback)
         self._timer = time.perf_counter()
 
@@ -149,25 +222,42 @@ class CannOptMain(xDSLOptMain):
         f = self.args.input_file
         return os.path.dirname(os.path.abspath(f)) if f else os.getcwd()
 
-    def apply_passes(self, prog: ModuleOp):
-        from cann.dialects.weights import WEIGHTS_ATTR, resolve_weights
+    def parse_chunk(self, chunk, file_extension: str, start_offset: int = 0):
+        from cann.dialects.weights import clear_embedded_blobs, install_resource_key_fix
 
-        if WEIGHTS_ATTR in prog.attributes and self.pipeline.passes:
-            resolve_weights(prog, self._weights_dir())  # passes may need the values (docs/ir-text.md)
+        install_resource_key_fix()
+        clear_embedded_blobs()  # a chunk's dialect_resources are its own
+        return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def apply_passes(self, prog: ModuleOp):
+        from xdsl.dialects.builtin import DenseResourceAttr
+
+        from cann.dialects.weights import clear_embedded_blobs, resolve_weights
+
+        self._sidecar = None
+        if any(isinstance(getattr(op, "value", None), DenseResourceAttr) for op in prog.walk()):
+            # passes need the values (docs/ir-text.md), and so does a new sidecar (-o); with
+            # neither, handles into the input's sidecar print back unchanged
+            needed = bool(self.pipeline.passes) or self.args.output_file is not None
+            try:
+                self._sidecar = resolve_weights(prog, self._weights_dir(), embedded_only=not needed)
+            finally:
+                clear_embedded_blobs()
         self._timer = time.perf_counter()
         self._current_pass = None
         self.pipeline.apply(self.ctx, prog)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         """The default target prints large constants as ``dense_resource`` handles: with ``-o FILE``
-        their blobs go to ``FILE.npz`` (docs/ir-text.md); on stdout they are not saved."""
+        their blobs go to ``FILE.npz``, on stdout into the text's ``dialect_resources`` section
+        (docs/ir-text.md)."""
         from cann.dialects.weights import print_module
 
         if self.args.target != "mlir" or self.args.print_op_generic or self.args.print_no_properties:
             return super().output_resulting_program(prog)
         out = StringIO()
         weights = f"{self.args.output_file}.npz" if self.args.output_file else None
-        print_module(prog, out, weights)
+        print_module(prog, out, weights, sidecar=getattr(self, "_sidecar", None))
         return out.getvalue()
 
     # -- running ------------------------------------------------------------------------------
@@ -188,6 +278,8 @@ class CannOptMain(xDSLOptMain):
 
                 with atomic_output(self.args.output_file, "w") as f:
                     f.write(self._buffer.getvalue())
+        except BrokenPipeError:
+            raise
         except OSError as e:
             where = e.filename or self.args.input_file or "cann-opt"
             raise _UserError(str(where), f"cannot open: {e.strerror or e}") from None
@@ -198,7 +290,7 @@ class CannOptMain(xDSLOptMain):
             raise _UserError(where, _diagnostic_message(e)) from None
         except ValueError as e:
             if str(e).startswith("Unrecognized file extension"):
-                raise _UserError(self.get_input_name(), _first_line(str(e))) from None
+                raise _UserError(self.get_input_name(), f"{_first_line(str(e))} (give -f mlir to parse it as MLIR text)") from None
             raise
 
 
@@ -214,6 +306,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = 2
     except SystemExit:
         raise
+    except BrokenPipeError:  # the reader went away (`cann-opt ... | head`): quietly, as click's tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         code = 130

@@ -134,18 +134,35 @@ def errors(y: np.ndarray, r: np.ndarray) -> tuple[float, float]:
     return max_abs, float(np.linalg.norm(d) / max(float(np.linalg.norm(rf)), 1e-30))
 
 
-def reference_session(onnx_path: str):
-    """An onnxruntime CPU session on ``onnx_path`` (opened before simulating, to fail early)."""
+def reference_session(onnx_path: str, outputs: Sequence[str] = ()):
+    """An onnxruntime CPU session on ``onnx_path`` (opened before simulating, to fail early) that
+    exposes ``outputs``: a tensor that is not a graph output of the model (an intermediate one,
+    kept with ``--out_nodes``) is added to the graph outputs first."""
     if not Path(onnx_path).is_file():
         raise CannError(onnx_path, "no such file")
     import onnxruntime as ort
 
-    try:
+    def session(model):
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        return ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
-        raise CannError(onnx_path, f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
+        try:
+            return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
+            raise CannError(onnx_path, f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
+
+    sess = session(onnx_path)
+    missing = [n for n in outputs if n not in {o.name for o in sess.get_outputs()}]
+    if not missing:
+        return sess
+    import onnx
+
+    model = onnx.load(onnx_path)
+    tensors = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    unknown = [n for n in missing if n not in tensors]
+    if unknown:
+        raise CannError(onnx_path, f"has no tensor '{unknown[0]}' (outputs: {', '.join(o.name for o in sess.get_outputs())})")
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in missing)
+    return session(model.SerializeToString())
 
 
 def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
@@ -187,7 +204,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             parent = Path(path).parent
             if not parent.is_dir():
                 raise CannError(path, f"cannot write: directory {parent} does not exist")
-    sess = reference_session(compare) if compare else None
+    sess = reference_session(compare, [t.name for t in model.outputs]) if compare else None
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
     else:

@@ -96,13 +96,32 @@ def test_unresolved_resource_and_missing_npz(tmp_path):
     np.testing.assert_array_equal(constant_value(op), np.ones((4, 8), np.float32))
 
 
-def test_large_constants_without_a_weights_path_print_as_handles_only():
-    # e.g. `cann-compile --emit graph -o -`: the text stays short and parses; no blob is saved
-    m = ModuleOp([make_constant(np.arange(32, dtype=np.float32), "big")])
+def test_large_constants_on_a_stream_carry_their_blobs(tmp_path):
+    # e.g. `cann-compile --emit graph -o -`, `cann-opt ... > f.mlir`: the IR stays short, the blobs
+    # follow it in a dialect_resources section, and the text parses back on its own
+    a = np.arange(32, dtype=np.float32)
+    m = ModuleOp([make_constant(a, "big:0")])
     out = io.StringIO()
     print_module(m, out)
-    assert "dense_resource<big> : tensor<32xf32>" in out.getvalue()
-    assert "graph.weights" not in out.getvalue()
+    text = out.getvalue()
+    assert 'graph.constant dense_resource<big_0> : tensor<32xf32> loc("big:0")' in text
+    assert "graph.weights" not in text
+    assert text.endswith('{-#\n  dialect_resources: {\n    builtin: {\n      big_0: "0x04000000'
+                         + a.tobytes().hex() + '"\n    }\n  }\n#-}\n')
+    back = parse_module(text, graph_context(), tmp_path)
+    (op,) = [o for o in back.walk() if isinstance(o, ConstantOp)]
+    np.testing.assert_array_equal(constant_value(op), a)
+    assert op.location.desc.data == "big:0"  # the name survives the text
+    # a later text naming the same key in a sidecar reads the sidecar, not the earlier blob
+    np.savez(tmp_path / "w.npz", big_0=np.ones(32, np.float32))
+    other = ('builtin.module attributes {graph.weights = "w.npz"} {\n'
+             '  %0 = graph.constant dense_resource<big_0> : tensor<32xf32>\n}\n')
+    (op,) = [o for o in parse_module(other, graph_context(), tmp_path).walk() if isinstance(o, ConstantOp)]
+    np.testing.assert_array_equal(constant_value(op), np.ones(32, np.float32))
+    # a blob of the wrong size is an error naming the key
+    with pytest.raises(CannError) as e:
+        parse_module(text.replace("0x04000000", "0x0400000000"), graph_context(), tmp_path)
+    assert e.value.lines() == ["error: big_0: the dialect_resources blob has 129 bytes; tensor<32xf32> needs 128"]
     small = ModuleOp([make_constant(np.arange(4, dtype=np.float32), "s"), make_constant(np.broadcast_to(np.float32(2), (64,)), "splat")])
     buf = io.StringIO()
     print_module(small, buf)

@@ -3,13 +3,22 @@
 Tests marked `# needs the compiler` call `cann.compile` / `cann.compiler.emit` for real."""
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from cann.errors import CannError
-from cann.tools.cann_compile import parse_input_shape, parse_out_nodes, split_last_colon
+from cann.options import split_last_colon, validate_options
+
+
+def parse_input_shape(text):
+    return validate_options(input_shape=text).input_shape
+
+
+def parse_out_nodes(text):
+    return validate_options(out_nodes=text).out_nodes
 
 
 def cann_compile(*args, cwd=None):
@@ -65,8 +74,8 @@ def test_missing_model(tmp_path):
 
 def test_bad_precision_mode(fire_onnx, tmp_path):
     r = cann_compile(fire_onnx, "-o", tmp_path / "out.om", "--precision_mode", "bogus")
-    assert_user_error(r, "error: --precision_mode: 'bogus' is not one of 'force_fp16', 'allow_fp32_to_fp16', "
-                         "'must_keep_origin_dtype', 'force_fp32'.")
+    assert_user_error(r, "error: --precision_mode: unknown precision mode 'bogus' (known: force_fp16, "
+                         "allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)")
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
 
 
@@ -80,7 +89,7 @@ def test_bad_log_level_and_opt_level(fire_onnx, tmp_path):
     r = cann_compile(fire_onnx, "-o", tmp_path / "o.om", "--log=loud")
     assert_user_error(r, "error: --log: 'loud' is not one of 'debug', 'info', 'warning', 'error', 'null'.")
     r = cann_compile(fire_onnx, "-o", tmp_path / "o.om", "-O2")
-    assert_user_error(r, "error: -O: '2' is not one of '0', '1'.")
+    assert_user_error(r, "error: -O: unknown optimization level 2 (known: 0, 1)")
 
 
 def test_unknown_flag(fire_onnx, tmp_path):
@@ -167,15 +176,17 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(cann, "compile", fake_compile, raising=False)
     sw = tmp_path / "switch.json"
+    sw.write_text('{"Switch": {"UBFusion": {"ALL": "off"}}}')
     with pytest.raises(SystemExit) as e:
         mod.main(["--model", str(fire_onnx), "--framework=5", "--output", str(tmp_path / "net"),
                   "--soc_version=Ascend310", "--input_shape", "x:0:1,3;data:1,3,16,16",
                   "--precision_mode", "force_fp32", "--out_nodes", "prob;logits", "--log", "null",
                   "--fusion_switch_file", str(sw), "-O0"])
     assert e.value.code == 0
+    # the flags' text goes to the API, which validates it (cann.options: one validation for both)
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
-                        input_shape={"x:0": (1, 3), "data": (1, 3, 16, 16)}, out_nodes=["prob", "logits"],
-                        opt_level=0, fusion_switch_file=str(sw), aicore_num=None, framework=5)
+                        input_shape="x:0:1,3;data:1,3,16,16", out_nodes="prob;logits",
+                        opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5")
     out = tmp_path / "net.om"
     size = out.stat().st_size
     assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
@@ -212,7 +223,7 @@ def test_emit_options_and_atomic_file(fire_onnx, tmp_path, monkeypatch, capsys):
     assert e.value.code == 2
     assert capsys.readouterr().err.splitlines() == ["error: conv1: unsupported"]
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx", "t.mlir"]
-    assert calls == [("tile", 1), ("graph", 0), ("asm", 1)]
+    assert calls == [("tile", None), ("graph", "0"), ("asm", None)]  # None: the API's default (-O1)
 
 
 # -- with the real compiler -------------------------------------------------------------------
@@ -321,7 +332,165 @@ def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_pa
     r = cann_compile(fire_onnx, "-o", tmp_path / "nodir" / "m.om", "--fusion-report", tmp_path / "f.json")
     assert r.returncode == 2 and r.stderr.startswith(f"error: {tmp_path / 'nodir' / 'm.om'}: cannot write")
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
-    # --emit to a missing directory: one line, no traceback (the weights sidecar is written first)
+    # --emit to a missing directory: one line naming the file asked for (not its weights sidecar)
     r = cann_compile(fire_onnx, "--emit", "graph", "-o", tmp_path / "nodir" / "g.mlir")
     assert r.returncode == 2
-    assert r.stderr.splitlines() == [f"error: {tmp_path / 'nodir' / 'g.mlir.npz'}: cannot write: No such file or directory"]
+    assert r.stderr.splitlines() == [f"error: {tmp_path / 'nodir' / 'g.mlir'}: cannot write: No such file or directory"]
+
+
+# -- one validation for the API and the CLI (issue 10, item 12) -----------------------------------
+
+
+@pytest.mark.parametrize("kwargs, flags, line", [
+    (dict(aicore_num=0), ["--aicore_num", "0"], "error: --aicore_num: expected a positive core count like 8 or '8|', got 0"),
+    (dict(aicore_num="abc"), ["--aicore_num", "abc"],
+     "error: --aicore_num: expected a positive core count like 8 or '8|', got 'abc'"),
+    (dict(aicore_num=33), ["--aicore_num", "33|"], "error: --aicore_num: 33 cores requested; Ascend910 has 32"),
+    (dict(soc_version="Ascend999"), ["--soc_version", "Ascend999"],
+     "error: --soc_version: unknown SoC 'Ascend999' (known: Ascend310, Ascend910, Ascend910B1)"),
+    (dict(precision_mode="fp8"), ["--precision_mode", "fp8"], "error: --precision_mode: unknown precision mode 'fp8' "
+     "(known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)"),
+    (dict(opt_level=2), ["-O", "2"], "error: -O: unknown optimization level 2 (known: 0, 1)"),
+    (dict(input_shape={"data": (1, 3, -1, 16)}), ["--input_shape", "data:1,3,-1,16"],
+     "error: --input_shape: 'data:1,3,-1,16': dimensions must be positive (dynamic shapes are not supported)"),
+    (dict(out_nodes=[]), ["--out_nodes", ";"], "error: --out_nodes: no output given"),
+    (dict(fusion_switch_file="/nonexistent/sw.json"), ["--fusion_switch_file", "/nonexistent/sw.json"],
+     "error: /nonexistent/sw.json: cannot read fusion switch file: No such file or directory"),
+])
+def test_api_and_cli_validate_options_alike(fire_onnx, tmp_path, kwargs, flags, line):
+    import cann
+
+    with pytest.raises(CannError) as e:
+        cann.compile(fire_onnx, **kwargs)
+    assert e.value.lines() == [line]
+    assert_user_error(cann_compile(fire_onnx, "-o", tmp_path / "o.om", *flags), line)
+    assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
+
+
+def test_every_bad_option_is_reported():
+    with pytest.raises(CannError) as e:
+        validate_options(soc_version="Ascend999", aicore_num=0, opt_level="x")
+    assert [ln.split(":")[1].strip() for ln in e.value.lines()] == ["--soc_version", "-O", "--aicore_num"]
+
+
+def test_option_spellings_normalize_alike():
+    a = validate_options(aicore_num="8|", input_shape="x:0:1,3", out_nodes="a;b:0", opt_level="0", framework="5")
+    b = validate_options(aicore_num=8, input_shape={"x:0": [1, 3]}, out_nodes=["a", "b:0"], opt_level=0, framework=5)
+    assert a == b
+    assert (a.aicore_num, a.input_shape, a.out_nodes, a.opt_level, a.framework) == (8, {"x:0": (1, 3)}, ["a", "b:0"], 0, "onnx")
+    defaults = validate_options()
+    assert (defaults.soc_version, defaults.precision_mode, defaults.opt_level, defaults.given) == \
+        ("Ascend910", "force_fp16", 1, frozenset())
+    with pytest.raises(CannError) as e:
+        validate_options(bogus=1)
+    assert e.value.lines()[0].startswith("error: cann.compile: unknown option(s): bogus")
+
+
+# -- separated-core SoCs (issue 10, item 17) ---------------------------------------------------
+
+
+def test_separated_soc_refuses_mixed_kernels_at_compile_time(fire_onnx, tmp_path):
+    r = cann_compile(fire_onnx, "--soc_version", "Ascend910B1", "-o", tmp_path / "o.om")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.splitlines()
+    why = ("uses both the cube and the vector unit: Ascend910B1 has separated cube (AIC) and vector (AIV) cores, "
+           "and cann does not split kernels between them yet (only vector-only kernels compile for it)")
+    assert lines[0] == f"error: kernel 'conv2d_0': {why}"
+    assert len(lines) == 5 and all(ln.endswith(why) for ln in lines)  # the five convolutions, each named
+    assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
+
+
+def test_separated_soc_compiles_and_runs_vector_only_kernels(tmp_path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T, helper
+
+    import cann
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 64])])
+    path = tmp_path / "v.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    m = cann.compile(path, soc_version="Ascend910B1", precision_mode="force_fp32")
+    x = np.random.default_rng(0).standard_normal((2, 64), dtype=np.float32)
+    np.testing.assert_allclose(m.run({"x": x})["y"], np.maximum(x, 0) + x, rtol=1e-6)
+
+
+# -- output paths (issue 10, items 20 and 23) --------------------------------------------------
+
+
+def test_output_directory_is_an_error(fire_onnx, tmp_path):
+    (tmp_path / "out").mkdir()
+    assert_user_error(cann_compile(fire_onnx, "-o", tmp_path / "out"),
+                      f"error: {tmp_path / 'out'}: is a directory: give the output file (e.g. {tmp_path / 'out' / 'fire.om'})")
+    assert_user_error(cann_compile(fire_onnx, "--emit", "graph", "-o", tmp_path / "out"),
+                      f"error: {tmp_path / 'out'}: cannot write: is a directory")
+    assert sorted(os.listdir(tmp_path)) == ["fire.onnx", "out"] and os.listdir(tmp_path / "out") == []
+
+
+# -- --out_nodes node_name:output_index and cann-run --compare on it (issue 10, item 18) ---------
+
+
+def _mlp(path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array((rng.standard_normal((8, 16)) / 4).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((16, 4)) / 4).astype(np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h1"], name="mm1"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+             helper.make_node("MatMul", ["h2", "w2"], ["y"], name="mm2")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])], [w1, w2])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_out_nodes_node_output_index_and_compare_on_intermediate_outputs(tmp_path):
+    import numpy as np
+
+    import cann
+
+    model = _mlp(tmp_path / "mlp.onnx")
+    om = tmp_path / "mlp.om"
+    r = cann_compile(model, "--out_nodes", "relu:0;y", "-o", om, "--precision_mode", "force_fp32")
+    assert r.returncode == 0, r.stderr
+    assert [t.name for t in cann.load(om).outputs] == ["h2", "y"]  # relu:0 is the tensor h2
+    r = subprocess.run([sys.executable, "-m", "cann.tools.cann_run", str(om), "--compare", str(model)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    errs = {m[0]: float(m[1]) for m in re.findall(r"^(\w+): max_abs_err=\S+ rel_l2_err=(\S+)$", r.stdout, re.M)}
+    assert set(errs) == {"h2", "y"} and max(errs.values()) < 1e-5
+    # the same values as onnxruntime's intermediate tensor, computed independently
+    x = np.random.default_rng(1).standard_normal((2, 8), dtype=np.float32)
+    got = cann.compile(model, out_nodes="relu:0", precision_mode="force_fp32").run({"x": x})["h2"]
+    w1 = [i for i in __import__("onnx").load(model).graph.initializer if i.name == "w1"][0]
+    from onnx import numpy_helper
+
+    np.testing.assert_allclose(got, np.maximum(x @ numpy_helper.to_array(w1), 0), rtol=1e-5, atol=1e-6)
+
+
+def test_out_nodes_bad_node_or_index(tmp_path):
+    model = _mlp(tmp_path / "mlp.onnx")
+    assert_user_error(cann_compile(model, "--out_nodes", "relu:3;nope;mm2:0", "-o", tmp_path / "o.om"),
+                      "error: relu:3: node 'relu' has no output 3 (it has 1)",
+                      "error: nope: output names no tensor of the model (nor node_name:output_index)")
+    assert sorted(os.listdir(tmp_path)) == ["mlp.onnx"]
+
+
+def test_reference_session_exposes_intermediate_tensors(fire_onnx):
+    import numpy as np
+
+    from cann.tools.cann_run import reference_session
+
+    sess = reference_session(str(fire_onnx), ["prob", "fire2_concat"])
+    assert [o.name for o in sess.get_outputs()] == ["prob", "logits", "fire2_concat"]
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16), dtype=np.float32)
+    concat, = sess.run(["fire2_concat"], {"data": x})
+    assert concat.shape == (1, 32, 8, 8) and (concat >= 0).all()  # two Relu outputs, concatenated
+    with pytest.raises(CannError) as e:
+        reference_session(str(fire_onnx), ["nope"])
+    assert e.value.lines() == [f"error: {fire_onnx}: has no tensor 'nope' (outputs: prob, logits)"]

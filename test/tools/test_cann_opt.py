@@ -167,3 +167,48 @@ def test_output_file_written_atomically(good, tmp_path):
     r = cann_opt(bad, "-o", out2)
     assert r.returncode == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.mlir", "good.mlir", "out.mlir"]
+
+
+def test_reader_going_away_is_quiet(tmp_path):
+    """`cann-opt big.mlir | head -1`: no 'cannot open: Broken pipe' against the input (issue 10, item 16)."""
+    big = tmp_path / "big.mlir"
+    body = "\n".join(f"  %{i + 1} = arith.addi %{i}, %{i} : i32" for i in range(20000))
+    big.write_text(f"func.func @f(%0: i32) -> i32 {{\n{body}\n  func.return %20000 : i32\n}}\n")
+    cmd = f"'{sys.executable}' -m cann.tools.cann_opt '{big}'"
+    r = subprocess.run(["bash", "-c", f"{cmd} | head -1"], capture_output=True, text=True)
+    assert r.stdout == "builtin.module {\n" and r.stderr == ""
+    # a reader that is gone before anything is written: always a broken pipe, ended quietly with 1
+    r = subprocess.run(["bash", "-c", f"{cmd} | true; echo status=${{PIPESTATUS[0]}}"], capture_output=True, text=True)
+    assert r.stdout == "status=1\n" and r.stderr == ""
+
+
+def test_frontend_flag_and_target_choice(tmp_path):
+    txt = tmp_path / "g.txt"
+    txt.write_text(GOOD)
+    r = cann_opt("-f", "mlir", txt, "-p", "cse")
+    assert r.returncode == 0 and "arith.muli %0, %0" in r.stdout
+    r = cann_opt(txt)
+    assert r.returncode == 2
+    assert r.stderr == f"error: {txt}: Unrecognized file extension 'txt' (give -f mlir to parse it as MLIR text)\n"
+    for target in ("llvm", "riscv-asm", "wgsl"):
+        r = cann_opt(txt, "-f", "mlir", "-t", target)
+        assert r.returncode == 2
+        assert r.stderr == f"error: cann-opt: argument -t/--target: invalid choice: '{target}' (choose from mlir)\n"
+
+
+def test_only_generic_xdsl_passes_are_offered():
+    from cann.passes import ALL_PASSES
+    from cann.tools.cann_opt import CannOptMain
+
+    main = CannOptMain(args=[])
+    assert set(main.available_passes) == set(ALL_PASSES) | {"canonicalize", "cse", "dce"}
+    assert set(main.available_targets) == {"mlir"}
+
+
+def test_bad_pass_option_names_the_pass_option(tmp_path):
+    p = tmp_path / "m.mlir"
+    p.write_text("builtin.module {\n}\n")
+    r = cann_opt(p, "-p", "convert-graph-to-tile{soc=Ascend999}")
+    assert r.returncode == 2
+    assert r.stderr == ("error: convert-graph-to-tile: bad pass option soc=Ascend999: unknown SoC 'Ascend999' "
+                        "(known: Ascend310, Ascend910, Ascend910B1)\n")
