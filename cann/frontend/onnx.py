@@ -33,6 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
 from cann.fileio import parse_protobuf
+from cann.frontend.onnx_fold import FoldError, fold_node
 from cann.frontend.onnx_function import function_body, merged_opsets
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
@@ -161,31 +162,12 @@ class _Importer:
 
     # -- folding -----------------------------------------------------------------------------
 
-    def fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
-        a = _attrs(node)
+    def fold(self, node: onnx.NodeProto) -> list[np.ndarray | None]:
+        """The values of ``node``'s outputs (all its inputs are constants), in the shapes and
+        dtypes the operator defines; :class:`FoldError` when they cannot be computed here."""
         ins = [self.consts[n] if n else None for n in node.input]
-        if node.domain in ("", "ai.onnx"):
-            if node.op_type == "Constant" and "value" in a:
-                return [numpy_helper.to_array(a["value"])]
-            if node.op_type == "ConstantOfShape":
-                v = numpy_helper.to_array(a["value"]).reshape(-1) if "value" in a else np.zeros(1, np.float32)
-                shape = tuple(int(d) for d in ins[0])
-                return [np.broadcast_to(v.reshape(()), shape)]
-            if node.op_type in ("Identity", "Dropout"):
-                return [ins[0]] + ([np.ones(ins[0].shape, np.bool_)] if len(node.output) > 1 else [])
-        from onnx.reference import ReferenceEvaluator
-
-        feeds = {}
-        vis = []
-        for n, arr in zip(node.input, ins):
-            if n and n not in feeds:
-                feeds[n] = np.ascontiguousarray(arr)
-                vis.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
-        outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
-        gr = helper.make_graph([node], "fold", vis, outs)
-        m = helper.make_model(gr, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
-        res = ReferenceEvaluator(m).run(None, feeds)
-        return [np.asarray(r) for r in res]
+        expected = [self.types.get(o) if o else None for o in node.output]
+        return fold_node(node, ins, self.opset_imports, self.model.ir_version or 8, expected)
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -319,7 +301,7 @@ class _Importer:
         inits, vis = [], []
         for n in dict.fromkeys(i for i in node.input if i):
             if n in self.consts:
-                inits.append(numpy_helper.from_array(np.ascontiguousarray(self.consts[n]), n))
+                inits.append(numpy_helper.from_array(np.asarray(self.consts[n]), n))
             elif n in self.types:
                 vis.append(helper.make_value_info(n, self.types[n]))
             else:
@@ -336,6 +318,15 @@ class _Importer:
                 dims = _dims(vi.type)
                 if dims is not None and all(isinstance(d, int) for d in dims):
                     self.types[vi.name] = vi.type
+
+    def opset_name(self, node: onnx.NodeProto) -> str:
+        """The opset ``node`` follows, as diagnostics name it: ``opset 17`` for the default
+        domain, ``com.example opset 1`` for another (``... not imported`` when the model imports
+        no version of that domain)."""
+        if node.domain in ("", "ai.onnx"):
+            return f"opset {self.opset}"
+        v = next((o.version for o in self.opset_imports if o.domain == node.domain), None)
+        return f"{node.domain} opset {v}" if v is not None else f"{node.domain} opset not imported"
 
     def expand_function(self, node: onnx.NodeProto, name: str) -> bool:
         """Import the function body of ``node``'s schema in its place (see
@@ -369,27 +360,27 @@ class _Importer:
             self.poisoned.update(node.output)
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 # downstream of another problem, but unsupported in its own right: say so too
-                dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-                self.diags.append(Diagnostic(name, f"unsupported operator {dom}{node.op_type} (opset {self.opset})"))
+                self.diags.append(Diagnostic(name, _unsupported_op(node, self.opset_name(node))))
             return
         try:
             self.infer_node(node)
             if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:
                 try:
                     vals = self.fold(node)
-                except Exception as e:
+                except FoldError as e:
+                    # not computable at compile time: a device kernel computes it, where there is one
                     if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
-                        raise _Unsupported(f"cannot evaluate constant {node.op_type} (opset {self.opset}): {e}") from None
-                    raise _Unsupported(f"cannot evaluate constant {node.op_type}: {e}") from None
-                for o, v in zip(node.output, vals):
-                    if o:
-                        self.consts[o] = v
-                return
+                        raise _Unsupported(f"cannot evaluate constant {node.op_type} "
+                                           f"({self.opset_name(node)}): {e}") from None
+                else:
+                    for o, v in zip(node.output, vals):
+                        if o:
+                            self.consts[o] = v
+                    return
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 if self.expand_function(node, name):
                     return
-                dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-                raise _Unsupported(f"unsupported operator {dom}{node.op_type} (opset {self.opset})")
+                raise _Unsupported(_unsupported_op(node, self.opset_name(node)))
             results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
             for o, r in zip(node.output, results):
                 if o and r is not None:
@@ -403,6 +394,11 @@ class _Importer:
         except CannError as e:
             self.diags.extend(e.diagnostics)
             self.poisoned.update(node.output)
+
+
+def _unsupported_op(node: onnx.NodeProto, opset: str) -> str:
+    dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
+    return f"unsupported operator {dom}{node.op_type} ({opset})"
 
 
 def _arg_attrs(names: Sequence[str]) -> Any:
