@@ -364,14 +364,12 @@ class _Importer:
             return
         try:
             self.infer_node(node)
+            unfoldable: FoldError | None = None
             if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:
                 try:
                     vals = self.fold(node)
-                except FoldError as e:
-                    # not computable at compile time: a device kernel computes it, where there is one
-                    if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
-                        raise _Unsupported(f"cannot evaluate constant {node.op_type} "
-                                           f"({self.opset_name(node)}): {e}") from None
+                except FoldError as e:  # not computable at compile time: a device kernel computes it
+                    unfoldable = e
                 else:
                     for o, v in zip(node.output, vals):
                         if o:
@@ -380,6 +378,8 @@ class _Importer:
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 if self.expand_function(node, name):
                     return
+                if unfoldable is not None:
+                    raise _Unsupported(f"cannot evaluate constant {node.op_type} ({self.opset_name(node)}): {unfoldable}")
                 raise _Unsupported(_unsupported_op(node, self.opset_name(node)))
             results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
             for o, r in zip(node.output, results):

@@ -7,7 +7,9 @@ hidden limits run on numpy here instead:
 * ``GatherElements``: the reference selects with ``np.choose``, which takes at most 64 choices
   (an axis of 64 or more entries fails);
 * ``GatherND``, ``ScatterND``, ``ScatterElements``: the reference loops in Python over every
-  index (minutes for a large embedding table); here one fancy-indexing expression.
+  index (minutes for a large embedding table); here one fancy-indexing expression;
+* ``Softsign``: the reference writes into the result of ``np.abs``, a numpy scalar (not an
+  array) for a rank-0 operand, and fails.
 
 Every folded value keeps the exact shape and dtype the operator defines: operands are passed as
 they are (a rank-0 tensor stays rank 0), and each result is checked against the output type
@@ -132,6 +134,11 @@ def _constant_of_shape(ins: Sequence[np.ndarray], a: dict[str, Any]) -> list[np.
     return [np.broadcast_to(v.reshape(()), shape)]
 
 
+def _softsign(ins: Sequence[np.ndarray], a: dict[str, Any]) -> list[np.ndarray]:
+    x = ins[0]
+    return [np.asarray(x / (1 + np.abs(x)), dtype=x.dtype)]
+
+
 #: op_type -> numpy evaluation, for the default domain (the reference implementation's limits
 #: are in the module docstring); every other operator is folded by ``onnx.reference``
 NUMPY_FOLDS: dict[str, Callable[[Sequence[np.ndarray], dict[str, Any]], list[np.ndarray]]] = {
@@ -141,6 +148,7 @@ NUMPY_FOLDS: dict[str, Callable[[Sequence[np.ndarray], dict[str, Any]], list[np.
     "ScatterND": _scatter_nd,
     "ScatterElements": _scatter_elements,
     "Scatter": _scatter_elements,  # opset 9-10 spelling of ScatterElements (no reduction)
+    "Softsign": _softsign,
 }
 
 
