@@ -319,6 +319,21 @@ class _Importer:
                 if dims is not None and all(isinstance(d, int) for d in dims):
                     self.types[vi.name] = vi.type
 
+    def empty_outputs(self, node: onnx.NodeProto) -> bool:
+        """When every output of ``node`` is a zero-size tensor (shape inference gives a static
+        shape with a 0), record them as (empty) constants and return True: zero-size tensors are
+        legal ONNX, need no kernel, and their consumers see them as known values."""
+        outs = [o for o in node.output if o]
+        empty = {}
+        for o in outs:
+            t = self.types.get(o)
+            dims = _dims(t) if t is not None else None
+            if dims is None or not all(isinstance(d, int) for d in dims) or 0 not in dims:
+                return False
+            empty[o] = np.zeros(dims, _np_dtype(t.tensor_type.elem_type))
+        self.consts.update(empty)
+        return bool(outs)
+
     def opset_name(self, node: onnx.NodeProto) -> str:
         """The opset ``node`` follows, as diagnostics name it: ``opset 17`` for the default
         domain, ``com.example opset 1`` for another (``... not imported`` when the model imports
@@ -375,6 +390,8 @@ class _Importer:
                         if o:
                             self.consts[o] = v
                     return
+            if unfoldable is None and self.empty_outputs(node):
+                return
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 if self.expand_function(node, name):
                     return
@@ -952,8 +969,6 @@ def _slice(imp, node, name, a):
     if tuple(op.res.type.get_shape()) != tuple(out.get_shape()):
         raise _Unsupported(f"Slice result shape {list(op.res.type.get_shape())} differs from shape inference "
                            f"{list(out.get_shape())}")
-    if 0 in g._shape(op.res):
-        raise _Unsupported("Slice with an empty result")
     return [imp.emit(op, name).results[0]]
 
 

@@ -62,3 +62,63 @@ def test_layer_norm_scale_that_does_not_broadcast_is_one_error():
     with pytest.raises(CannError) as e:
         cann.compile(m)
     assert e.value.lines() == ["error: ln: invalid model: 'graph.layer_norm' scale does not broadcast to the input shape 2x4x3"]
+
+
+# -- zero-size tensors flow through (issue 10.6) -------------------------------------------------
+# onnxruntime can return a non-empty result for a negative-step Slice whose clamped range is empty
+# (docs/reference oracles.md): the reference evaluator and numpy's x[0:5:-1] are the oracles.
+
+_I = lambda n, v: (n, np.array(v, np.int64))  # noqa: E731
+
+
+def _slice_model(extra_nodes, outputs, shape=(10,)):
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["e"], name="sl")] + extra_nodes
+    return _model(nodes, [("x", T.FLOAT, list(shape))], outputs,
+                  dict([_I("st", [0]), _I("en", [5]), _I("ax", [0]), _I("sp", [-1])]))
+
+
+def _run_both(m, x, mode, tmp_path):
+    """(compiled model's outputs, the same after a save / load round trip of the .om)."""
+    model = cann.compile(m, precision_mode=mode)
+    model.save(tmp_path / "m.om")
+    return model.run({"x": x}), cann.load(tmp_path / "m.om").run({"x": x})
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_slice_is_a_model_output(mode, tmp_path):
+    m = _slice_model([helper.make_node("Relu", ["x"], ["r"])], [("e", T.FLOAT, [0]), ("r", T.FLOAT, [10])])
+    x = np.arange(10, dtype=np.float32) - 4
+    want = dict(zip(["e", "r"], ReferenceEvaluator(m).run(None, {"x": x})))
+    assert want["e"].shape == x[0:5:-1].shape == (0,)
+    for got in _run_both(m, x, mode, tmp_path):
+        assert got["e"].shape == (0,) and got["e"].dtype == np.float32
+        np.testing.assert_array_equal(got["r"], want["r"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_slice_feeds_concat(mode, tmp_path):
+    m = _slice_model([helper.make_node("Concat", ["e", "x", "e"], ["y"], axis=0)], [("y", T.FLOAT, [10])])
+    x = np.random.default_rng(0).standard_normal(10).astype(np.float32)
+    for got in _run_both(m, x, mode, tmp_path):
+        assert got["y"].shape == (10,)
+        np.testing.assert_allclose(got["y"], np.concatenate([x[0:5:-1], x, x[0:5:-1]]), rtol=1e-3 if mode == "force_fp16" else 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_empty_tensors_through_elementwise_reduce_and_split(mode, tmp_path):
+    # an empty 2-D slice: Relu keeps it empty (an output), ReduceSum over the empty axis is 0,
+    # and a Split with a zero-size part gives an empty output next to the full one
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax"], ["e"]), helper.make_node("Relu", ["e"], ["er"]),
+             helper.make_node("ReduceSum", ["e", "ax"], ["s"], keepdims=0),
+             helper.make_node("Add", ["s", "x1"], ["y"]),
+             helper.make_node("Split", ["x", "parts"], ["p0", "p1"], axis=0)]
+    m = _model(nodes, [("x", T.FLOAT, [3, 4])],
+               [("er", T.FLOAT, [0, 4]), ("y", T.FLOAT, [3, 4]), ("p0", T.FLOAT, [0, 4]), ("p1", T.FLOAT, [3, 4])],
+               dict([_I("st", [1]), _I("en", [1]), _I("ax", [0]), _I("parts", [0, 3]),
+                     ("x1", np.arange(12, dtype=np.float32).reshape(3, 4))]))
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    want = dict(zip(["er", "y", "p0", "p1"], ReferenceEvaluator(m).run(None, {"x": x})))
+    for got in _run_both(m, x, mode, tmp_path):
+        for k, w in want.items():
+            assert got[k].shape == w.shape and got[k].dtype == w.dtype, k
+            np.testing.assert_allclose(got[k], w, rtol=1e-3 if mode == "force_fp16" else 0)
