@@ -105,6 +105,25 @@ def _dims(t: onnx.TypeProto) -> list[int | str | None] | None:
     return out
 
 
+#: the newest opset of each domain the installed onnx defines (its schemas, shape inference and
+#: reference implementation stop there)
+_KNOWN_OPSETS = {"": onnx.defs.onnx_opset_version(), "ai.onnx.ml": onnx.defs.onnx_ml_opset_version()}
+
+
+def _check_declared(model: onnx.ModelProto, where: str) -> None:
+    """What ``onnx.checker`` lets through but onnxruntime refuses: an opset newer than the
+    installed onnx defines, a graph output without an element type (one-line :class:`CannError`)."""
+    for o in model.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        newest = _KNOWN_OPSETS.get(domain)
+        if newest is not None and o.version > newest:
+            raise CannError(where, f"opset {o.version} of domain {domain or 'ai.onnx'} is newer than the newest "
+                                   f"the installed onnx {onnx.__version__} defines ({newest})")
+    for vi in model.graph.output:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == onnx.TensorProto.UNDEFINED:
+            raise CannError(vi.name, "graph output has no element type (elem_type 0, UNDEFINED)")
+
+
 class _Importer:
     def __init__(self, model: onnx.ModelProto, where: str):
         self.model = model
@@ -178,6 +197,7 @@ class _Importer:
         except onnx.checker.ValidationError as e:
             raise CannError(self.where, f"invalid ONNX model: {str(e).strip().splitlines()[0]}") from None
         graph = model.graph
+        _check_declared(model, self.where)
         init_names = {i.name for i in graph.initializer}
         inputs = [i for i in graph.input if i.name not in init_names]
 
@@ -221,6 +241,8 @@ class _Importer:
             self.consts[init.name] = numpy_helper.to_array(init)
 
         outputs = list(out_nodes) if out_nodes else [o.name for o in graph.output]
+        if not outputs:
+            raise CannError(self.where, "the graph has no outputs (and no out_nodes name any)")
         producers: dict[str, int] = {}
         for i, node in enumerate(graph.node):
             for o in node.output:

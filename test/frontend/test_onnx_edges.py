@@ -122,3 +122,50 @@ def test_empty_tensors_through_elementwise_reduce_and_split(mode, tmp_path):
         for k, w in want.items():
             assert got[k].shape == w.shape and got[k].dtype == w.dtype, k
             np.testing.assert_allclose(got[k], w, rtol=1e-3 if mode == "force_fp16" else 0)
+
+
+# -- what the checker lets through but onnxruntime refuses (issue 10.11) -------------------------
+
+
+def _relu(opset=18, out_type=T.FLOAT, outputs=True, extra_opsets=()):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", out_type, [2])] if outputs else [])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), *extra_opsets])
+
+
+_NEWEST = onnx.defs.onnx_opset_version()
+_V = onnx.__version__
+BAD_MODELS = [
+    (_relu(99), "{where}: opset 99 of domain ai.onnx is newer than the newest the installed onnx {v} defines ({n})"),
+    (_relu(_NEWEST + 1), "{where}: opset {n1} of domain ai.onnx is newer than the newest the installed onnx {v} defines ({n})"),
+    (_relu(extra_opsets=[helper.make_opsetid("ai.onnx.ml", 99)]),
+     "{where}: opset 99 of domain ai.onnx.ml is newer than the newest the installed onnx {v} defines ({nml})"),
+    (_relu(out_type=T.UNDEFINED), "y: graph output has no element type (elem_type 0, UNDEFINED)"),
+    (_relu(outputs=False), "{where}: the graph has no outputs (and no out_nodes name any)"),
+]
+
+
+def _expected(text, where):
+    return "error: " + text.format(where=where, v=_V, n=_NEWEST, n1=_NEWEST + 1, nml=onnx.defs.onnx_ml_opset_version())
+
+
+@pytest.mark.parametrize("m, text", BAD_MODELS, ids=["opset99", "opset_next", "ml_opset99", "elem_type0", "no_outputs"])
+def test_declared_model_errors(m, text, tmp_path):
+    with pytest.raises(CannError) as e:
+        cann.compile(m)
+    assert e.value.lines() == [_expected(text, "g")]
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    r = subprocess.run([CANN_COMPILE, str(path), "-o", str(tmp_path / "m.om")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.splitlines() == [_expected(text, str(path))], r.stderr
+    assert not (tmp_path / "m.om").exists()
+
+
+def test_newest_known_opset_compiles():
+    x = np.array([-1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(cann.compile(_relu(_NEWEST)).run({"x": x})["y"], [0.0, 2.0])
+
+
+def test_out_nodes_name_the_outputs_of_a_graph_without_outputs():
+    out = cann.compile(_relu(outputs=False), out_nodes=["y"]).run({"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(out["y"], [0.0, 2.0])
