@@ -402,7 +402,9 @@ class _Importer:
         try:
             self.infer_node(node)
             unfoldable: FoldError | None = None
-            if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:
+            # (an operator ONNX does not define, e.g. of a custom domain, has no evaluator: unsupported)
+            if (all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD
+                    and onnx.defs.has(node.op_type, "" if node.domain == "ai.onnx" else node.domain)):
                 try:
                     vals = self.fold(node)
                 except FoldError as e:  # not computable at compile time: a device kernel computes it
