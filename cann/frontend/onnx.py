@@ -422,7 +422,14 @@ class _Importer:
                 if unfoldable is not None:
                     raise _Unsupported(f"cannot evaluate constant {node.op_type} ({self.opset_name(node)}): {unfoldable}")
                 raise _Unsupported(_unsupported_op(node, self.opset_name(node)))
-            results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
+            try:
+                results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
+            except (_Unsupported, CannError):
+                if unfoldable is None:
+                    raise
+                # neither folded nor a kernel: the fold's failure is the cause to report
+                raise _Unsupported(f"cannot evaluate constant {node.op_type} ({self.opset_name(node)}): "
+                                   f"{unfoldable}") from None
             for o, r in zip(node.output, results):
                 if o and r is not None:
                     self.values[o] = r
@@ -714,6 +721,8 @@ def _shape_valued(imp, node, name, a):
     """Shape-valued ops fold at compile time (the importer folds them when their inputs are
     constant); a runtime operand would make the output shape data-dependent."""
     runtime = tuple(n for n in node.input if n and not imp.is_const(n))
+    if not runtime:  # constant inputs the folder could not evaluate (it reports why)
+        raise _Unsupported(f"{node.op_type} has no device kernel")
     raise _Unsupported(f"{node.op_type} with a non-constant input '{runtime[0]}' (data-dependent shape)", runtime)
 
 

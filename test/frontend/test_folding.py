@@ -303,3 +303,14 @@ def test_unfoldable_node_without_kernel_is_one_error(monkeypatch):
     with pytest.raises(CannError) as e:
         import_onnx(m)
     assert e.value.lines() == ["error: eye: cannot evaluate constant EyeLike (opset 18): evaluator out of memory"]
+
+
+def test_constant_node_neither_foldable_nor_a_kernel_reports_the_fold_failure():
+    # Range(0, 10, 0) has no defined length: no fold, and Range has no kernel (its shape is its value)
+    m = _model([helper.make_node("Range", ["a", "b", "c"], ["r"], name="rng"),
+                helper.make_node("Cast", ["r"], ["rf"], to=T.FLOAT),
+                helper.make_node("ReduceSum", ["rf"], ["s"], keepdims=1), helper.make_node("Add", ["x", "s"], ["y"])],
+               [("x", T.FLOAT, [1])], [("y", T.FLOAT, [1])], inits={"a": s(0, I64), "b": s(10, I64), "c": s(0, I64)})
+    with pytest.raises(CannError) as e:
+        import_onnx(m)
+    assert e.value.lines() == ["error: rng: cannot evaluate constant Range (opset 18): division by zero"]
