@@ -1,11 +1,15 @@
 """ONNX importer: an ONNX model becomes a ``builtin.module`` holding ``func.func @main`` of ``graph`` ops.
 
-Steps: load, ``onnx.checker.check_model``, fix symbolic input dimensions (``input_shape``), run
+Steps: load, ``onnx.checker.check_model`` plus what it lets through (an opset newer than the
+installed onnx defines, an output without a dtype, no outputs), fix symbolic input dimensions
+(``input_shape``), run
 ONNX shape inference (``strict_mode``, ``data_prop``), then walk the nodes the outputs depend
 on in topological order:
 
-* a node whose inputs are all constants is evaluated at import time (``onnx.reference``) and
-  becomes constant data (emitted as ``graph.constant`` where a non-constant op uses it);
+* a node whose inputs are all constants is evaluated at import time
+  (:mod:`cann.frontend.onnx_fold`) and becomes constant data (emitted as ``graph.constant``
+  where a non-constant op uses it); a node it cannot evaluate runs as its device kernel;
+* a node whose outputs are all zero-size tensors becomes empty constants (no kernel);
 * ``Dropout`` (inference) and ``Identity`` forward their input;
 * every other supported node becomes ``graph`` ops located at ``NameLoc(node name)``;
 * unsupported operators and attribute values are collected and raised together as one
@@ -420,7 +424,7 @@ class _Importer:
                 if self.expand_function(node, name):
                     return
                 if unfoldable is not None:
-                    raise _Unsupported(f"cannot evaluate constant {node.op_type} ({self.opset_name(node)}): {unfoldable}")
+                    raise _Unsupported(_unfoldable(node, self.opset_name(node), unfoldable))
                 raise _Unsupported(_unsupported_op(node, self.opset_name(node)))
             try:
                 results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
@@ -428,8 +432,7 @@ class _Importer:
                 if unfoldable is None:
                     raise
                 # neither folded nor a kernel: the fold's failure is the cause to report
-                raise _Unsupported(f"cannot evaluate constant {node.op_type} ({self.opset_name(node)}): "
-                                   f"{unfoldable}") from None
+                raise _Unsupported(_unfoldable(node, self.opset_name(node), unfoldable)) from None
             for o, r in zip(node.output, results):
                 if o and r is not None:
                     self.values[o] = r
@@ -447,6 +450,10 @@ class _Importer:
 def _unsupported_op(node: onnx.NodeProto, opset: str) -> str:
     dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
     return f"unsupported operator {dom}{node.op_type} ({opset})"
+
+
+def _unfoldable(node: onnx.NodeProto, opset: str, why: FoldError) -> str:
+    return f"cannot evaluate constant {node.op_type} ({opset}): {why}"
 
 
 def _arg_attrs(names: Sequence[str]) -> Any:

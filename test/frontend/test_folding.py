@@ -314,3 +314,16 @@ def test_constant_node_neither_foldable_nor_a_kernel_reports_the_fold_failure():
     with pytest.raises(CannError) as e:
         import_onnx(m)
     assert e.value.lines() == ["error: rng: cannot evaluate constant Range (opset 18): division by zero"]
+
+
+def test_constant_dropout_in_training_mode_is_not_folded_to_its_input():
+    # training_mode = True makes Dropout random: no compile-time value (inference mode forwards x)
+    m = _model([helper.make_node("Dropout", ["w", "r", "tm"], ["d"], name="drop"), helper.make_node("Add", ["x", "d"], ["y"])],
+               [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
+               inits={"w": np.ones(4, F32), "r": s(0.5), "tm": s(True, np.bool_)})
+    with pytest.raises(CannError) as e:
+        import_onnx(m)
+    assert e.value.lines() == ["error: drop: cannot evaluate constant Dropout (opset 18): Dropout in training mode is random"]
+    m.graph.initializer[2].CopyFrom(numpy_helper.from_array(s(False, np.bool_), "tm"))
+    (c,) = [op for op in import_onnx(m).walk() if isinstance(op, ConstantOp)]
+    np.testing.assert_array_equal(constant_value(c), np.ones(4, F32))
