@@ -142,6 +142,9 @@ class _Importer:
         self.poisoned: set[str] = set()
         self.diags: list[Diagnostic] = []
         self.block: Block | None = None
+        #: tensor name -> the function-body node that produced it (bodies of expanded functions)
+        self.body_producer: dict[str, onnx.NodeProto] = {}
+        self.input_names: set[str] = set()
 
     # -- values ------------------------------------------------------------------------------
 
@@ -204,6 +207,7 @@ class _Importer:
         _check_declared(model, self.where)
         init_names = {i.name for i in graph.initializer}
         inputs = [i for i in graph.input if i.name not in init_names]
+        self.input_names = {i.name for i in inputs}
 
         # fix symbolic input dimensions
         input_shape = dict(input_shape or {})
@@ -390,10 +394,35 @@ class _Importer:
         self.opset = next((o.version for o in self.opset_imports if not o.domain), self.opset)
         try:
             for k, inner in enumerate(body.nodes):
+                self.body_producer.update((o, inner) for o in inner.output if o)
                 self.convert_node(inner, k)
         finally:
             self.opset, self.opset_imports = saved
         return True
+
+    def inputs_behind(self, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` with each tensor of an expanded function body (a name the model never
+        spells, e.g. HannWindow's Range length) replaced by the model inputs its value comes
+        from, traced back through the body to the function node's inputs: knowing those at
+        compile time makes it a constant by folding (what :mod:`cann.backend` specializes on).
+        A tensor that depends on anything else is kept as it is."""
+        out: list[str] = []
+        for n in names:
+            found, stack, seen = [], [n], set()
+            while stack:
+                t = stack.pop()
+                if not t or t in seen or t in self.consts:
+                    continue
+                seen.add(t)
+                if t in self.body_producer:
+                    stack.extend(self.body_producer[t].input)
+                elif t in self.input_names:
+                    found.append(t)
+                else:  # a model-level intermediate: not a value the user feeds
+                    found = [n]
+                    break
+            out.extend(found)
+        return tuple(dict.fromkeys(out))
 
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
@@ -440,7 +469,7 @@ class _Importer:
                 if o:
                     self.poisoned.add(o)  # optional outputs we do not produce (used only if imported)
         except _Unsupported as e:
-            self.diags.append(Diagnostic(name, str(e), e.needs_constant))
+            self.diags.append(Diagnostic(name, str(e), self.inputs_behind(e.needs_constant)))
             self.poisoned.update(node.output)
         except CannError as e:
             self.diags.extend(e.diagnostics)

@@ -15,7 +15,7 @@ from onnx import helper, numpy_helper
 
 import cann
 from cann.dialects.graph import ConstantOp, constant_value
-from cann.errors import CannError
+from cann.errors import CannError, Diagnostic
 from cann.frontend import onnx_fold
 from cann.frontend.onnx import import_onnx
 from cann.testing import run_onnxruntime
@@ -327,3 +327,32 @@ def test_constant_dropout_in_training_mode_is_not_folded_to_its_input():
     m.graph.initializer[2].CopyFrom(numpy_helper.from_array(s(False, np.bool_), "tm"))
     (c,) = [op for op in import_onnx(m).walk() if isinstance(op, ConstantOp)]
     np.testing.assert_array_equal(constant_value(c), np.ones(4, F32))
+
+
+# -- a constant the compiler needs, computed from model inputs by foldable nodes -----------------
+
+
+def _window_model():
+    # HannWindow(size): its function body computes Range(0, Cast(size)) - the Range needs a constant
+    return _model([helper.make_node("HannWindow", ["n"], ["y"], name="win")], [("n", T.INT32, [])], [("y", T.FLOAT, [10])],
+                  opset=17)
+
+
+def test_needed_constant_names_the_model_input_behind_it():
+    with pytest.raises(CannError) as e:
+        import_onnx(_window_model())
+    # the message names the body's tensor, as the node sees it; needs_constant the model input whose
+    # value makes it a constant (what cann.backend specializes on)
+    assert e.value.diagnostics == [Diagnostic("win/Range_16", "Range with a non-constant input 'win/Periodic_Size_FP' "
+                                                              "(data-dependent shape)", ("n",))]
+
+
+def test_backend_specializes_on_the_model_input_behind_a_needed_constant():
+    import cann.backend as backend
+    from onnx.reference import ReferenceEvaluator
+
+    m = _window_model()
+    (got,) = backend.prepare(m).run([np.array(10, np.int32)])
+    (want,) = ReferenceEvaluator(m).run(None, {"n": np.array(10, np.int32)})
+    assert got.shape == want.shape == (10,) and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
