@@ -269,7 +269,7 @@ class _Importer:
             if i in needed:
                 continue
             needed.add(i)
-            stack.extend(producers[n] for n in graph.node[i].input if n in producers)
+            stack.extend(producers[n] for n in _reads(graph.node[i]) if n in producers)
 
         # function signature
         arg_types = []
@@ -424,6 +424,31 @@ class _Importer:
             out.extend(found)
         return tuple(dict.fromkeys(out))
 
+    def inline_branch(self, node: onnx.NodeProto) -> None:
+        """An ``If`` whose condition is a constant is the branch it selects: that subgraph's nodes
+        are imported in its place (folding where their inputs are constants, as kernels
+        otherwise; they read outer-scope tensors by name) and its outputs become the If's."""
+        cond = np.asarray(self.consts[node.input[0]])
+        if cond.size != 1:
+            raise _Unsupported(f"If condition of shape {list(cond.shape)} (one element expected)")
+        branch = _attrs(node)["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+        for vi in (*branch.value_info, *branch.output):
+            if vi.name not in self.types and _dims(vi.type) is not None:
+                self.types[vi.name] = vi.type
+        for init in branch.initializer:
+            self.consts[init.name] = numpy_helper.to_array(init)
+        for k, inner in enumerate(branch.node):
+            self.convert_node(inner, k)
+        for o, bo in zip(node.output, branch.output):
+            if not o:
+                continue
+            if bo.name in self.poisoned:
+                self.poisoned.add(o)
+            elif bo.name in self.consts:
+                self.consts[o] = self.consts[bo.name]
+            else:
+                self.values[o] = self.value(bo.name)
+
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
         if any(n in self.poisoned for n in node.input):
@@ -433,6 +458,9 @@ class _Importer:
                 self.diags.append(Diagnostic(name, _unsupported_op(node, self.opset_name(node))))
             return
         try:
+            if node.op_type == "If" and node.domain in ("", "ai.onnx") and self.is_const(node.input[0]):
+                self.inline_branch(node)
+                return
             self.infer_node(node)
             unfoldable: FoldError | None = None
             # (an operator ONNX does not define, e.g. of a custom domain, has no evaluator: unsupported)
@@ -474,6 +502,17 @@ class _Importer:
         except CannError as e:
             self.diags.extend(e.diagnostics)
             self.poisoned.update(node.output)
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The tensors ``node`` reads: its inputs and the outer-scope tensors its subgraphs (If
+    branches, Loop / Scan bodies) use by name."""
+    names = list(node.input)
+    for a in node.attribute:
+        for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for inner in sub.node:
+                names.extend(_reads(inner))
+    return names
 
 
 def _unsupported_op(node: onnx.NodeProto, opset: str) -> str:

@@ -356,3 +356,47 @@ def test_backend_specializes_on_the_model_input_behind_a_needed_constant():
     (want,) = ReferenceEvaluator(m).run(None, {"n": np.array(10, np.int32)})
     assert got.shape == want.shape == (10,) and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+# -- If with a constant condition: the selected branch is imported in its place ------------------
+
+
+def _if_model(size_is: int, runtime_cond: bool = False):
+    """y = If(Size(x) == size_is) then Relu(x) * w else If(Shape(x)[0] == 3) then -x else x; w an
+    initializer of the then branch, x read from the outer scope by both branches."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "w"], ["t"])],
+                               "then", [], [helper.make_tensor_value_info("t", T.FLOAT, [3, 4])],
+                               [numpy_helper.from_array(np.arange(4, dtype=F32), "w")])
+    inner_then = helper.make_graph([helper.make_node("Neg", ["x"], ["ng"])], "neg", [],
+                                   [helper.make_tensor_value_info("ng", T.FLOAT, [3, 4])])
+    inner_else = helper.make_graph([helper.make_node("Identity", ["x"], ["i"])], "id", [],
+                                   [helper.make_tensor_value_info("i", T.FLOAT, [3, 4])])
+    else_g = helper.make_graph([helper.make_node("Shape", ["x"], ["sh"]),
+                                helper.make_node("Gather", ["sh", "zero"], ["d0"], axis=0),
+                                helper.make_node("Equal", ["d0", "three"], ["c2"]),
+                                helper.make_node("If", ["c2"], ["e"], then_branch=inner_then, else_branch=inner_else)],
+                               "else", [], [helper.make_tensor_value_info("e", T.FLOAT, [3, 4])])
+    nodes = [helper.make_node("Size", ["x"], ["n"]), helper.make_node("Equal", ["n", "k"], ["c"]),
+             helper.make_node("If", ["cr" if runtime_cond else "c"], ["y"], name="if", then_branch=then_g,
+                              else_branch=else_g)]
+    inputs = [("x", T.FLOAT, [3, 4])] + ([("cr", T.BOOL, [])] if runtime_cond else [])
+    return _model(nodes, inputs, [("y", T.FLOAT, [3, 4])],
+                  inits={"k": s(size_is, I64), "zero": s(0, I64), "three": s(3, I64)})
+
+
+@pytest.mark.parametrize("precision_mode", ["force_fp16", "must_keep_origin_dtype"])
+@pytest.mark.parametrize("size_is", [12, 5])  # the then branch; the else branch and its nested If
+def test_if_with_a_constant_condition_is_its_branch(size_is, precision_mode):
+    m = _if_model(size_is)
+    ops = {op.name for op in import_onnx(m).walk()}
+    assert ("graph.relu" in ops) == (size_is == 12) and ("graph.neg" in ops) == (size_is != 12)
+    x = np.random.default_rng(0).standard_normal((3, 4), dtype=np.float32)
+    want = run_onnxruntime(m, {"x": x})["y"]
+    got = cann.compile(m, precision_mode=precision_mode).run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-3 if precision_mode == "force_fp16" else 1e-6, atol=1e-3)
+
+
+def test_if_with_a_runtime_condition_is_unsupported():
+    with pytest.raises(CannError) as e:
+        import_onnx(_if_model(12, runtime_cond=True))
+    assert e.value.lines() == ["error: if: unsupported operator If (opset 18)"]
