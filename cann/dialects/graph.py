@@ -1067,7 +1067,8 @@ class LayerNormOp(IRDLOperation):
     """``graph.layer_norm %x, %scale[, %bias] {axis = -1 : i64, epsilon = 1e-05 : f32} : (...) -> ...``
 
     Normalizes over axes ``axis..rank-1`` (``axis`` normalized to be non-negative); ``scale`` and
-    ``bias`` broadcast to the normalized shape."""
+    ``bias`` broadcast unidirectionally to the shape of ``x`` (as ONNX's LayerNormalization: a
+    ``1xCx1x1`` scale with ``axis = 1`` on ``NxCxHxW`` is valid)."""
 
     name = "graph.layer_norm"
     x = operand_def(TensorType)
@@ -1093,12 +1094,11 @@ class LayerNormOp(IRDLOperation):
         ax = self.axis.value.data
         if not 0 <= ax < len(s):
             raise VerifyException(f"'graph.layer_norm' axis {ax} out of range for rank {len(s)}")
-        norm = s[ax:]
         for what in ("scale", "bias"):
             v = getattr(self, what)
-            if v is not None and broadcast_shapes(_shape(v), norm) != tuple(norm):
-                raise VerifyException(f"'graph.layer_norm' {what} does not broadcast to the normalized shape "
-                                      f"{'x'.join(map(str, norm))}")
+            if v is not None and broadcast_shapes(_shape(v), s) != tuple(s):
+                raise VerifyException(f"'graph.layer_norm' {what} does not broadcast to the input shape "
+                                      f"{'x'.join(map(str, s))}")
         if self.res.type != self.x.type:
             raise VerifyException("'graph.layer_norm' result type must equal the input type")
 

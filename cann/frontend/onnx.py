@@ -1,11 +1,15 @@
 """ONNX importer: an ONNX model becomes a ``builtin.module`` holding ``func.func @main`` of ``graph`` ops.
 
-Steps: load, ``onnx.checker.check_model``, fix symbolic input dimensions (``input_shape``), run
+Steps: load, ``onnx.checker.check_model`` plus what it lets through (an opset newer than the
+installed onnx defines, an output without a dtype, no outputs), fix symbolic input dimensions
+(``input_shape``), run
 ONNX shape inference (``strict_mode``, ``data_prop``), then walk the nodes the outputs depend
 on in topological order:
 
-* a node whose inputs are all constants is evaluated at import time (``onnx.reference``) and
-  becomes constant data (emitted as ``graph.constant`` where a non-constant op uses it);
+* a node whose inputs are all constants is evaluated at import time
+  (:mod:`cann.frontend.onnx_fold`) and becomes constant data (emitted as ``graph.constant``
+  where a non-constant op uses it); a node it cannot evaluate runs as its device kernel;
+* a node whose outputs are all zero-size tensors becomes empty constants (no kernel);
 * ``Dropout`` (inference) and ``Identity`` forward their input;
 * every other supported node becomes ``graph`` ops located at ``NameLoc(node name)``;
 * unsupported operators and attribute values are collected and raised together as one
@@ -33,6 +37,7 @@ from xdsl.utils.exceptions import VerifyException
 from cann.dialects import graph as g
 from cann.errors import CannError, Diagnostic
 from cann.fileio import parse_protobuf
+from cann.frontend.onnx_fold import FoldError, fold_node
 from cann.frontend.onnx_function import function_body, merged_opsets
 from cann.options import resolve_out_nodes
 
@@ -105,6 +110,25 @@ def _dims(t: onnx.TypeProto) -> list[int | str | None] | None:
     return out
 
 
+#: the newest opset of each domain the installed onnx defines (its schemas, shape inference and
+#: reference implementation stop there)
+_KNOWN_OPSETS = {"": onnx.defs.onnx_opset_version(), "ai.onnx.ml": onnx.defs.onnx_ml_opset_version()}
+
+
+def _check_declared(model: onnx.ModelProto, where: str) -> None:
+    """What ``onnx.checker`` lets through but onnxruntime refuses: an opset newer than the
+    installed onnx defines, a graph output without an element type (one-line :class:`CannError`)."""
+    for o in model.opset_import:
+        domain = "" if o.domain == "ai.onnx" else o.domain
+        newest = _KNOWN_OPSETS.get(domain)
+        if newest is not None and o.version > newest:
+            raise CannError(where, f"opset {o.version} of domain {domain or 'ai.onnx'} is newer than the newest "
+                                   f"the installed onnx {onnx.__version__} defines ({newest})")
+    for vi in model.graph.output:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == onnx.TensorProto.UNDEFINED:
+            raise CannError(vi.name, "graph output has no element type (elem_type 0, UNDEFINED)")
+
+
 class _Importer:
     def __init__(self, model: onnx.ModelProto, where: str):
         self.model = model
@@ -119,6 +143,9 @@ class _Importer:
         self.poisoned: set[str] = set()
         self.diags: list[Diagnostic] = []
         self.block: Block | None = None
+        #: tensor name -> the function-body node that produced it (bodies of expanded functions)
+        self.body_producer: dict[str, onnx.NodeProto] = {}
+        self.input_names: set[str] = set()
 
     # -- values ------------------------------------------------------------------------------
 
@@ -164,31 +191,12 @@ class _Importer:
 
     # -- folding -----------------------------------------------------------------------------
 
-    def fold(self, node: onnx.NodeProto) -> list[np.ndarray]:
-        a = _attrs(node)
+    def fold(self, node: onnx.NodeProto) -> list[np.ndarray | None]:
+        """The values of ``node``'s outputs (all its inputs are constants), in the shapes and
+        dtypes the operator defines; :class:`FoldError` when they cannot be computed here."""
         ins = [self.consts[n] if n else None for n in node.input]
-        if node.domain in ("", "ai.onnx"):
-            if node.op_type == "Constant" and "value" in a:
-                return [numpy_helper.to_array(a["value"])]
-            if node.op_type == "ConstantOfShape":
-                v = numpy_helper.to_array(a["value"]).reshape(-1) if "value" in a else np.zeros(1, np.float32)
-                shape = tuple(int(d) for d in ins[0])
-                return [np.broadcast_to(v.reshape(()), shape)]
-            if node.op_type in ("Identity", "Dropout"):
-                return [ins[0]] + ([np.ones(ins[0].shape, np.bool_)] if len(node.output) > 1 else [])
-        from onnx.reference import ReferenceEvaluator
-
-        feeds = {}
-        vis = []
-        for n, arr in zip(node.input, ins):
-            if n and n not in feeds:
-                feeds[n] = np.ascontiguousarray(arr)
-                vis.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape))
-        outs = [helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
-        gr = helper.make_graph([node], "fold", vis, outs)
-        m = helper.make_model(gr, opset_imports=list(self.opset_imports), ir_version=self.model.ir_version or 8)
-        res = ReferenceEvaluator(m).run(None, feeds)
-        return [np.asarray(r) for r in res]
+        expected = [self.types.get(o) if o else None for o in node.output]
+        return fold_node(node, ins, self.opset_imports, self.model.ir_version or 8, expected)
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -199,8 +207,10 @@ class _Importer:
         except onnx.checker.ValidationError as e:
             raise CannError(self.where, f"invalid ONNX model: {str(e).strip().splitlines()[0]}") from None
         graph = model.graph
+        _check_declared(model, self.where)
         init_names = {i.name for i in graph.initializer}
         inputs = [i for i in graph.input if i.name not in init_names]
+        self.input_names = {i.name for i in inputs}
 
         # fix symbolic input dimensions
         input_shape = dict(input_shape or {})
@@ -252,6 +262,8 @@ class _Importer:
         known = producers.keys() | init_names | {i.name for i in inputs}
         outputs = (resolve_out_nodes(list(out_nodes), known, {n.name: list(n.output) for n in graph.node if n.name})
                    if out_nodes else [o.name for o in graph.output])
+        if not outputs:
+            raise CannError(self.where, "the graph has no outputs (and no out_nodes name any)")
 
         # nodes the outputs depend on (graph.node is topologically sorted per the ONNX spec)
         needed: set[int] = set()
@@ -261,7 +273,7 @@ class _Importer:
             if i in needed:
                 continue
             needed.add(i)
-            stack.extend(producers[n] for n in graph.node[i].input if n in producers)
+            stack.extend(producers[n] for n in _reads(graph.node[i]) if n in producers)
 
         # function signature
         arg_types = []
@@ -323,7 +335,7 @@ class _Importer:
         inits, vis = [], []
         for n in dict.fromkeys(i for i in node.input if i):
             if n in self.consts:
-                inits.append(numpy_helper.from_array(np.ascontiguousarray(self.consts[n]), n))
+                inits.append(numpy_helper.from_array(np.asarray(self.consts[n]), n))
             elif n in self.types:
                 vis.append(helper.make_value_info(n, self.types[n]))
             else:
@@ -344,6 +356,30 @@ class _Importer:
                 dims = _dims(vi.type)
                 if dims is not None and all(isinstance(d, int) for d in dims):
                     self.types[vi.name] = vi.type
+
+    def empty_outputs(self, node: onnx.NodeProto) -> bool:
+        """When every output of ``node`` is a zero-size tensor (shape inference gives a static
+        shape with a 0), record them as (empty) constants and return True: zero-size tensors are
+        legal ONNX, need no kernel, and their consumers see them as known values."""
+        outs = [o for o in node.output if o]
+        empty = {}
+        for o in outs:
+            t = self.types.get(o)
+            dims = _dims(t) if t is not None else None
+            if dims is None or not all(isinstance(d, int) for d in dims) or 0 not in dims:
+                return False
+            empty[o] = np.zeros(dims, _np_dtype(t.tensor_type.elem_type))
+        self.consts.update(empty)
+        return bool(outs)
+
+    def opset_name(self, node: onnx.NodeProto) -> str:
+        """The opset ``node`` follows, as diagnostics name it: ``opset 17`` for the default
+        domain, ``com.example opset 1`` for another (``... not imported`` when the model imports
+        no version of that domain)."""
+        if node.domain in ("", "ai.onnx"):
+            return f"opset {self.opset}"
+        v = next((o.version for o in self.opset_imports if o.domain == node.domain), None)
+        return f"{node.domain} opset {v}" if v is not None else f"{node.domain} opset not imported"
 
     def expand_function(self, node: onnx.NodeProto, name: str) -> bool:
         """Import the function body of ``node``'s schema in its place (see
@@ -366,10 +402,60 @@ class _Importer:
         self.opset = next((o.version for o in self.opset_imports if not o.domain), self.opset)
         try:
             for k, inner in enumerate(body.nodes):
+                self.body_producer.update((o, inner) for o in inner.output if o)
                 self.convert_node(inner, k)
         finally:
             self.opset, self.opset_imports = saved
         return True
+
+    def inputs_behind(self, names: Sequence[str]) -> tuple[str, ...]:
+        """``names`` with each tensor of an expanded function body (a name the model never
+        spells, e.g. HannWindow's Range length) replaced by the model inputs its value comes
+        from, traced back through the body to the function node's inputs: knowing those at
+        compile time makes it a constant by folding (what :mod:`cann.backend` specializes on).
+        A tensor that depends on anything else is kept as it is."""
+        out: list[str] = []
+        for n in names:
+            found, stack, seen = [], [n], set()
+            while stack:
+                t = stack.pop()
+                if not t or t in seen or t in self.consts:
+                    continue
+                seen.add(t)
+                if t in self.body_producer:
+                    stack.extend(self.body_producer[t].input)
+                elif t in self.input_names:
+                    found.append(t)
+                else:  # a model-level intermediate: not a value the user feeds
+                    found = [n]
+                    break
+            out.extend(found)
+        return tuple(dict.fromkeys(out))
+
+    def inline_branch(self, node: onnx.NodeProto) -> None:
+        """An ``If`` whose condition is a constant is the branch it selects: that subgraph's nodes
+        are imported in its place (folding where their inputs are constants, as kernels
+        otherwise; they read outer-scope tensors by name) and its outputs become the If's."""
+        cond = np.asarray(self.consts[node.input[0]])
+        if cond.size != 1:
+            raise _Unsupported(f"If condition of shape {list(cond.shape)} (one element expected)")
+        branch = _attrs(node)["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+        for vi in (*branch.value_info, *branch.output):
+            if vi.name not in self.types and _dims(vi.type) is not None:
+                self.types[vi.name] = vi.type
+        for init in branch.initializer:
+            self.consts[init.name] = numpy_helper.to_array(init)
+        for k, inner in enumerate(branch.node):
+            self.convert_node(inner, k)
+        for o, bo in zip(node.output, branch.output):
+            if not o:
+                continue
+            if bo.name in self.poisoned:
+                self.poisoned.add(o)
+            elif bo.name in self.consts:
+                self.consts[o] = self.consts[bo.name]
+            else:
+                self.values[o] = self.value(bo.name)
 
     def convert_node(self, node: onnx.NodeProto, index: int) -> None:
         name = _node_name(node, index)
@@ -377,28 +463,41 @@ class _Importer:
             self.poisoned.update(node.output)
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 # downstream of another problem, but unsupported in its own right: say so too
-                dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-                self.diags.append(Diagnostic(name, f"unsupported operator {dom}{node.op_type} (opset {self.opset})"))
+                self.diags.append(Diagnostic(name, _unsupported_op(node, self.opset_name(node))))
             return
         try:
+            if node.op_type == "If" and node.domain in ("", "ai.onnx") and self.is_const(node.input[0]):
+                self.inline_branch(node)
+                return
             self.infer_node(node)
-            if all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD:
+            unfoldable: FoldError | None = None
+            # (an operator ONNX does not define, e.g. of a custom domain, has no evaluator: unsupported)
+            if (all(self.is_const(n) for n in node.input) and node.op_type not in _NEVER_FOLD
+                    and onnx.defs.has(node.op_type, "" if node.domain == "ai.onnx" else node.domain)):
                 try:
                     vals = self.fold(node)
-                except Exception as e:
-                    if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
-                        raise _Unsupported(f"cannot evaluate constant {node.op_type} (opset {self.opset}): {e}") from None
-                    raise _Unsupported(f"cannot evaluate constant {node.op_type}: {e}") from None
-                for o, v in zip(node.output, vals):
-                    if o:
-                        self.consts[o] = v
+                except FoldError as e:  # not computable at compile time: a device kernel computes it
+                    unfoldable = e
+                else:
+                    for o, v in zip(node.output, vals):
+                        if o:
+                            self.consts[o] = v
+                    return
+            if unfoldable is None and self.empty_outputs(node):
                 return
             if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
                 if self.expand_function(node, name):
                     return
-                dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
-                raise _Unsupported(f"unsupported operator {dom}{node.op_type} (opset {self.opset})")
-            results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
+                if unfoldable is not None:
+                    raise _Unsupported(_unfoldable(node, self.opset_name(node), unfoldable))
+                raise _Unsupported(_unsupported_op(node, self.opset_name(node)))
+            try:
+                results = _CONVERTERS[node.op_type](self, node, name, _attrs(node))
+            except (_Unsupported, CannError):
+                if unfoldable is None:
+                    raise
+                # neither folded nor a kernel: the fold's failure is the cause to report
+                raise _Unsupported(_unfoldable(node, self.opset_name(node), unfoldable)) from None
             for o, r in zip(node.output, results):
                 if o and r is not None:
                     self.values[o] = r
@@ -406,11 +505,31 @@ class _Importer:
                 if o:
                     self.poisoned.add(o)  # optional outputs we do not produce (used only if imported)
         except _Unsupported as e:
-            self.diags.append(Diagnostic(name, str(e), e.needs_constant))
+            self.diags.append(Diagnostic(name, str(e), self.inputs_behind(e.needs_constant)))
             self.poisoned.update(node.output)
         except CannError as e:
             self.diags.extend(e.diagnostics)
             self.poisoned.update(node.output)
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The tensors ``node`` reads: its inputs and the outer-scope tensors its subgraphs (If
+    branches, Loop / Scan bodies) use by name."""
+    names = list(node.input)
+    for a in node.attribute:
+        for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for inner in sub.node:
+                names.extend(_reads(inner))
+    return names
+
+
+def _unsupported_op(node: onnx.NodeProto, opset: str) -> str:
+    dom = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
+    return f"unsupported operator {dom}{node.op_type} ({opset})"
+
+
+def _unfoldable(node: onnx.NodeProto, opset: str, why: FoldError) -> str:
+    return f"cannot evaluate constant {node.op_type} ({opset}): {why}"
 
 
 def _arg_attrs(names: Sequence[str]) -> Any:
@@ -685,6 +804,8 @@ def _shape_valued(imp, node, name, a):
     """Shape-valued ops fold at compile time (the importer folds them when their inputs are
     constant); a runtime operand would make the output shape data-dependent."""
     runtime = tuple(n for n in node.input if n and not imp.is_const(n))
+    if not runtime:  # constant inputs the folder could not evaluate (it reports why)
+        raise _Unsupported(f"{node.op_type} has no device kernel")
     raise _Unsupported(f"{node.op_type} with a non-constant input '{runtime[0]}' (data-dependent shape)", runtime)
 
 
@@ -973,8 +1094,6 @@ def _slice(imp, node, name, a):
     if tuple(op.res.type.get_shape()) != tuple(out.get_shape()):
         raise _Unsupported(f"Slice result shape {list(op.res.type.get_shape())} differs from shape inference "
                            f"{list(out.get_shape())}")
-    if 0 in g._shape(op.res):
-        raise _Unsupported("Slice with an empty result")
     return [imp.emit(op, name).results[0]]
 
 

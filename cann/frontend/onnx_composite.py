@@ -77,7 +77,7 @@ def _transpose(imp, name, x, perm):
 
 def _const(imp, name, arr, like):
     arr = np.asarray(arr, dtype=g.numpy_dtype(g._elt(like)))
-    return imp.emit(g.make_constant(np.ascontiguousarray(arr), name), name).results[0]
+    return imp.emit(g.make_constant(arr, name), name).results[0]  # rank 0 stays rank 0
 
 
 def _check_eltype(imp, node, v, x, what):

@@ -438,7 +438,7 @@ def _const_gather(imp, name, sources, idx: np.ndarray):
     (any shape): one Concat and one Gather (DMA bursts), shaped as ``idx``."""
     flats = [_reshape(imp, name, v, [math.prod(g._shape(v))]) for v in sources]
     src = flats[0] if len(flats) == 1 else imp.emit(g.ConcatOp(flats, 0), name).results[0]
-    fi = imp.emit(g.make_constant(np.ascontiguousarray(idx.astype(np.int64)), name), name).results[0]
+    fi = imp.emit(g.make_constant(idx.astype(np.int64), name), name).results[0]
     y = imp.emit(g.GatherOp(src, fi, 0), name).results[0]
     return y
 

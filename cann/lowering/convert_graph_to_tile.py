@@ -329,7 +329,8 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
         if op.name == "graph.constant":
             conv.consts[op.results[0]] = np.asarray(graph.constant_value(op))
             continue
-        if any(v in failed for v in op.operands):  # downstream of a reported problem
+        # downstream of a reported problem (a graph.fused group reads its inputs inside its region)
+        if any(v in failed for inner in op.walk() for v in inner.operands):
             failed.update(op.results)
             continue
         try:

@@ -64,6 +64,11 @@ func.func @layout(%x: tensor<2x3xf32>, %g: tensor<3xf32>) -> tensor<2x3xf32> {
   %l = graph.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 0 : i64
   %l2 = graph.layer_norm %x, %g, %g {axis = 0 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // scale / bias broadcast to the input (ONNX's unidirectional rule), not only to the normalized axes
+  // CHECK: graph.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {axis = 1 : i64{{.*}}} : (tensor<2x3xf32>, tensor<2x1xf32>, tensor<1x1xf32>) -> tensor<2x3xf32>
+  %gc = "test.op"() : () -> tensor<2x1xf32>
+  %b1 = "test.op"() : () -> tensor<1x1xf32>
+  %l3 = graph.layer_norm %x, %gc, %b1 {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<2x1xf32>, tensor<1x1xf32>) -> tensor<2x3xf32>
   // CHECK: graph.cast %{{.*}} : tensor<2x3xf32> -> tensor<2x3xf16>
   %c = graph.cast %l : tensor<2x3xf32> -> tensor<2x3xf16>
   func.return %l2 : tensor<2x3xf32>

@@ -54,7 +54,7 @@
 %x = "test.op"() : () -> tensor<2x3xf32>
 %g = "test.op"() : () -> tensor<2xf32>
 %0 = graph.layer_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-05 : f32} : (tensor<2x3xf32>, tensor<2xf32>) -> tensor<2x3xf32>
-// CHECK: 'graph.layer_norm' scale does not broadcast to the normalized shape 3
+// CHECK: 'graph.layer_norm' scale does not broadcast to the input shape 2x3
 
 // -----
 %x = "test.op"() : () -> tensor<3x2xf32>
