@@ -43,6 +43,10 @@ from cann.options import resolve_out_nodes
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
+#: operators whose output shrinks by a sliding window: an empty output from a non-empty input means the
+#: window is longer than the padded input (onnx_spatial.check_window_fits reports it)
+_WINDOW_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
+
 
 class _Unsupported(Exception):
     """Raised by a converter: this node cannot be imported (one diagnostic). ``needs_constant``:
@@ -362,6 +366,8 @@ class _Importer:
         shape with a 0), record them as (empty) constants and return True: zero-size tensors are
         legal ONNX, need no kernel, and their consumers see them as known values."""
         outs = [o for o in node.output if o]
+        if node.op_type in _WINDOW_OPS and node.domain in ("", "ai.onnx"):
+            return False  # a window longer than its padded input is an error on the node, not an empty map
         empty = {}
         for o in outs:
             t = self.types.get(o)
