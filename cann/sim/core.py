@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from cann.errors import CannError
@@ -37,6 +38,21 @@ _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
+#: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
+_EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
+             _F32: (np.dtype(np.uint32), 0x7F800000)}
+#: vector instructions that can turn finite operands into inf/NaN (float overflow, 0 division, log 0, ...)
+_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vln", "vsqrt", "vrec"})
+
+
+def nonfinite(a: np.ndarray) -> bool:
+    """Whether float array ``a`` (any strides) holds an inf or NaN; False for other dtypes.
+    Reads the exponent bits (several times faster than ``np.isfinite`` on float16)."""
+    bits = _EXP_BITS.get(a.dtype)
+    if bits is None or a.size == 0:
+        return False
+    u, mask = bits
+    return int(np.bitwise_and(a.view(u), u.type(mask)).max()) == mask
 
 
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "ge": np.greater_equal,
@@ -96,6 +112,8 @@ class KernelStats:
     timing: Timing | None = field(default=None, repr=False)
     problems: list[tuple[str, str]] = field(default_factory=list)
     program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
+    #: index of the first instruction that produced inf/NaN from finite operands (float overflow), or None
+    overflow: int | None = None
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
@@ -131,6 +149,10 @@ class AICore:
         #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them)
         self.regs: list[int] = [0] * isa.SCALAR_REGS
         self.reg_trace: list[int] = []  # register value of each copy_gm_to_ub_reg run (for the timing model)
+        #: overflow detection: handlers set ``_ovf_hit`` when ``_ovf_watch`` and a result is inf/NaN from
+        #: finite operands; run() records the first such instruction and stops watching
+        self._ovf_watch = False
+        self._ovf_hit = False
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -173,20 +195,25 @@ class AICore:
         self.reg_trace = []
         execs = self._exec
         i = -1
+        overflow = None
+        self._ovf_watch, self._ovf_hit = True, False
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
                     execs[ins.defn.mnemonic](ins.values)
+                    if self._ovf_hit:
+                        overflow, self._ovf_hit, self._ovf_watch = i, False, False
         except _Fault as e:
             raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
         finally:
             self.gm = np.zeros(0, np.uint8)
+            self._ovf_watch = False
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
         t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace)
         return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
-                           sum(t.busy), t, t.problems, instrs)
+                           sum(t.busy), t, t.problems, instrs, overflow)
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -473,6 +500,13 @@ class AICore:
         s = _view(self.bufs["l0c"], src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
         d = _view(self.bufs["ub"], dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
         np.copyto(d, s, casting="unsafe")
+        self._watch(d, s)
+
+    def _watch(self, dst: np.ndarray, *srcs: np.ndarray) -> None:
+        """Overflow detection: flag ``dst`` holding inf/NaN while no source does (sources not
+        overwritten by the instruction: an in-place operation checks its sources beforehand)."""
+        if self._ovf_watch and nonfinite(dst) and not any(nonfinite(x) for x in srcs):
+            self._ovf_hit = True
 
     # -----------------------------------------------------------------------------------------
     # vector
@@ -575,10 +609,15 @@ class AICore:
         # validated operand views per distinct field tuple: the buffers are never reallocated, so a
         # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
         plans: dict[tuple, list] = {}
+        # overflow detection: the plan's float views, and whether the destination overlaps a source
+        watched: dict[tuple, tuple[bool, bool]] = {}
+        watch_op = m in _CAN_OVERFLOW
 
         def run(v) -> None:
             plan = plans.get(v)
             if plan is not None:
+                if watch_op and self._ovf_watch and watched[v][0]:
+                    return checked(plan, watched[v][1])
                 for views in plan:
                     op(*views)
                 return
@@ -597,9 +636,23 @@ class AICore:
             plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
             if len(plans) >= _PLAN_CACHE:
                 plans.clear()
+                watched.clear()
             plans[v] = plan
+            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0], x) for p in plan for x in p[1:-1]))
+            if watch_op and self._ovf_watch and watched[v][0]:
+                return checked(plan, watched[v][1])
             for views in plan:
                 op(*views)
+
+        def checked(plan, alias: bool) -> None:
+            # operands are checked after the op unless the destination overlaps them
+            srcs = [x for p in plan for x in p[1:-1]]
+            bad_in = alias and any(nonfinite(x) for x in srcs)
+            for views in plan:
+                op(*views)
+            if any(nonfinite(p[0]) for p in plan) and not bad_in and all(np.isfinite(p[-1]) for p in plan) and \
+                    (alias or not any(nonfinite(x) for x in srcs)):
+                self._ovf_hit = True
 
         return run
 
@@ -616,6 +669,12 @@ class AICore:
         self._onchip("ub", "src0", s0, (repeat - 1) * s0r * bb + mask * sdt.itemsize)
         s = _view(ub, s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
         d = _view(ub, dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
+        if ddt.itemsize < sdt.itemsize and self._ovf_watch:
+            bad = nonfinite(s)
+            np.copyto(d, s, casting="unsafe")
+            if not bad:
+                self._watch(d)
+            return
         np.copyto(d, s, casting="unsafe")
 
     def _contiguous(self, what: str, base: int, rep: int, repeat: int, mask: int, dt: np.dtype) -> np.ndarray:
@@ -653,7 +712,10 @@ class AICore:
             raise _Fault(f"mask {mask} outside [1, {n}]")
         s = self._contiguous("src0", s0, s0r, repeat, mask, sdt)
         d = self._contiguous("dst", dst, dr, repeat, mask, ddt)
+        bad = self._ovf_watch and ddt in _EXP_BITS and nonfinite(s)
         np.copyto(d, convert(s, ddt, isa.ROUND_MODES[rnd]), casting="unsafe")
+        if ddt in _EXP_BITS and not bad:
+            self._watch(d)
 
     def _reduce(self, v, is_max: bool) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
@@ -666,7 +728,10 @@ class AICore:
             p = p.reshape(repeat, -1)
             r = p.max(axis=1) if is_max else p.sum(axis=1, dtype=_F32)
             acc = r if acc is None else (np.maximum(acc, r) if is_max else acc + r)
-        np.copyto(_view(self.bufs["ub"], dst, (repeat,), (isz,), dt), acc, casting="unsafe")
+        d = _view(self.bufs["ub"], dst, (repeat,), (isz,), dt)
+        np.copyto(d, acc, casting="unsafe")
+        if not is_max:  # a float32 sum narrowed to float16 may overflow
+            self._watch(d, acc)
 
     def _vbrcb(self, v) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
