@@ -249,9 +249,12 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         if la.kernel not in decoded:
             try:
                 prog = isa.decode(k.code)
-                check_control(prog, k.num_args)
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"cannot decode: {e}") from None
+            try:
+                check_control(prog, k.num_args)
+            except ValueError as e:
+                raise CannError(f"kernel '{k.name}'", str(e)) from None
             decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
         work += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
         if work > max_instructions:
