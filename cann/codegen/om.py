@@ -354,6 +354,9 @@ def validate(model: OfflineModel, where: str, *, code: bool = True) -> None:
             if t.nbytes > model.gm_size:
                 raise bad(f"{kind} '{t.name}' {t.shape} {t.dtype} needs {t.nbytes} bytes, more than gm_size "
                           f"{model.gm_size}")
+            if math.prod(max(d, 1) for d in t.shape) * np.dtype(t.dtype).itemsize > ctx.soc.gm_bytes:  # size 0
+                raise bad(f"{kind} '{t.name}' {t.shape}: its dimensions (zeros counted as 1) span more than the "
+                          f"SoC's gm_bytes {ctx.soc.gm_bytes}")
             _check_bounds(ctx, "tensor", t, f"{kind} '{t.name}' ({t.nbytes} bytes) ", bad)
     for i, k in enumerate(model.kernels):
         _check_bounds(ctx, "kernel", k, f"kernel {i} '{k.name}' ", bad)

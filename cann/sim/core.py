@@ -38,6 +38,7 @@ _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
+_MAX_SLAB = 64 << 20  # bytes of the padded feature-map window one img2col may build (a simulator limit)
 #: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
 _EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
              _F32: (np.dtype(np.uint32), 0x7F800000)}
@@ -117,7 +118,10 @@ class KernelStats:
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
-    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller)."""
+    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller; the stride of a
+    dimension of size 1 is never used, so it is not passed on: it may be any field value)."""
+    if 1 in shape:
+        strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
     return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
 
 
@@ -437,15 +441,19 @@ class AICore:
             ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
             p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
             wp = fw + pl + pr
+            if (cb - ca) * (p1 - p0) * wp * c0 * isz > _MAX_SLAB:
+                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
+                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
             slab = np.zeros((cb - ca, p1 - p0, wp, c0), dt)
             r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
             if r1 > r0:
                 fm = _view(self.bufs["l1"], src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
                 slab[:, r0 - p0:r1 - p0, pl:pl + fw] = fm[ca:cb, r0 - pt:r1 - pt]
             s = slab.strides
+            shape = (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+            strides = (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3])  # unused (maybe huge) at size 1
             win = np.lib.stride_tricks.as_strided(
-                slab, (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0),
-                (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+                slab, shape, tuple(0 if n == 1 else st for n, st in zip(shape, strides)), writeable=False)
             m = np.arange(m_start, m_hi)
             rows = win[:, m // wo - oh0, m % wo]  # (c1', M, kh, kw, c0)
             rows = rows.transpose(1, 0, 2, 3, 4).reshape(m_hi - m_start, -1)

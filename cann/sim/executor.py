@@ -14,6 +14,7 @@ every :func:`run_model` call, so a model's results never depend on an earlier ru
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass, field
 
@@ -225,8 +226,8 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     ``sim_checks``: "error" (default) makes races, deadlocking waits and flags set twice errors;
     "warn" reports them as :class:`cann.sim.timing.SimWarning` warnings (also in
     ``RunStats.problems``) and goes on; "off" skips the race detector. ``max_instructions``: the
-    most instructions the run may execute over all launches and blocks (counted before anything
-    runs). The first kernel producing inf/NaN from finite operands (float overflow) is reported as
+    most instructions the run may execute over all launches and blocks, plus one per block (its
+    setup), counted from the loop counts before anything runs. The first kernel producing inf/NaN from finite operands (float overflow) is reported as
     a :class:`cann.errors.FloatOverflowWarning` (and in ``RunStats.overflow``), naming its model
     nodes when ``kernel_nodes`` (kernel name -> node names, the fusion report's) has them.
 
@@ -243,7 +244,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     validate(om, "<model>", code=False)
     spec = load_soc(om.soc_version)
     decoded: dict[int, tuple[list[isa.Instr], str]] = {}
-    work = 0
+    instrs = blocks = 0
     for li, la in enumerate(om.launches):
         k = om.kernels[la.kernel]
         if la.kernel not in decoded:
@@ -256,11 +257,12 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", str(e)) from None
             decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
-        work += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
-        if work > max_instructions:
-            raise CannError("<model>", f"the launches up to launch {li} ('{k.name}') execute {work} instructions, "
-                                       f"more than the simulator's budget of {max_instructions} "
-                                       f"(docs/om-format.md, \"Running\")")
+        instrs += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
+        blocks += k.block_dim
+        if instrs + blocks > max_instructions:
+            raise CannError("<model>", f"the launches up to launch {li} ('{k.name}') execute {instrs} instructions "
+                                       f"in {blocks} blocks, over the simulator's budget of {max_instructions} "
+                                       f"instructions + blocks (docs/om-format.md, \"Running\")")
     try:
         gm = np.zeros(om.gm_size, np.uint8)
     except MemoryError:
@@ -303,6 +305,6 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     outputs = {}
     for t in om.outputs:
         dt = np.dtype(t.dtype)
-        n = int(np.prod(t.shape, dtype=np.int64))
+        n = math.prod(t.shape)
         outputs[t.name] = gm[t.gm_offset:t.gm_offset + n * dt.itemsize].view(dt).reshape(t.shape).copy()
     return outputs, stats

@@ -75,7 +75,7 @@ def _expand_loops(prog: list[isa.Instr]) -> list[isa.Instr]:
             inner.append(b)
         flat = _expand_loops(inner)
         out.append(ins)
-        for it in range(ins.count):
+        for it in range(ins.count if flat else 0):  # an empty body: nothing to repeat, however many times
             shift = {a: it * s for a, s in offsets.items()}
             out.extend(flat if not shift or it == 0 else [_shifted(x, shift) for x in flat])
         out.append(prog[j - 1])

@@ -159,6 +159,8 @@ BAD = "inconsistent .om: "
         # I/O tensors: size, dtype, rank, names
         (dict(inputs=(IoTensor("x", (1, 1025), "float32", 0),)), "input 'x' (1, 1025) float32 needs 4100 bytes, more than gm_size 4096"),
         (dict(inputs=(IoTensor("x", (2**62, 4), "float32", 0),)), f"input 'x' ({2**62}, 4) float32 needs {2**66} bytes, more than gm_size 4096"),
+        (dict(outputs=(IoTensor("y", (0, 2**62), "float32", 0),)),  # zero-size, but numpy cannot shape it
+         f"output 'y' (0, {2**62}): its dimensions (zeros counted as 1) span more than the SoC's gm_bytes 34359738368"),
         (dict(outputs=(IoTensor("y", (2,), "float32", 4090),)), "output 'y' (8 bytes) gm_offset 4090 outside [0, 4088] (gm_size minus its size)"),
         (dict(outputs=(IoTensor("y", (2,), "nonsense", 0),)), "output 'y' has unknown dtype 'nonsense'"),
         (dict(outputs=(IoTensor("y", (2,), "object", 0),)), "output 'y' has unknown dtype 'object'"),

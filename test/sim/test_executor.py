@@ -217,6 +217,7 @@ def _loop_model(count: int, block_dim: int = 1) -> OfflineModel:
 @pytest.mark.parametrize("count, block_dim, total", [
     (2**40, 1, 2**41 + 2),           # a hardware loop of 2^40 iterations: refused, never expanded
     (2**20, 4, 4 * (2**21 + 2)),     # the budget counts every block
+    (0, 65535, 65535 * 2),           # empty blocks: each costs one (its setup)
 ])
 def test_work_over_the_budget_is_refused_before_running(count, block_dim, total, monkeypatch):
     import time
@@ -224,19 +225,19 @@ def test_work_over_the_budget_is_refused_before_running(count, block_dim, total,
     monkeypatch.setattr(np, "zeros", lambda *a, **k: pytest.fail("allocated before the budget check"))
     t = time.perf_counter()
     with pytest.raises(CannError) as e:
-        run_model(_loop_model(count, block_dim), {})
+        run_model(_loop_model(count, block_dim), {}, max_instructions=100_000)
     assert time.perf_counter() - t < 1.0
     assert e.value.lines() == [
-        f"error: <model>: the launches up to launch 0 ('spin') execute {total} instructions, more than the "
-        f"simulator's budget of 4000000 (docs/om-format.md, \"Running\")"]
+        f"error: <model>: the launches up to launch 0 ('spin') execute {total} instructions in {block_dim} blocks, "
+        f"over the simulator's budget of 100000 instructions + blocks (docs/om-format.md, \"Running\")"]
 
 
 def test_budget_sums_launches_and_can_be_raised():
-    # 2 launches x (1000 * 2 + 2) = 4004 instructions
-    with pytest.raises(CannError, match="the launches up to launch 1 \\('spin'\\) execute 4004 instructions, more "
-                                        "than the simulator's budget of 4000 "):
-        run_model(_loop_model(1000), {}, max_instructions=4000)
-    _, stats = run_model(_loop_model(1000), {}, max_instructions=4004)
+    # 2 launches x (1000 * 2 + 2) = 4004 instructions, in 2 blocks
+    with pytest.raises(CannError, match="the launches up to launch 1 \\('spin'\\) execute 4004 instructions in 2 "
+                                        "blocks, over the simulator's budget of 4005 "):
+        run_model(_loop_model(1000), {}, max_instructions=4005)
+    _, stats = run_model(_loop_model(1000), {}, max_instructions=4006)
     assert stats.instructions == 4004
 
 

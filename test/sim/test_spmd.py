@@ -59,3 +59,14 @@ def test_check_control_rejects(prog, message):
     with pytest.raises(ValueError) as e:
         check_control([isa.make(m, **f) for m, f in prog], 2)
     assert str(e.value) == message
+
+
+def test_an_empty_loop_body_is_not_iterated():
+    # loop_begin 2^40 / loop_end: 2 instructions however large the count (it used to spin 2^40 times)
+    import time
+
+    prog = [isa.make("loop_begin", count=2**40), isa.make("loop_end")]
+    t = time.perf_counter()
+    assert [i.mnemonic for i in specialize(prog, 0, ())[0]] == ["loop_begin", "loop_end"]
+    assert time.perf_counter() - t < 0.5
+    assert dynamic_instructions(prog, 1) == 2
