@@ -40,6 +40,9 @@ CASE_SECONDS = 20  # per case: a case over it is a hang
 SIM_BUDGET = 20_000  # max_instructions of every simulation
 MAX_ARENA = 64 << 20  # simulate only models whose arena is at most this (a legal 30 GiB arena is slow to fill)
 
+# mutated models overflow, divide by zero, ...: the warnings are outcomes, not failures
+pytestmark = pytest.mark.filterwarnings("ignore::cann.errors.CannWarning")
+
 INTERESTING = (0, 1, -1, 2, 3, 7, 16, 31, 32, 33, 255, 256, 4096, 65535, 65536, 2**31 - 1, 2**31, 2**32 - 1,
                2**32, 2**40, 2**62, 2**63 - 1, -2**63)
 
@@ -258,7 +261,7 @@ def test_fuzz_om(base_om):
             b = b[: rnd.randrange(len(b))]
         with pytest.raises(CannError):
             omfmt.decode_om(bytes(b), "fuzz.om")
-    for case in range(150):  # re-signed byte edits: the parser and the validation are reached
+    for case in range(600):  # re-signed byte edits: the parser and the validation are reached
         b = bytearray(body)
         for _ in range(rnd.randint(1, 8)):
             i = rnd.randrange(8, len(b))
@@ -269,7 +272,7 @@ def test_fuzz_om(base_om):
         if rnd.random() < 0.2:
             b = b[: rnd.randrange(8, len(b))]
         seen.run(f"om re-signed edit {case}", lambda: _read_and_run(_sign(bytes(b)), rng))
-    for case in range(220):  # field edits, encoded past the writer's checks
+    for case in range(1200):  # field edits, encoded past the writer's checks
         m = base
         for _ in range(rnd.choice([1, 1, 2, 3])):
             m = _mutate_model(rnd, m)
@@ -290,7 +293,7 @@ def test_fuzz_cann_run_exit_status(base_om, tmp_path, capsys):
     rnd = random.Random(SEED + 1)
     path = tmp_path / "m.om"
     statuses = []
-    for case in range(25):
+    for case in range(40):
         m = base
         for _ in range(rnd.choice([1, 2])):
             m = _mutate_model(rnd, m)
@@ -411,9 +414,13 @@ def _mutate_onnx(rnd: random.Random, model: onnx.ModelProto) -> onnx.ModelProto:
         elif r < 0.5:
             init.raw_data = init.raw_data[: rnd.randrange(len(init.raw_data) + 1)]
         elif r < 0.7:
-            arr = numpy_helper.to_array(init)
+            try:
+                arr = numpy_helper.to_array(init)
+            except (ValueError, TypeError):  # already mutated into something onnx cannot read
+                arr = np.zeros(3, np.float32)
             bad = rnd.choice([np.nan, np.inf, -7, 0, 1e6])
-            init.CopyFrom(numpy_helper.from_array(np.full(arr.shape, bad).astype(arr.dtype), init.name))
+            with np.errstate(invalid="ignore"):
+                init.CopyFrom(numpy_helper.from_array(np.full(arr.shape, bad).astype(arr.dtype), init.name))
         elif r < 0.85:
             del init.dims[:]
         else:
@@ -452,7 +459,7 @@ def test_fuzz_onnx():
         if x is not None:
             compiled.run(x, max_instructions=SIM_BUDGET)
 
-    for case in range(60):
+    for case in range(800):
         model = rnd.choice(bases)
         for _ in range(rnd.choice([1, 1, 2])):
             model = _mutate_onnx(rnd, model)

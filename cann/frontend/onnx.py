@@ -242,7 +242,7 @@ class _Importer:
         for init in graph.initializer:
             try:
                 self.consts[init.name] = numpy_helper.to_array(init)
-            except ValueError as e:  # data of another size than its dims say
+            except (ValueError, TypeError) as e:  # data of another size than its dims say, an unknown type
                 raise CannError(init.name, f"initializer data does not match its dims {list(init.dims)}: {e}") from None
 
         outputs = list(out_nodes) if out_nodes else [o.name for o in graph.output]
