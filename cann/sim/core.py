@@ -29,7 +29,7 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import L0C_ITEMSIZE, CostModel
-from cann.sim.timing import PIPES, Timing, schedule
+from cann.sim.timing import BUFS, PIPES, Timing, footprints, schedule
 
 _F32 = np.dtype(np.float32)
 _U8 = np.dtype(np.uint8)
@@ -38,12 +38,28 @@ _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
+_UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 _MAX_SLAB = 64 << 20  # bytes of the padded feature-map window one img2col may build (a simulator limit)
 #: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
 _EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
              _F32: (np.dtype(np.uint32), 0x7F800000)}
-#: vector instructions that can turn finite operands into inf/NaN (float overflow, 0 division, log 0, ...)
-_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vln", "vsqrt", "vrec"})
+#: vector instructions that can overflow: turn finite operands into inf/NaN (a division by zero, log 0
+#: or the root of a negative number is not an overflow)
+_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vrec"})
+#: the divisor's operand index in a plan's views (dst, src0, src1, scalar)
+_DIVISOR = {"vdiv": 2, "vrec": 1}
+
+
+def _written_dtype(ins: isa.Instr) -> np.dtype | None:
+    """The dtype of what ``ins`` writes to UB, when it computes (DMA and compares: None)."""
+    g, v = ins.defn.group, ins.values
+    if g in ("vector", "reduce", "broadcast", "select", "fixpipe"):
+        return isa.DTYPES.get(v[0])
+    if g == "vconv":
+        return np.dtype(np.float16) if ins.defn.mnemonic == "vconv_f322f16" else _F32
+    if g == "convert":
+        return isa.DTYPES.get(v[1])
+    return None
 
 
 def nonfinite(a: np.ndarray) -> bool:
@@ -113,7 +129,9 @@ class KernelStats:
     timing: Timing | None = field(default=None, repr=False)
     problems: list[tuple[str, str]] = field(default_factory=list)
     program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
-    #: index of the first instruction that produced inf/NaN from finite operands (float overflow), or None
+    #: float overflow: index of the first instruction that produced inf/NaN from finite operands, when
+    #: the kernel then wrote inf/NaN to GM (an inf that stays on chip, as exp(-x) in a sigmoid, is not
+    #: reported); else None
     overflow: int | None = None
 
 
@@ -179,14 +197,17 @@ class AICore:
         return cm
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
-            kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1) -> KernelStats:
+            kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,
+            detect_overflow: bool = True) -> KernelStats:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
         ``args[i]`` is the GM byte offset bound to kernel argument ``i``. ``checks``: "error"
         (default), "warn" (report races, deadlocks and double sets as :class:`SimWarning` and in
         ``KernelStats.problems``) or "off" (no race detector; sync errors still raise).
-        ``active_cores``: cores of the launch sharing the GM bandwidth.
+        ``active_cores``: cores of the launch sharing the GM bandwidth. ``detect_overflow``: record in
+        ``KernelStats.overflow`` the first instruction producing inf/NaN from finite operands when the
+        kernel then writes inf/NaN to GM.
 
         Raises:
             SimError: the first invalid instruction (bounds, alignment, field values); with
@@ -199,14 +220,17 @@ class AICore:
         self.reg_trace = []
         execs = self._exec
         i = -1
-        overflow = None
-        self._ovf_watch, self._ovf_hit = True, False
+        origin = overflow = None
+        self._ovf_watch, self._ovf_hit = detect_overflow, False
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
                     execs[ins.defn.mnemonic](ins.values)
                     if self._ovf_hit:
-                        overflow, self._ovf_hit, self._ovf_watch = i, False, False
+                        origin, self._ovf_hit, self._ovf_watch = i, False, False
+                    elif origin is not None and overflow is None and ins.defn.mnemonic == "copy_ub_to_gm" and \
+                            self._writes_nonfinite(instrs, i):
+                        overflow = origin
         except _Fault as e:
             raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
         finally:
@@ -510,6 +534,24 @@ class AICore:
         np.copyto(d, s, casting="unsafe")
         self._watch(d, s)
 
+    def _writes_nonfinite(self, instrs: list[isa.Instr], i: int) -> bool:
+        """Whether copy_ub_to_gm ``instrs[i]`` copied inf/NaN out: its UB bytes read as the float dtype of
+        the latest earlier instruction writing them (none, or not a float: False)."""
+        _, _, src, nburst, burst, ss, _ = instrs[i].values
+        hi = src + (nburst - 1) * ss + burst
+        fps = footprints(self.spec)
+        for j in range(i - 1, -1, -1):
+            ins = instrs[j]
+            accs = fps[ins.defn.mnemonic](ins.values, self.args)[0]
+            if not any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs):
+                continue
+            dt = _written_dtype(ins)
+            if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
+                return False
+            data = _view(self.bufs["ub"], src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt)
+            return nonfinite(data)
+        return False
+
     def _watch(self, dst: np.ndarray, *srcs: np.ndarray) -> None:
         """Overflow detection: flag ``dst`` holding inf/NaN while no source does (sources not
         overwritten by the instruction: an in-place operation checks its sources beforehand)."""
@@ -620,6 +662,7 @@ class AICore:
         # overflow detection: the plan's float views, and whether the destination overlaps a source
         watched: dict[tuple, tuple[bool, bool]] = {}
         watch_op = m in _CAN_OVERFLOW
+        divisor = _DIVISOR.get(m)
 
         def run(v) -> None:
             plan = plans.get(v)
@@ -660,7 +703,8 @@ class AICore:
                 op(*views)
             if any(nonfinite(p[0]) for p in plan) and not bad_in and all(np.isfinite(p[-1]) for p in plan) and \
                     (alias or not any(nonfinite(x) for x in srcs)):
-                self._ovf_hit = True
+                # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
+                self._ovf_hit = divisor is None or any(np.any(~np.isfinite(p[0]) & (p[divisor] != 0)) for p in plan)
 
         return run
 

@@ -24,7 +24,7 @@ from cann.codegen.om import FP16_PRECISION_MODES, OfflineModel, validate
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
-from cann.sim.core import AICore, KernelStats
+from cann.sim.core import AICore, KernelStats, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES
 
 from cann.sim.spmd import check_control, dynamic_instructions, specialize
@@ -35,6 +35,7 @@ from cann.sim.spmd import check_control, dynamic_instructions, specialize
 MAX_DYNAMIC_INSTRUCTIONS = 4_000_000
 
 _CUBE_PIPES = {isa.Pipe.M, isa.Pipe.MTE1}
+_FLOATS = {isa.DTYPES[0], isa.DTYPES[1], isa.DTYPES[9]}  # float16, float32, bfloat16
 
 
 #: msprof PipeUtilization columns: (column, core kind, pipe) -- kind "aic" for cube-side pipes,
@@ -209,8 +210,8 @@ def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats,
     nodes = (kernel_nodes or {}).get(name)
     where = f"kernel '{name}'" + (f" (model nodes {', '.join(nodes)})" if nodes else "")
     ins = run.program[run.overflow]
-    msg = (f"float overflow: launch {li} produced inf/NaN from finite operands (first at instruction "
-           f"{run.overflow} `{ins.defn.mnemonic}`); later results may be inf/NaN")
+    msg = (f"float overflow: launch {li} wrote inf/NaN computed from finite operands (first at instruction "
+           f"{run.overflow} `{ins.defn.mnemonic}`)")
     if om.precision_mode in FP16_PRECISION_MODES:
         msg += (f"; precision_mode {om.precision_mode} computes in float16 (largest finite value 65504): "
                 f"compile with --precision_mode must_keep_origin_dtype to keep float32")
@@ -229,7 +230,9 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     most instructions the run may execute over all launches and blocks, plus one per block (its
     setup), counted from the loop counts before anything runs. The first kernel producing inf/NaN from finite operands (float overflow) is reported as
     a :class:`cann.errors.FloatOverflowWarning` (and in ``RunStats.overflow``), naming its model
-    nodes when ``kernel_nodes`` (kernel name -> node names, the fusion report's) has them.
+    nodes when ``kernel_nodes`` (kernel name -> node names, the fusion report's) has them: the first
+    kernel that writes inf/NaN to GM after one of its instructions turned finite operands into
+    inf/NaN, in a run whose inputs are all finite.
 
     Raises:
         CannError: an invalid model (:func:`cann.codegen.om.validate`), more than
@@ -271,6 +274,8 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         w = np.frombuffer(om.weights, np.uint8)
         gm[om.weights_offset:om.weights_offset + w.size] = w
     _place_inputs(om, inputs, gm)
+    # overflow detection needs finite inputs (an inf given is not an overflow of the model's)
+    detect = all(np.dtype(t.dtype) not in _FLOATS or not nonfinite(np.asarray(inputs[t.name])) for t in om.inputs)
 
     cores: dict[tuple[str, int], AICore] = {}
     stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
@@ -290,7 +295,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
             runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",
-                                 checks=sim_checks, active_cores=active))
+                                 checks=sim_checks, active_cores=active, detect_overflow=detect))
             stats.problems += runs[-1].problems
             if stats.overflow is None and runs[-1].overflow is not None:
                 stats.overflow = _overflow_message(om, li, k.name, runs[-1], kernel_nodes)

@@ -1,12 +1,13 @@
 """``cann-run``: run an offline model (``.om``) on the simulated Ascend AI Core.
 
-    cann-run model.om                                   # seeded standard-normal inputs
+    cann-run model.om                                   # seeded generated inputs (it says which)
     cann-run model.om --input x=x.npy --output out.npz
     cann-run model.om --input inputs.npz --compare model.onnx
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
-``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1.
+``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1. Inputs must
+have the declared dtypes exactly; a float overflow in the run is one ``warning:`` line.
 """
 
 from __future__ import annotations
@@ -208,8 +209,8 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--sim-checks", type=click.Choice(["error", "warn", "off"]), default="error", show_default=True,
               help="Simulator race/deadlock/double-set checks: errors, warnings, or no race detector.")
 @click.option("--max-instructions", type=int, callback=lambda c, p, v: _at_least(v, 1), default=None,
-              help="The most instructions the simulation may execute over all launches and cores "
-                   "(default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
+              help="The simulation's work budget: instructions executed over all launches and blocks, plus one "
+                   "per block (default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
 def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
         max_instructions) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""

@@ -155,9 +155,8 @@ def test_fp16_overflow_warns_naming_the_kernel_and_its_nodes():
         out = model.run({"x": x})
     assert np.isinf(out["z"]).all()
     assert [str(w.message) for w in rec if issubclass(w.category, cann.CannWarning)] == [
-        "kernel 'fused_eltwise_0' (model nodes square, relu): float overflow: launch 1 produced inf/NaN from finite "
-        "operands (first at instruction 2 `vmul`); later results may be inf/NaN; precision_mode force_fp16 computes "
-        "in float16 (largest finite value 65504): compile with --precision_mode must_keep_origin_dtype to keep float32"]
+        "kernel 'fused_eltwise_0' (model nodes square, relu): float overflow: launch 1 wrote inf/NaN computed from "
+        "finite operands (first at instruction 2 `vmul`); precision_mode force_fp16 computes in float16 (largest finite value 65504): compile with --precision_mode must_keep_origin_dtype to keep float32"]
     assert model.last_run.overflow[0] == "kernel 'fused_eltwise_0' (model nodes square, relu)"
     # must not: values within float16's range, and the same input kept in float32
     with warnings.catch_warnings():
@@ -199,8 +198,8 @@ def test_overflow_found_at_the_instruction_in_place_or_not(dst):
     with pytest.warns(FloatOverflowWarning) as rec:
         out, stats = run_model(om, {"x": np.full((2, 128), 10000, np.float16)})
     assert np.isinf(out["y"]).all()
-    assert stats.overflow == ("kernel 'k'", "float overflow: launch 0 produced inf/NaN from finite operands "
-                                            "(first at instruction 4 `vmuls`); later results may be inf/NaN")
+    assert stats.overflow == ("kernel 'k'", "float overflow: launch 0 wrote inf/NaN computed from finite operands "
+                                            "(first at instruction 4 `vmuls`)")
     assert len(rec) == 1
 
 
@@ -263,3 +262,41 @@ def test_arena_the_host_cannot_allocate_is_an_error(monkeypatch):
     with pytest.raises(CannError) as e:
         run_model(_loop_model(1), {})
     assert e.value.lines() == ["error: <model>: cannot allocate the 4096-byte global-memory arena on this host"]
+
+
+def _unary_model(op: str, shape, *inits):
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph([helper.make_node(op, ["x", *[i.name for i in inits]], ["y"], name="op")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_not_overflows_intermediate_inf_division_by_zero_padding():
+    # must not warn: an inf that stays on chip (sigmoid's exp(20) > 65504 in float16, result 0); a
+    # division by zero (x / 0 = inf, as onnxruntime); 0 / 0 in the padded channels of a per-channel
+    # Div (24 channels stored as 32)
+    import warnings
+
+    from onnx import numpy_helper
+
+    import cann
+
+    rng = np.random.default_rng(3)
+    d = numpy_helper.from_array(rng.uniform(1, 2, (1, 24, 1, 1)).astype(np.float32), "d")
+    z = numpy_helper.from_array(np.array([1, 0, 2, 0], np.float32), "z")
+    cases = [(_unary_model("Sigmoid", [2, 64]), np.full((2, 64), -20, np.float32), "force_fp16"),
+             (_unary_model("Div", [4], z), np.array([1, 2, 3, -4], np.float32), "must_keep_origin_dtype"),
+             (_unary_model("Div", [1, 24, 3, 3], d), rng.standard_normal((1, 24, 3, 3)).astype(np.float32),
+              "force_fp16")]
+    for model, x, pm in cases:
+        compiled = cann.compile(model, precision_mode=pm)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cann.CannWarning)
+            y = compiled.run({"x": x})["y"]
+        assert compiled.last_run.overflow is None
+        import onnxruntime as ort
+
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(y, ref, rtol=2e-3, atol=1e-6)

@@ -415,8 +415,8 @@ def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs t
     r = cli("cann_run", om, "--input", tmp_path / "x.npy")
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(  # the kernel's name and the instruction index are the lowering's
-        r"warning: kernel '\w+': float overflow: launch 1 produced inf/NaN from finite operands \(first at "
-        r"instruction \d+ `vmul`\); later results may be inf/NaN; precision_mode force_fp16 computes in float16 "
+        r"warning: kernel '\w+': float overflow: launch 1 wrote inf/NaN computed from finite operands \(first at "
+        r"instruction \d+ `vmul`\); precision_mode force_fp16 computes in float16 "
         r"\(largest finite value 65504\): compile with --precision_mode must_keep_origin_dtype to keep float32\n",
         r.stderr)
     assert "min=inf max=inf" in r.stdout
