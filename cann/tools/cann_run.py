@@ -36,7 +36,8 @@ _NPY_MAGIC, _ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
 
 
 def _load_array_file(path: str):
-    """An array (.npy) or an archive (.npz); never unpickles (a pickled object array is an error)."""
+    """An array (.npy) or the arrays of an archive (.npz, a dict by member name); never unpickles (a
+    pickled object array is an error)."""
     try:
         with open(path, "rb") as f:
             head = f.read(6)
@@ -46,14 +47,23 @@ def _load_array_file(path: str):
         raise CannError(path, f"cannot read: {e.strerror or e}") from None
     if not head.startswith((_NPY_MAGIC, _ZIP_MAGIC)):
         raise CannError(path, "not a .npy or .npz file (it starts with neither the NumPy nor the zip magic)")
+    what = path
     try:
-        return np.load(path, allow_pickle=False)
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            return data
+        with data:  # an .npz: read every member now, so a bad one is reported here
+            out = {}
+            for key in data.files:
+                what = f"{path}: member '{key}'"
+                out[key] = data[key]
+            return out
     except ValueError as e:
         if "allow_pickle" in str(e):
-            raise CannError(path, "holds Python objects (a pickled array): save numeric arrays with np.save") from None
-        raise CannError(path, f"cannot read as .npy/.npz: {e}") from None
-    except (OSError, EOFError, zipfile.BadZipFile) as e:
-        raise CannError(path, f"cannot read as .npy/.npz: {e}") from None
+            raise CannError(what, "holds Python objects (a pickled array): save numeric arrays with np.save") from None
+        raise CannError(what, f"cannot read as .npy/.npz: {e}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise CannError(what, f"cannot read as .npy/.npz: {e}") from None
 
 
 def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
@@ -74,7 +84,7 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
             raise CannError(spec, f"'{name}' is not an input of the model (inputs: {', '.join(names)})")
         if sep and name in names:
             data = _load_array_file(path)
-            if not isinstance(data, np.ndarray):
+            if isinstance(data, dict):
                 raise CannError(path, f"expected a .npy array for input '{name}', got an .npz archive")
             put(name, data, path)
             continue
@@ -85,9 +95,8 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
                                       f"inputs: use --input NAME={spec}")
             put(names[0], data, spec)
         else:
-            with data:
-                for key in data.files:
-                    put(key, data[key], spec)
+            for key, value in data.items():
+                put(key, value, spec)
     missing = [n for n in names if n not in given]
     if missing:
         raise CannError("--input", f"no value for model input(s): {', '.join(missing)}")

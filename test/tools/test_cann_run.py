@@ -185,6 +185,11 @@ def test_bad_input_specs(fake, tmp_path, capsys):
     assert run(fake.path, "--input", tmp_path / "obj.npy") == 2
     assert capsys.readouterr().err.splitlines() == [
         f"error: {tmp_path / 'obj.npy'}: holds Python objects (a pickled array): save numeric arrays with np.save"]
+    np.savez(tmp_path / "obj.npz", data=np.array([{"a": 1}], dtype=object))
+    assert run(fake.path, "--input", tmp_path / "obj.npz") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'obj.npz'}: member 'data': holds Python objects (a pickled array): save numeric "
+        f"arrays with np.save"]
     (tmp_path / "cut.npy").write_bytes((tmp_path / "obj.npy").read_bytes()[:20])
     assert run(fake.path, "--input", tmp_path / "cut.npy") == 2
     err = capsys.readouterr().err.splitlines()
