@@ -24,11 +24,11 @@ import click
 import ml_dtypes
 import numpy as np
 
+from cann.codegen.om import FP16_PRECISION_MODES
 from cann.errors import CannError, FloatOverflowWarning
 from cann.fileio import atomic_output
 from cann.tools._cli import run_command
 
-FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -262,7 +262,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             from cann.codegen.om import read_om
 
             precision = read_om(om).precision_mode
-        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_MODES else 1e-4)
+        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_PRECISION_MODES else 1e-4)
         refs = reference_outputs(sess, compare, inputs, list(outputs))
         for name, y in outputs.items():
             r = refs[name]
