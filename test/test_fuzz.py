@@ -312,6 +312,30 @@ def test_fuzz_cann_run_exit_status(base_om, tmp_path, capsys):
         statuses.append(e.value.code)
     assert statuses.count(2) >= 5 and statuses.count(0) >= 1, statuses
 
+    # input files: a valid .npy / .npz with bytes flipped or cut
+    path.write_bytes(data)
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "x.npz", x=x)
+    statuses = []
+    for case in range(30):
+        src = tmp_path / rnd.choice(["x.npy", "x.npz"])
+        b = bytearray(src.read_bytes())
+        for _ in range(rnd.randint(1, 6)):
+            b[rnd.randrange(min(len(b), 200))] = rnd.randrange(256)  # the header and the first values
+        if rnd.random() < 0.3:
+            b = b[: rnd.randrange(len(b))]
+        bad = tmp_path / f"bad{src.suffix}"
+        bad.write_bytes(bytes(b))
+        with time_budget(f"cann-run input case {case}"), pytest.raises(SystemExit) as e:
+            cann_run.main([str(path), "--input", str(bad), "--max-instructions", str(SIM_BUDGET)])
+        out, err = capsys.readouterr()
+        assert e.value.code in (0, 2) and "Traceback" not in err, (case, err)
+        if e.value.code == 2:
+            assert len(err.splitlines()) == 1 and err.startswith("error: "), (case, err)
+        statuses.append(e.value.code)
+    assert statuses.count(2) >= 10, statuses
+
 
 # ---------------------------------------------------------------------------------------------
 # ONNX models

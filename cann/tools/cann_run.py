@@ -61,9 +61,15 @@ def _load_array_file(path: str):
     except ValueError as e:
         if "allow_pickle" in str(e):
             raise CannError(what, "holds Python objects (a pickled array): save numeric arrays with np.save") from None
-        raise CannError(what, f"cannot read as .npy/.npz: {e}") from None
+        raise CannError(what, f"cannot read as .npy/.npz: {_first_line(e)}") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        raise CannError(what, f"cannot read as .npy/.npz: {e}") from None
+        raise CannError(what, f"cannot read as .npy/.npz: {_first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - numpy parses the header with tokenize/ast and may raise anything
+        raise CannError(what, f"cannot read as .npy/.npz: {type(e).__name__}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
 
 
 def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:

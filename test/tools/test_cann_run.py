@@ -190,6 +190,13 @@ def test_bad_input_specs(fake, tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"error: {tmp_path / 'obj.npz'}: member 'data': holds Python objects (a pickled array): save numeric "
         f"arrays with np.save"]
+    # a header numpy's tokenizer chokes on (found by test_fuzz.py: it was an internal error)
+    h = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, "
+    h += b" " * (53 - len(h)) + b"\n"
+    (tmp_path / "tok.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + bytes(16))
+    assert run(fake.path, "--input", tmp_path / "tok.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'tok.npy'}: cannot read as .npy/.npz: TokenError: ('EOF in multi-line statement', (2, 0))"]
     (tmp_path / "cut.npy").write_bytes((tmp_path / "obj.npy").read_bytes()[:20])
     assert run(fake.path, "--input", tmp_path / "cut.npy") == 2
     err = capsys.readouterr().err.splitlines()
