@@ -10,8 +10,8 @@ Python API::
 """
 
 from cann.compiler import compile
-from cann.errors import CannError
+from cann.errors import CannError, CannWarning, FloatOverflowWarning
 from cann.runtime import Model, load
 
-__all__ = ["compile", "load", "Model", "CannError"]
+__all__ = ["compile", "load", "Model", "CannError", "CannWarning", "FloatOverflowWarning"]
 __version__ = "0.1.0"

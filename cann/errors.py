@@ -45,3 +45,11 @@ class CannError(Exception):
 
     def lines(self) -> list[str]:
         return [str(d) for d in self.diagnostics]
+
+
+class CannWarning(UserWarning):
+    """A problem worth knowing that does not stop the run (``warnings`` category of the project)."""
+
+
+class FloatOverflowWarning(CannWarning):
+    """A kernel produced inf/NaN from finite inputs (float overflow; CANN's overflow detection)."""

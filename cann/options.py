@@ -47,10 +47,10 @@ def split_last_colon(entry: str, flag: str) -> tuple[str, str]:
 
 
 def _soc(value) -> str:
-    from cann.hw.config import available_socs
+    from cann.hw.config import soc_name_problem
 
-    if not isinstance(value, str) or value not in available_socs():
-        raise BadValue(f"unknown SoC {value!r} (known: {', '.join(available_socs())})")
+    if problem := soc_name_problem(value):
+        raise BadValue(problem)
     return value
 
 

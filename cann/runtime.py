@@ -37,21 +37,33 @@ class Model:
     def soc_version(self) -> str:
         return self.om.soc_version
 
-    def run(self, inputs: dict[str, np.ndarray], *, sim_checks: str = "error") -> dict[str, np.ndarray]:
-        """Simulate one inference: ``inputs`` by name (shapes and dtypes as declared) -> outputs by name.
+    def run(self, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
+            max_instructions: int | None = None) -> dict[str, np.ndarray]:
+        """Simulate one inference: ``inputs`` by name -> outputs by name.
 
-        ``sim_checks="warn"`` downgrades the simulator's race/deadlock/double-set errors to
-        warnings ("off" skips the race detector); see :func:`cann.sim.executor.run_model`.
+        Each input must have exactly the declared shape and dtype (``inputs`` / ``IoTensor``), as
+        onnxruntime requires: nothing is cast. ``sim_checks="warn"`` downgrades the simulator's
+        race/deadlock/double-set errors to warnings ("off" skips the race detector);
+        ``max_instructions`` raises the simulator's work budget (default
+        :data:`cann.sim.executor.MAX_DYNAMIC_INSTRUCTIONS`); see :func:`cann.sim.executor.run_model`.
         ``last_run`` then holds a :class:`cann.sim.executor.RunStats` (per-launch records with
         cycles, pipe ratios, GM bytes, the compiled bound, model and executed MACs, ideal cycles
         and ``ideal_pct``, and their model totals; see docs/core-model.md, "Profile").
 
-        Raises:
-            CannError: a missing or unknown input, or a shape/dtype mismatch; a simulator fault.
-        """
-        from cann.sim.executor import run_model
+        Warns:
+            cann.FloatOverflowWarning: a kernel produced inf/NaN from finite operands (float16
+                overflow under force_fp16), naming the kernel and, after ``cann.compile``, its
+                model nodes.
 
-        outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks)
+        Raises:
+            CannError: a missing or unknown input, or a shape/dtype mismatch (naming the input, the
+                expected and the given); an invalid model; more work than the budget; a simulator fault.
+        """
+        from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS, run_model
+
+        nodes = {k["kernel"]: list(k.get("nodes", ())) for k in (self.fusion_report or {}).get("kernels", ())}
+        outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks, kernel_nodes=nodes,
+                                   max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS)
         self.last_run = stats
         return outputs
 

@@ -18,8 +18,10 @@ parses anything and rejects every malformed file with a :class:`~cann.errors.Can
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 
@@ -37,6 +39,12 @@ SECTION = struct.Struct("<QQ")  # file offset, size
 SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches", "work")
 HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)
 CHECKSUM_SIZE = 32
+#: the values of the strings section's precision_mode
+PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
+#: the precision modes storing float tensors in float16 on the device
+FP16_PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16")
+#: the highest rank of an input or output tensor (numpy's limit on array dimensions)
+MAX_RANK = 32
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class IoTensor:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize  # Python ints: no overflow
 
 
 @dataclass(frozen=True)
@@ -180,15 +188,23 @@ class _Reader:
     def u32(self) -> int:
         return self.unpack("I")[0]
 
+    def count(self, what: str, min_size: int) -> int:
+        """A u32 record count, checked against the bytes left (each record >= ``min_size`` bytes)
+        before anything loops over it."""
+        n = self.u32()
+        if n * min_size > len(self.data) - self.pos:
+            raise self.fail(f"{n} {what} cannot fit in the {len(self.data) - self.pos} bytes left (truncated)")
+        return n
+
     def str(self) -> str:
         try:
             return self.take(self.u32()).decode("utf-8")
         except UnicodeDecodeError:
             raise self.fail("string is not UTF-8") from None
 
-    def tensors(self) -> tuple[IoTensor, ...]:
+    def tensors(self, kind: str) -> tuple[IoTensor, ...]:
         out = []
-        for _ in range(self.u32()):
+        for _ in range(self.count(f"{kind}s", 4 + 4 + 4 + 8)):
             name, dtype, rank = self.str(), self.str(), self.u32()
             shape = self.unpack(f"{rank}q")
             out.append(IoTensor(name, tuple(shape), dtype, self.unpack("Q")[0]))
@@ -199,46 +215,73 @@ class _Reader:
             raise self.fail(f"{len(self.data) - self.pos} unexpected trailing bytes")
 
 
+def _section_table(data: bytes, where: str) -> dict[str, tuple[int, int]]:
+    """The section table, each section exactly where docs/om-format.md puts it: the first right
+    after the table, each next one right after the previous (the weights at the next multiple of
+    64, zero padding before them), the last ending at the trailer."""
+    end_of_sections = len(data) - CHECKSUM_SIZE
+    sections, pos = {}, HEADER_SIZE
+    for i, name in enumerate(SECTION_NAMES):
+        off, size = SECTION.unpack_from(data, HEADER.size + i * SECTION.size)
+        want = pos + (-pos % ALIGN if name == "weights" else 0)
+        if off != want or off + size > end_of_sections:
+            raise CannError(where, f"corrupt .om: {name} section at file offset {off} (+{size} bytes), expected "
+                                   f"at {want} inside [{HEADER_SIZE}, {end_of_sections}) (docs/om-format.md)")
+        if any(data[pos:off]):
+            raise CannError(where, f"corrupt .om: padding before the {name} section is not zero")
+        sections[name] = (off, size)
+        pos = off + size
+    if pos != end_of_sections:
+        raise CannError(where, f"corrupt .om: {end_of_sections - pos} bytes between the last section and the trailer")
+    return sections
+
+
 def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
-    """Parse and validate the bytes of an ``.om`` file."""
+    """Parse and validate the bytes of an ``.om`` file (docs/om-format.md, "Reading and validation").
+
+    Raises:
+        CannError: located at ``where``, the first problem in the documented order.
+    """
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise CannError(where, "not a cann offline model (bad magic)")
     if len(data) < HEADER.size:
         raise CannError(where, "corrupt .om: truncated header")
     _, version, nsec, gm_size, weights_offset = HEADER.unpack_from(data)
+    intact = len(data) >= HEADER_SIZE + CHECKSUM_SIZE and \
+        hashlib.sha256(data[:-CHECKSUM_SIZE]).digest() == data[-CHECKSUM_SIZE:]
     if version != VERSION:
-        raise CannError(where, f"unsupported .om format version {version} (this cann reads version {VERSION})")
+        if intact:  # a well-formed file of another version
+            raise CannError(where, f"unsupported .om format version {version} (this cann reads version {VERSION})")
+        raise CannError(where, f"corrupt .om: checksum mismatch (file truncated or modified; its header claims "
+                               f"format version {version})")
     if len(data) < HEADER_SIZE + CHECKSUM_SIZE:
         raise CannError(where, "corrupt .om: truncated file")
-    body, digest = data[:-CHECKSUM_SIZE], data[-CHECKSUM_SIZE:]
-    if hashlib.sha256(body).digest() != digest:
+    if not intact:
         raise CannError(where, "corrupt .om: checksum mismatch (file truncated or modified)")
     if nsec != len(SECTION_NAMES):
         raise CannError(where, f"corrupt .om: expected {len(SECTION_NAMES)} sections, found {nsec}")
-    sections = {}
-    for i, name in enumerate(SECTION_NAMES):
-        off, size = SECTION.unpack_from(data, HEADER.size + i * SECTION.size)
-        if off < HEADER_SIZE or off + size > len(body):
-            raise CannError(where, f"corrupt .om: {name} section outside the file")
-        sections[name] = _Reader(body[off : off + size], where, name)
+    sections = {name: _Reader(data[off : off + size], where, name)
+                for name, (off, size) in _section_table(data, where).items()}
     r = sections["strings"]
     soc, precision = r.str(), r.str()
     r.end()
     r = sections["tensors"]
-    inputs, outputs = r.tensors(), r.tensors()
+    inputs, outputs = r.tensors("input"), r.tensors("output")
     r.end()
     weights = sections["weights"].data
     r = sections["kernels"]
     kernels = []
-    for _ in range(r.u32()):
+    for _ in range(r.count("kernels", 4 + 16)):
         name = r.str()
         block_dim, num_args, size = r.unpack("IIQ")
         kernels.append(Kernel(name, block_dim, num_args, r.take(size)))
     r.end()
     r = sections["launches"]
     launches = []
-    for _ in range(r.u32()):
+    for _ in range(r.count("launches", 8)):
         kernel, nargs = r.unpack("II")
+        if nargs * 8 > len(r.data) - r.pos:
+            raise r.fail(f"launch {len(launches)} has {nargs} arguments: truncated")
         launches.append(Launch(kernel, tuple(r.unpack(f"{nargs}Q"))))
     r.end()
     r = sections["work"]
@@ -261,37 +304,105 @@ def read_om(path: str | os.PathLike) -> OfflineModel:
     return decode_om(data, str(path))
 
 
-def validate(model: OfflineModel, where: str) -> None:
-    """Check the tables agree with each other (raises CannError naming the first problem)."""
+# ---------------------------------------------------------------------------------------------
+# validation
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the bounds of a model's fields depend on: the model and its SoC."""
+
+    model: OfflineModel
+    soc: "SocSpec"  # noqa: F821
+
+
+#: The bounded integer fields of each record, one row per field: (record, field, lowest, highest,
+#: what the highest is). ``lowest`` / ``highest`` take (context, record) and are inclusive.
+#: Records: "model" (the header), "tensor" (an input or output), "kernel", "launch". A new field of
+#: a record gets a row here and is checked by the writer and the reader alike.
+BOUNDS: tuple[tuple[str, str, Callable, Callable, str], ...] = (
+    ("model", "gm_size", lambda c, r: 0, lambda c, r: c.soc.gm_bytes, "the SoC's gm_bytes"),
+    ("model", "weights_offset", lambda c, r: 0, lambda c, r: r.gm_size - len(r.weights),
+     "gm_size minus the weights' size"),
+    ("tensor", "gm_offset", lambda c, r: 0, lambda c, r: c.model.gm_size - r.nbytes, "gm_size minus its size"),
+    ("kernel", "block_dim", lambda c, r: 1, lambda c, r: c.soc.max_block_dim, "the SoC's max_block_dim"),
+    ("launch", "kernel", lambda c, r: 0, lambda c, r: len(c.model.kernels) - 1, "the last kernel index"),
+)
+
+
+def _check_bounds(ctx: _Context, record: str, rec, label: str, bad) -> None:
+    for kind, f, lo, hi, why in BOUNDS:
+        if kind != record:
+            continue
+        v, a, b = getattr(rec, f), lo(ctx, rec), hi(ctx, rec)
+        if a > b:
+            raise bad(f"{label}{f} {v}: no value is valid ({why} is {b})")
+        if not a <= v <= b:
+            raise bad(f"{label}{f} {v} outside [{a}, {b}] ({why})")
+
+
+def validate(model: OfflineModel, where: str, *, code: bool = True) -> None:
+    """Check every field against the format and the SoC, and the tables against each other.
+
+    Checks (docs/om-format.md, "Reading and validation"): a known SoC and precision mode; the
+    :data:`BOUNDS` rows; known dtypes, non-negative dimensions, unique input and output names;
+    launch argument counts and offsets; every kernel's code decodable with well-formed SPMD control
+    (:func:`cann.sim.spmd.check_control`; skipped with ``code=False``, for a caller that decodes
+    the code itself). Nothing is allocated and no loop of the code is expanded.
+
+    Raises:
+        CannError: located at ``where``, naming the first problem.
+    """
+    from cann.hw import isa
+    from cann.hw.config import available_socs, load_soc
+    from cann.sim.spmd import check_control
 
     def bad(msg: str) -> CannError:
         return CannError(where, f"inconsistent .om: {msg}")
 
-    gm = model.gm_size
-    if model.weights_offset + len(model.weights) > gm:
-        raise bad(f"weights [{model.weights_offset}, +{len(model.weights)}) outside gm_size {gm}")
+    if model.soc_version not in available_socs():
+        raise bad(f"unknown soc_version '{model.soc_version}' (known: {', '.join(available_socs())})")
+    ctx = _Context(model, load_soc(model.soc_version))
+    if model.precision_mode not in PRECISION_MODES:
+        raise bad(f"unknown precision_mode '{model.precision_mode}' (known: {', '.join(PRECISION_MODES)})")
+    if len(model.weights) > model.gm_size:
+        raise bad(f"the weights need {len(model.weights)} bytes, more than gm_size {model.gm_size}")
+    _check_bounds(ctx, "model", model, "", bad)
     for kind, ts in (("input", model.inputs), ("output", model.outputs)):
+        seen = set()
         for t in ts:
+            if t.name in seen:
+                raise bad(f"{kind} name '{t.name}' appears twice")
+            seen.add(t.name)
             try:
                 ok = (np.dtype(t.dtype).kind in "biuf" or t.dtype == "bfloat16") and np.dtype(t.dtype).name == t.dtype
             except Exception:  # noqa: BLE001 - numpy parses dtype strings and may raise anything
                 ok = False
             if not ok:
                 raise bad(f"{kind} '{t.name}' has unknown dtype '{t.dtype}'")
-            nbytes = t.nbytes
+            if len(t.shape) > MAX_RANK:
+                raise bad(f"{kind} '{t.name}' has rank {len(t.shape)}, more than {MAX_RANK}")
             if any(d < 0 for d in t.shape):
                 raise bad(f"{kind} '{t.name}' has a negative dimension {t.shape}")
-            if t.gm_offset + nbytes > gm:
-                raise bad(f"{kind} '{t.name}' [{t.gm_offset}, +{nbytes}) outside gm_size {gm}")
+            if t.nbytes > model.gm_size:
+                raise bad(f"{kind} '{t.name}' {t.shape} {t.dtype} needs {t.nbytes} bytes, more than gm_size "
+                          f"{model.gm_size}")
+            if math.prod(max(d, 1) for d in t.shape) * np.dtype(t.dtype).itemsize > ctx.soc.gm_bytes:  # size 0
+                raise bad(f"{kind} '{t.name}' {t.shape}: its dimensions (zeros counted as 1) span more than the "
+                          f"SoC's gm_bytes {ctx.soc.gm_bytes}")
+            _check_bounds(ctx, "tensor", t, f"{kind} '{t.name}' ({t.nbytes} bytes) ", bad)
+    for i, k in enumerate(model.kernels):
+        _check_bounds(ctx, "kernel", k, f"kernel {i} '{k.name}' ", bad)
     for i, la in enumerate(model.launches):
-        if la.kernel >= len(model.kernels):
-            raise bad(f"launch {i} names kernel {la.kernel}, but there are {len(model.kernels)} kernels")
+        _check_bounds(ctx, "launch", la, f"launch {i} ", bad)
         k = model.kernels[la.kernel]
         if len(la.args) != k.num_args:
             raise bad(f"launch {i} passes {len(la.args)} arguments to kernel '{k.name}' taking {k.num_args}")
-        for a in la.args:
-            if a >= gm:
-                raise bad(f"launch {i} argument offset {a} outside gm_size {gm}")
-    for k in model.kernels:
-        if k.block_dim < 1:
-            raise bad(f"kernel '{k.name}' has block_dim {k.block_dim}")
+        for j, a in enumerate(la.args):
+            if not 0 <= a < model.gm_size:
+                raise bad(f"launch {i} argument {j} offset {a} outside gm_size {model.gm_size}")
+    for i, k in enumerate(model.kernels if code else ()):
+        try:
+            check_control(isa.decode(k.code), k.num_args)
+        except ValueError as e:
+            raise bad(f"kernel {i} '{k.name}': {e}") from None

@@ -222,6 +222,10 @@ class _Importer:
         for n in input_shape:
             if n not in names:
                 raise CannError(n, f"input_shape names no model input (inputs: {', '.join(sorted(names))})")
+        for vi in (*graph.input, *graph.output, *graph.value_info):  # onnx's shape inference aborts on them
+            for i, d in enumerate(_dims(vi.type) or ()):
+                if isinstance(d, int) and d < 0:
+                    raise CannError(vi.name, f"dimension {i} is negative ({d})")
         fixed = onnx.ModelProto()
         fixed.CopyFrom(model)
         for vi in fixed.graph.input:
@@ -256,7 +260,10 @@ class _Importer:
         for vi in (*ig.input, *ig.value_info, *ig.output):
             self.types[vi.name] = vi.type
         for init in graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
+            try:
+                self.consts[init.name] = numpy_helper.to_array(init)
+            except (ValueError, TypeError) as e:  # data of another size than its dims say, an unknown type
+                raise CannError(init.name, f"initializer data does not match its dims {list(init.dims)}: {e}") from None
 
         producers: dict[str, int] = {}
         for i, node in enumerate(graph.node):
@@ -604,6 +611,10 @@ def _spatial(node: onnx.NodeProto, a: dict[str, Any], in_shape: Sequence[int], k
             pads[i], pads[i + 2] = (small, big) if auto == "SAME_UPPER" else (big, small)
     elif auto != "NOTSET":
         raise _bad_attr(node, "auto_pad", auto)
+    for i in range(2):  # (onnx's shape inference has checked the signs)
+        if (kernel[i] - 1) * dil[i] + 1 > in_shape[i] + pads[i] + pads[i + 2]:
+            raise _bad_attr(node, "kernel_shape", list(kernel), f"the (dilated) window is larger than the padded "
+                                                                f"input {list(in_shape)}")
     return strides, pads, dil
 
 

@@ -123,6 +123,8 @@ class SocSpec:
     vector_core_count: int = 0  # stand-alone vector cores (AIV; 0 on coupled parts)
     reserved_event_ids: int = 0  # the highest event ids kept for the runtime (not for manual use)
     has_fixpipe: bool = False  # FixPipe pipe (PIPE_FIX) on the cube core
+    gm_bytes: int = 0  # device (global) memory in bytes: the largest GM arena an .om may ask for
+    max_block_dim: int = 0  # the largest block_dim of one kernel launch
 
     def buffer(self, name: str) -> BufferSpec:
         """The spec of on-chip buffer ``name`` (one of ``BUFFER_NAMES``)."""
@@ -141,20 +143,44 @@ class SocSpec:
 
 def available_socs() -> list[str]:
     """Names accepted by ``--soc_version``."""
-    return sorted(p.stem for p in _SOC_DIR.glob("*.toml"))
+    return list(_known_socs())
 
 
 @cache
+def _known_socs() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in _SOC_DIR.glob("*.toml")))
+
+
 def load_soc(name: str) -> SocSpec:
-    """Load and validate ``cann/hw/socs/<name>.toml``.
+    """Load and validate ``cann/hw/socs/<name>.toml``; ``name`` is a file stem there, never a path.
 
     Raises:
-        CannError: unknown SoC name (the message lists the known ones) or an invalid file.
+        CannError: (location ``--soc_version``) a name that is not one of :func:`available_socs`
+            (the message lists them); (location the file) an unreadable or invalid description.
     """
+    problem = soc_name_problem(name)
+    if problem:
+        raise CannError("--soc_version", problem)
+    return _load(name)
+
+
+def soc_name_problem(name) -> str | None:
+    """Why ``name`` is not a SoC name of ``cann/hw/socs/`` (a path is never one), or None."""
+    known = _known_socs()
+    if isinstance(name, str) and name in known:
+        return None
+    path = isinstance(name, str) and any(c in name for c in "/\\")
+    msg = f"SoC '{name}' is a path, not a name" if path else f"unknown SoC '{name}'"
+    return f"{msg} (known: {', '.join(known)})"
+
+
+@cache
+def _load(name: str) -> SocSpec:
     path = _SOC_DIR / f"{name}.toml"
-    if not path.is_file():
-        raise CannError("--soc_version", f"unknown SoC '{name}' (known: {', '.join(available_socs())})")
-    raw = tomllib.loads(path.read_text())
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise CannError(str(path), f"invalid SoC description: {e}") from None
     try:
         buffers = tuple((b, BufferSpec(**raw["buffers"][b])) for b in BUFFER_NAMES)
         spec = SocSpec(
@@ -173,8 +199,12 @@ def load_soc(name: str) -> SocSpec:
             vector_core_count=int(raw.get("vector_core_count", 0)),
             reserved_event_ids=int(raw["sync"].get("reserved_event_ids", 0)),
             has_fixpipe=bool(raw.get("has_fixpipe", False)),
+            gm_bytes=int(raw["gm_bytes"]),
+            max_block_dim=int(raw["max_block_dim"]),
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except KeyError as e:
+        raise CannError(str(path), f"invalid SoC description: missing key {e}") from None
+    except (TypeError, ValueError, AttributeError) as e:
         raise CannError(str(path), f"invalid SoC description: {e}") from None
     _validate(spec, str(path))
     return spec
@@ -186,8 +216,18 @@ def _validate(spec: SocSpec, where: str) -> None:
 
     if spec.core_type not in ("coupled", "separated"):
         bad(f"core_type must be 'coupled' or 'separated', got '{spec.core_type}'")
+    for f in ("name", "arch", "core_type"):
+        if not isinstance(getattr(spec, f), str):
+            bad(f"{f} must be a string")
+    for name, v in (("cube", spec.cube), ("vector", spec.vector), ("latency", spec.latency),
+                    ("bandwidth", spec.bandwidth), *((f"buffers.{b}", x) for b, x in spec.buffers)):
+        for f, x in vars(v).items():
+            if not isinstance(x, int) or isinstance(x, bool) or x < 0:
+                bad(f"{name}.{f} must be a non-negative integer, got {x!r}")
     if spec.ai_core_count < 1 or spec.clock_mhz < 1 or spec.event_ids < 1:
         bad("ai_core_count, clock_mhz and sync.event_ids must be >= 1")
+    if spec.gm_bytes < 1 or spec.max_block_dim < 1:
+        bad("gm_bytes and max_block_dim must be >= 1")
     if not 0 <= spec.reserved_event_ids < spec.event_ids:
         bad("sync.reserved_event_ids must be in [0, event_ids)")
     if spec.coupled:
@@ -209,10 +249,6 @@ def _validate(spec: SocSpec, where: str) -> None:
             bad(f"bandwidth.{f} must be >= 0 (0: no such path)")
     if spec.coupled and bw.l0c_to_ub <= 0:
         bad("a coupled SoC needs bandwidth.l0c_to_ub > 0")
-    for name, v in (("cube", spec.cube), ("vector", spec.vector), ("latency", spec.latency)):
-        for f, x in vars(v).items():
-            if not isinstance(x, int) or x < 0:
-                bad(f"{name}.{f} must be a non-negative integer, got {x!r}")
     for bname, b in spec.buffers:
         if b.size <= 0 or b.align <= 0 or b.size % b.align:
             bad(f"buffer {bname}: size must be a positive multiple of align")

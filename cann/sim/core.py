@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from cann.errors import CannError
@@ -28,7 +29,7 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import L0C_ITEMSIZE, CostModel
-from cann.sim.timing import PIPES, Timing, schedule
+from cann.sim.timing import BUFS, PIPES, Timing, footprints, schedule
 
 _F32 = np.dtype(np.float32)
 _U8 = np.dtype(np.uint8)
@@ -37,6 +38,38 @@ _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
+_UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
+_MAX_SLAB = 64 << 20  # bytes of the padded feature-map window one img2col may build (a simulator limit)
+#: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
+_EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
+             _F32: (np.dtype(np.uint32), 0x7F800000)}
+#: vector instructions that can overflow: turn finite operands into inf/NaN (a division by zero, log 0
+#: or the root of a negative number is not an overflow)
+_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vrec"})
+#: the divisor's operand index in a plan's views (dst, src0, src1, scalar)
+_DIVISOR = {"vdiv": 2, "vrec": 1}
+
+
+def _written_dtype(ins: isa.Instr) -> np.dtype | None:
+    """The dtype of what ``ins`` writes to UB, when it computes (DMA and compares: None)."""
+    g, v = ins.defn.group, ins.values
+    if g in ("vector", "reduce", "broadcast", "select", "fixpipe"):
+        return isa.DTYPES.get(v[0])
+    if g == "vconv":
+        return np.dtype(np.float16) if ins.defn.mnemonic == "vconv_f322f16" else _F32
+    if g == "convert":
+        return isa.DTYPES.get(v[1])
+    return None
+
+
+def nonfinite(a: np.ndarray) -> bool:
+    """Whether float array ``a`` (any strides) holds an inf or NaN; False for other dtypes.
+    Reads the exponent bits (several times faster than ``np.isfinite`` on float16)."""
+    bits = _EXP_BITS.get(a.dtype)
+    if bits is None or a.size == 0:
+        return False
+    u, mask = bits
+    return int(np.bitwise_and(a.view(u), u.type(mask)).max()) == mask
 
 
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "ge": np.greater_equal,
@@ -99,10 +132,17 @@ class KernelStats:
     problems: list[tuple[str, str]] = field(default_factory=list)
     program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
     executed_macs: int = 0  # m*k*n summed over the mmad instructions run (padding included)
+    #: float overflow: index of the first instruction that produced inf/NaN from finite operands, when
+    #: the kernel then wrote inf/NaN to GM (an inf that stays on chip, as exp(-x) in a sigmoid, is not
+    #: reported); else None
+    overflow: int | None = None
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
-    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller)."""
+    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller; the stride of a
+    dimension of size 1 is never used, so it is not passed on: it may be any field value)."""
+    if 1 in shape:
+        strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
     return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
 
 
@@ -134,6 +174,10 @@ class AICore:
         #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them)
         self.regs: list[int] = [0] * isa.SCALAR_REGS
         self.reg_trace: list[int] = []  # register value of each copy_gm_to_ub_reg run (for the timing model)
+        #: overflow detection: handlers set ``_ovf_hit`` when ``_ovf_watch`` and a result is inf/NaN from
+        #: finite operands; run() records the first such instruction and stops watching
+        self._ovf_watch = False
+        self._ovf_hit = False
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -156,14 +200,17 @@ class AICore:
         return cm
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
-            kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1) -> KernelStats:
+            kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,
+            detect_overflow: bool = True) -> KernelStats:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
         ``args[i]`` is the GM byte offset bound to kernel argument ``i``. ``checks``: "error"
         (default), "warn" (report races, deadlocks and double sets as :class:`SimWarning` and in
         ``KernelStats.problems``) or "off" (no race detector; sync errors still raise).
-        ``active_cores``: cores of the launch sharing the GM bandwidth.
+        ``active_cores``: cores of the launch sharing the GM bandwidth. ``detect_overflow``: record in
+        ``KernelStats.overflow`` the first instruction producing inf/NaN from finite operands when the
+        kernel then writes inf/NaN to GM.
 
         Raises:
             SimError: the first invalid instruction (bounds, alignment, field values); with
@@ -176,21 +223,29 @@ class AICore:
         self.reg_trace = []
         execs = self._exec
         i = -1
+        origin = overflow = None
+        self._ovf_watch, self._ovf_hit = detect_overflow, False
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
                     execs[ins.defn.mnemonic](ins.values)
+                    if self._ovf_hit:
+                        origin, self._ovf_hit, self._ovf_watch = i, False, False
+                    elif origin is not None and overflow is None and ins.defn.mnemonic == "copy_ub_to_gm" and \
+                            self._writes_nonfinite(instrs, i):
+                        overflow = origin
         except _Fault as e:
             raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
         finally:
             self.gm = np.zeros(0, np.uint8)
+            self._ovf_watch = False
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
         t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace)
         macs = sum(v[4] * v[5] * v[6] for v in (ins.values for ins in instrs if ins.defn.mnemonic == "mmad"))
         return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
-                           sum(t.busy), t, t.problems, instrs, macs)
+                           sum(t.busy), t, t.problems, instrs, macs, overflow)
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -414,15 +469,19 @@ class AICore:
             ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
             p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
             wp = fw + pl + pr
+            if (cb - ca) * (p1 - p0) * wp * c0 * isz > _MAX_SLAB:
+                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
+                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
             slab = np.zeros((cb - ca, p1 - p0, wp, c0), dt)
             r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
             if r1 > r0:
                 fm = _view(self.bufs["l1"], src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
                 slab[:, r0 - p0:r1 - p0, pl:pl + fw] = fm[ca:cb, r0 - pt:r1 - pt]
             s = slab.strides
+            shape = (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+            strides = (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3])  # unused (maybe huge) at size 1
             win = np.lib.stride_tricks.as_strided(
-                slab, (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0),
-                (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3]), writeable=False)
+                slab, shape, tuple(0 if n == 1 else st for n, st in zip(shape, strides)), writeable=False)
             m = np.arange(m_start, m_hi)
             rows = win[:, m // wo - oh0, m % wo]  # (c1', M, kh, kw, c0)
             rows = rows.transpose(1, 0, 2, 3, 4).reshape(m_hi - m_start, -1)
@@ -477,6 +536,31 @@ class AICore:
         s = _view(self.bufs["l0c"], src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
         d = _view(self.bufs["ub"], dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
         np.copyto(d, s, casting="unsafe")
+        self._watch(d, s)
+
+    def _writes_nonfinite(self, instrs: list[isa.Instr], i: int) -> bool:
+        """Whether copy_ub_to_gm ``instrs[i]`` copied inf/NaN out: its UB bytes read as the float dtype of
+        the latest earlier instruction writing them (none, or not a float: False)."""
+        _, _, src, nburst, burst, ss, _ = instrs[i].values
+        hi = src + (nburst - 1) * ss + burst
+        fps = footprints(self.spec)
+        for j in range(i - 1, -1, -1):
+            ins = instrs[j]
+            accs = fps[ins.defn.mnemonic](ins.values, self.args)[0]
+            if not any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs):
+                continue
+            dt = _written_dtype(ins)
+            if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
+                return False
+            data = _view(self.bufs["ub"], src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt)
+            return nonfinite(data)
+        return False
+
+    def _watch(self, dst: np.ndarray, *srcs: np.ndarray) -> None:
+        """Overflow detection: flag ``dst`` holding inf/NaN while no source does (sources not
+        overwritten by the instruction: an in-place operation checks its sources beforehand)."""
+        if self._ovf_watch and nonfinite(dst) and not any(nonfinite(x) for x in srcs):
+            self._ovf_hit = True
 
     # -----------------------------------------------------------------------------------------
     # vector
@@ -579,10 +663,16 @@ class AICore:
         # validated operand views per distinct field tuple: the buffers are never reallocated, so a
         # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
         plans: dict[tuple, list] = {}
+        # overflow detection: the plan's float views, and whether the destination overlaps a source
+        watched: dict[tuple, tuple[bool, bool]] = {}
+        watch_op = m in _CAN_OVERFLOW
+        divisor = _DIVISOR.get(m)
 
         def run(v) -> None:
             plan = plans.get(v)
             if plan is not None:
+                if watch_op and self._ovf_watch and watched[v][0]:
+                    return checked(plan, watched[v][1])
                 for views in plan:
                     op(*views)
                 return
@@ -601,9 +691,24 @@ class AICore:
             plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
             if len(plans) >= _PLAN_CACHE:
                 plans.clear()
+                watched.clear()
             plans[v] = plan
+            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0], x) for p in plan for x in p[1:-1]))
+            if watch_op and self._ovf_watch and watched[v][0]:
+                return checked(plan, watched[v][1])
             for views in plan:
                 op(*views)
+
+        def checked(plan, alias: bool) -> None:
+            # operands are checked after the op unless the destination overlaps them
+            srcs = [x for p in plan for x in p[1:-1]]
+            bad_in = alias and any(nonfinite(x) for x in srcs)
+            for views in plan:
+                op(*views)
+            if any(nonfinite(p[0]) for p in plan) and not bad_in and all(np.isfinite(p[-1]) for p in plan) and \
+                    (alias or not any(nonfinite(x) for x in srcs)):
+                # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
+                self._ovf_hit = divisor is None or any(np.any(~np.isfinite(p[0]) & (p[divisor] != 0)) for p in plan)
 
         return run
 
@@ -620,6 +725,12 @@ class AICore:
         self._onchip("ub", "src0", s0, (repeat - 1) * s0r * bb + mask * sdt.itemsize)
         s = _view(ub, s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
         d = _view(ub, dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
+        if ddt.itemsize < sdt.itemsize and self._ovf_watch:
+            bad = nonfinite(s)
+            np.copyto(d, s, casting="unsafe")
+            if not bad:
+                self._watch(d)
+            return
         np.copyto(d, s, casting="unsafe")
 
     def _contiguous(self, what: str, base: int, rep: int, repeat: int, mask: int, dt: np.dtype) -> np.ndarray:
@@ -657,7 +768,10 @@ class AICore:
             raise _Fault(f"mask {mask} outside [1, {n}]")
         s = self._contiguous("src0", s0, s0r, repeat, mask, sdt)
         d = self._contiguous("dst", dst, dr, repeat, mask, ddt)
+        bad = self._ovf_watch and ddt in _EXP_BITS and nonfinite(s)
         np.copyto(d, convert(s, ddt, isa.ROUND_MODES[rnd]), casting="unsafe")
+        if ddt in _EXP_BITS and not bad:
+            self._watch(d)
 
     def _reduce(self, v, is_max: bool) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
@@ -670,7 +784,10 @@ class AICore:
             p = p.reshape(repeat, -1)
             r = p.max(axis=1) if is_max else p.sum(axis=1, dtype=_F32)
             acc = r if acc is None else (np.maximum(acc, r) if is_max else acc + r)
-        np.copyto(_view(self.bufs["ub"], dst, (repeat,), (isz,), dt), acc, casting="unsafe")
+        d = _view(self.bufs["ub"], dst, (repeat,), (isz,), dt)
+        np.copyto(d, acc, casting="unsafe")
+        if not is_max:  # a float32 sum narrowed to float16 may overflow
+            self._watch(d, acc)
 
     def _vbrcb(self, v) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v

@@ -14,24 +14,28 @@ every :func:`run_model` call, so a model's results never depend on an earlier ru
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from cann.codegen.om import LaunchWork, OfflineModel
-from cann.errors import CannError, Diagnostic
+from cann.codegen.om import FP16_PRECISION_MODES, LaunchWork, OfflineModel, validate
+from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
-from cann.sim.core import AICore, KernelStats
+from cann.sim.core import AICore, KernelStats, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES
 
-try:  # SPMD control instructions (block_offset, block_if): resolved per core before it runs
-    from cann.sim.spmd import specialize
-except ImportError:  # pragma: no cover - an ISA without them: every core runs the same stream
-    def specialize(prog, block_idx, args):
-        return prog, args
+from cann.sim.spmd import check_control, dynamic_instructions, specialize
+
+#: the most instructions one run_model call executes, summed over launches and blocks (counted from
+#: the loop counts before anything runs: docs/om-format.md, "Running"); about 13 times the light
+#: VGG-19's 299038 -- a model over it is refused rather than simulated for hours
+MAX_DYNAMIC_INSTRUCTIONS = 4_000_000
 
 _CUBE_PIPES = {isa.Pipe.M, isa.Pipe.MTE1}
+_FLOATS = {isa.DTYPES[0], isa.DTYPES[1], isa.DTYPES[9]}  # float16, float32, bfloat16
 
 
 #: msprof PipeUtilization columns: (column, core kind, pipe) -- kind "aic" for cube-side pipes,
@@ -144,6 +148,8 @@ class RunStats:
     soc: str = ""
     clock_mhz: int = 1
     problems: list[tuple[str, str]] = field(default_factory=list)
+    #: the first float overflow (location, message): a kernel producing inf/NaN from finite operands
+    overflow: tuple[str, str] | None = None
 
     @property
     def launches(self) -> list[LaunchStats]:
@@ -227,11 +233,8 @@ def _place_inputs(om: OfflineModel, inputs: dict[str, np.ndarray], gm: np.ndarra
             problems.append((f"input '{t.name}'", f"shape mismatch: expected {tuple(t.shape)}, got {tuple(a.shape)}"))
             continue
         if a.dtype != want:
-            if a.dtype == np.float64 and want.kind == "f":
-                a = a.astype(want)
-            else:
-                problems.append((f"input '{t.name}'", f"dtype mismatch: expected {want}, got {a.dtype}"))
-                continue
+            problems.append((f"input '{t.name}'", f"dtype mismatch: expected {want}, got {a.dtype}"))
+            continue
         raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
         gm[t.gm_offset:t.gm_offset + raw.size] = raw
     if problems:
@@ -277,49 +280,83 @@ def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, 
                        sum(r.executed_macs for r in runs), ideal_cycles(work, spec))
 
 
-def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *,
-              sim_checks: str = "error") -> tuple[dict[str, np.ndarray], RunStats]:
+def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats,
+                      kernel_nodes: dict[str, list[str]] | None) -> tuple[str, str]:
+    nodes = (kernel_nodes or {}).get(name)
+    where = f"kernel '{name}'" + (f" (model nodes {', '.join(nodes)})" if nodes else "")
+    ins = run.program[run.overflow]
+    msg = (f"float overflow: launch {li} wrote inf/NaN computed from finite operands (first at instruction "
+           f"{run.overflow} `{ins.defn.mnemonic}`)")
+    if om.precision_mode in FP16_PRECISION_MODES:
+        msg += (f"; precision_mode {om.precision_mode} computes in float16 (largest finite value 65504): "
+                f"compile with --precision_mode must_keep_origin_dtype to keep float32")
+    return where, msg
+
+
+def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
+              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS,
+              kernel_nodes: dict[str, list[str]] | None = None) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
 
-    Inputs must match the declared shape and dtype exactly, except that float64 arrays are cast to
-    the declared float dtype. ``sim_checks``: "error" (default) makes races, deadlocking waits and
-    flags set twice errors; "warn" reports them as :class:`cann.sim.timing.SimWarning` warnings
-    (also in ``RunStats.problems``) and goes on; "off" skips the race detector.
+    Inputs must match the declared shape and dtype exactly (as onnxruntime requires).
+    ``sim_checks``: "error" (default) makes races, deadlocking waits and flags set twice errors;
+    "warn" reports them as :class:`cann.sim.timing.SimWarning` warnings (also in
+    ``RunStats.problems``) and goes on; "off" skips the race detector. ``max_instructions``: the
+    most instructions the run may execute over all launches and blocks, plus one per block (its
+    setup), counted from the loop counts before anything runs. The first kernel producing inf/NaN from finite operands (float overflow) is reported as
+    a :class:`cann.errors.FloatOverflowWarning` (and in ``RunStats.overflow``), naming its model
+    nodes when ``kernel_nodes`` (kernel name -> node names, the fusion report's) has them: the first
+    kernel that writes inf/NaN to GM after one of its instructions turned finite operands into
+    inf/NaN, in a run whose inputs are all finite.
 
     Raises:
-        CannError: bad inputs (naming each input, expected vs got), an undecodable kernel, a kernel
-            mixing cube and vector work on a separated SoC, a bad ``sim_checks``.
+        CannError: an invalid model (:func:`cann.codegen.om.validate`), more than
+            ``max_instructions`` instructions, a global-memory arena this host cannot allocate, bad
+            inputs (naming each input, expected vs got), a kernel mixing cube and vector work on a
+            separated SoC, a bad ``sim_checks``.
         SimError: an invalid instruction (bounds, alignment, fields), located at the instruction;
             with ``sim_checks="error"`` a race, deadlock or double set.
     """
     if sim_checks not in CHECK_MODES:
         raise CannError("--sim-checks", f"must be one of {', '.join(CHECK_MODES)}, got '{sim_checks}'")
+    validate(om, "<model>", code=False)
     spec = load_soc(om.soc_version)
-    gm = np.zeros(om.gm_size, np.uint8)
-    if om.weights:
-        w = np.frombuffer(om.weights, np.uint8)
-        if om.weights_offset < 0 or om.weights_offset + w.size > gm.size:
-            raise CannError("<model>", f"weights [{om.weights_offset}, +{w.size}) outside gm_size {om.gm_size}")
-        gm[om.weights_offset:om.weights_offset + w.size] = w
-    _place_inputs(om, inputs, gm)
-
-    cores: dict[tuple[str, int], AICore] = {}
     decoded: dict[int, tuple[list[isa.Instr], str]] = {}
-    stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
+    instrs = blocks = 0
     for li, la in enumerate(om.launches):
-        if not 0 <= la.kernel < len(om.kernels):
-            raise CannError(f"launch {li}", f"kernel index {la.kernel} outside [0, {len(om.kernels)})")
         k = om.kernels[la.kernel]
-        if len(la.args) != k.num_args:
-            raise CannError(f"launch {li}", f"{len(la.args)} arguments for kernel '{k.name}' taking {k.num_args}")
-        entry = decoded.get(la.kernel)
-        if entry is None:
+        if la.kernel not in decoded:
             try:
                 prog = isa.decode(k.code)
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"cannot decode: {e}") from None
-            entry = decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
-        prog, kind = entry
+            try:
+                check_control(prog, k.num_args)
+            except ValueError as e:
+                raise CannError(f"kernel '{k.name}'", str(e)) from None
+            decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
+        instrs += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
+        blocks += k.block_dim
+        if instrs + blocks > max_instructions:
+            raise CannError("<model>", f"the launches up to launch {li} ('{k.name}') execute {instrs} instructions "
+                                       f"in {blocks} blocks, over the simulator's budget of {max_instructions} "
+                                       f"instructions + blocks (docs/om-format.md, \"Running\")")
+    try:
+        gm = np.zeros(om.gm_size, np.uint8)
+    except MemoryError:
+        raise CannError("<model>", f"cannot allocate the {om.gm_size}-byte global-memory arena on this host") from None
+    if om.weights:
+        w = np.frombuffer(om.weights, np.uint8)
+        gm[om.weights_offset:om.weights_offset + w.size] = w
+    _place_inputs(om, inputs, gm)
+    # overflow detection needs finite inputs (an inf given is not an overflow of the model's)
+    detect = all(np.dtype(t.dtype) not in _FLOATS or not nonfinite(np.asarray(inputs[t.name])) for t in om.inputs)
+
+    cores: dict[tuple[str, int], AICore] = {}
+    stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
+    for li, la in enumerate(om.launches):
+        k = om.kernels[la.kernel]
+        prog, kind = decoded[la.kernel]
         ncores = spec.core_count("aiv" if kind == "aiv" else "aic")
         active = min(k.block_dim, ncores)
         runs: list[KernelStats] = []
@@ -333,17 +370,21 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *,
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
             runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",
-                                 checks=sim_checks, active_cores=active))
+                                 checks=sim_checks, active_cores=active, detect_overflow=detect))
             stats.problems += runs[-1].problems
+            if stats.overflow is None and runs[-1].overflow is not None:
+                stats.overflow = _overflow_message(om, li, k.name, runs[-1], kernel_nodes)
         waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
         ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves, la.work)
         stats.kernels.append(ls)
         stats.cycles += ls.cycles
         stats.instructions += ls.instructions
 
+    if stats.overflow is not None:
+        warnings.warn(": ".join(stats.overflow), FloatOverflowWarning, stacklevel=2)
     outputs = {}
     for t in om.outputs:
         dt = np.dtype(t.dtype)
-        n = int(np.prod(t.shape, dtype=np.int64))
+        n = math.prod(t.shape)
         outputs[t.name] = gm[t.gm_offset:t.gm_offset + n * dt.itemsize].view(dt).reshape(t.shape).copy()
     return outputs, stats

@@ -12,6 +12,11 @@ instructions:
   ``i``, so the body is written once however many tiles it walks over.
 
 The control instructions stay in the stream (they cost scalar cycles).
+
+:func:`check_control` validates a kernel's control structure and :func:`dynamic_instructions`
+counts the instructions a launch executes over all its blocks from the loop counts and block
+ranges, in time proportional to the code's size (never expanding a loop), so a runner can refuse
+an absurd amount of work before it allocates or expands anything.
 """
 
 from __future__ import annotations
@@ -70,12 +75,72 @@ def _expand_loops(prog: list[isa.Instr]) -> list[isa.Instr]:
             inner.append(b)
         flat = _expand_loops(inner)
         out.append(ins)
-        for it in range(ins.count):
+        for it in range(ins.count if flat else 0):  # an empty body: nothing to repeat, however many times
             shift = {a: it * s for a, s in offsets.items()}
             out.extend(flat if not shift or it == 0 else [_shifted(x, shift) for x in flat])
         out.append(prog[j - 1])
         i = j
     return out
+
+
+_OPEN = {"loop_begin": "loop_end", "block_if": "block_endif"}
+_CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def check_control(prog: list[isa.Instr], num_args: int) -> None:
+    """Check the SPMD control instructions of a kernel taking ``num_args`` GM arguments.
+
+    ``loop_begin``/``loop_end`` and ``block_if``/``block_endif`` nest properly with each other,
+    loop counts are >= 0, and ``block_offset``/``loop_offset`` name an existing argument.
+
+    Raises:
+        ValueError: the first violation, naming the instruction index.
+    """
+    stack: list[tuple[str, int]] = []
+    for i, ins in enumerate(prog):
+        m = ins.defn.mnemonic
+        if m in _OPEN:
+            if m == "loop_begin" and ins.count < 0:
+                raise ValueError(f"instruction {i}: loop_begin count {ins.count} is negative")
+            stack.append((m, i))
+        elif m in _CLOSE:
+            if not stack or stack[-1][0] != _CLOSE[m]:
+                inner = f" inside the {stack[-1][0]} of instruction {stack[-1][1]}" if stack else ""
+                raise ValueError(f"instruction {i}: {m} without a matching {_CLOSE[m]}{inner}")
+            stack.pop()
+        elif m in ("block_offset", "loop_offset") and not 0 <= ins.arg < num_args:
+            raise ValueError(f"instruction {i}: {m} of kernel argument {ins.arg}, the kernel takes {num_args}")
+    if stack:
+        m, i = stack[-1]
+        raise ValueError(f"instruction {i}: {m} without a matching {_OPEN[m]}")
+
+
+def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:
+    """Instructions executed by a launch of ``prog`` on ``block_dim`` blocks, summed over the blocks
+    (what :func:`specialize` yields per block), computed from the loop counts and the block_if
+    ranges in one pass over ``prog``. ``prog`` must pass :func:`check_control`."""
+    total = 0
+    mult, lo, hi = 1, 0, block_dim  # product of the enclosing loops' counts; blocks executing here
+    once = 1  # the product outside the innermost loop: its control instructions run once per entry
+    stack: list[tuple[int, int, int, int]] = []
+    for ins in prog:
+        m = ins.defn.mnemonic
+        if m in _OPEN:
+            stack.append((mult, lo, hi, once))
+            if m == "block_if":
+                lo, hi = max(lo, ins.lo), min(hi, ins.hi)
+        blocks = max(0, hi - lo)
+        if m == "loop_begin":
+            total += mult * blocks
+            once, mult = mult, mult * ins.count
+        elif m in _CLOSE:
+            mult, lo, hi, once = stack.pop()
+            total += mult * max(0, hi - lo) if m == "loop_end" else mult * blocks
+        elif m == "loop_offset":
+            total += once * blocks
+        else:
+            total += mult * blocks
+    return total
 
 
 def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> tuple[list[isa.Instr], tuple[int, ...]]:

@@ -1,16 +1,18 @@
 """``cann-run``: run an offline model (``.om``) on the simulated Ascend AI Core.
 
-    cann-run model.om                                   # seeded standard-normal inputs
+    cann-run model.om                                   # seeded generated inputs (it says which)
     cann-run model.om --input x=x.npy --output out.npz
     cann-run model.om --input inputs.npz --compare model.onnx
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
-``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1.
+``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1. Inputs must
+have the declared dtypes exactly; a float overflow in the run is one ``warning:`` line.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -22,21 +24,52 @@ import click
 import ml_dtypes
 import numpy as np
 
-from cann.errors import CannError
+from cann.codegen.om import FP16_PRECISION_MODES
+from cann.errors import CannError, FloatOverflowWarning
 from cann.fileio import atomic_output
 from cann.tools._cli import run_command
 
-FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
+_NPY_MAGIC, _ZIP_MAGIC = b"\x93NUMPY", b"PK\x03\x04"
+
+
 def _load_array_file(path: str):
+    """An array (.npy) or the arrays of an archive (.npz, a dict by member name); never unpickles (a
+    pickled object array is an error)."""
     try:
-        return np.load(path, allow_pickle=False)
+        with open(path, "rb") as f:
+            head = f.read(6)
     except FileNotFoundError:
         raise CannError(path, "no such file") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise CannError(path, f"cannot read as .npy/.npz: {e}") from None
+    except OSError as e:
+        raise CannError(path, f"cannot read: {e.strerror or e}") from None
+    if not head.startswith((_NPY_MAGIC, _ZIP_MAGIC)):
+        raise CannError(path, "not a .npy or .npz file (it starts with neither the NumPy nor the zip magic)")
+    what = path
+    try:
+        data = np.load(path, allow_pickle=False)
+        if isinstance(data, np.ndarray):
+            return data
+        with data:  # an .npz: read every member now, so a bad one is reported here
+            out = {}
+            for key in data.files:
+                what = f"{path}: member '{key}'"
+                out[key] = data[key]
+            return out
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise CannError(what, "holds Python objects (a pickled array): save numeric arrays with np.save") from None
+        raise CannError(what, f"cannot read as .npy/.npz: {_first_line(e)}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise CannError(what, f"cannot read as .npy/.npz: {_first_line(e)}") from None
+    except Exception as e:  # noqa: BLE001 - numpy parses the header with tokenize/ast and may raise anything
+        raise CannError(what, f"cannot read as .npy/.npz: {type(e).__name__}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0]
 
 
 def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
@@ -57,7 +90,7 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
             raise CannError(spec, f"'{name}' is not an input of the model (inputs: {', '.join(names)})")
         if sep and name in names:
             data = _load_array_file(path)
-            if not isinstance(data, np.ndarray):
+            if isinstance(data, dict):
                 raise CannError(path, f"expected a .npy array for input '{name}', got an .npz archive")
             put(name, data, path)
             continue
@@ -68,9 +101,8 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
                                       f"inputs: use --input NAME={spec}")
             put(names[0], data, spec)
         else:
-            with data:
-                for key in data.files:
-                    put(key, data[key], spec)
+            for key, value in data.items():
+                put(key, value, spec)
     missing = [n for n in names if n not in given]
     if missing:
         raise CannError("--input", f"no value for model input(s): {', '.join(missing)}")
@@ -78,18 +110,16 @@ def gather_inputs(specs: Sequence[str], model_inputs) -> dict[str, np.ndarray]:
 
 
 def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> dict[str, np.ndarray]:
-    """Check shapes and dtypes against the model (one diagnostic per bad input). As ``Model.run``
-    does, float64 arrays are cast to a declared float dtype; the returned dict holds what runs."""
+    """Check shapes and dtypes against the model (one diagnostic per bad input, naming the input,
+    the expected shape and dtype and the given ones). As ``Model.run`` and onnxruntime, the dtype
+    must be the declared one (nothing is cast); the only conversion is that a saved bfloat16 array,
+    which loads back as raw 2-byte records, is viewed as bfloat16. Returns what runs."""
     problems, checked = [], {}
     for t in model_inputs:
         a = np.asarray(inputs[t.name])
         want = np.dtype(t.dtype)
-        if a.dtype == np.float64 and want.kind == "f":
-            a = a.astype(want)
-        elif want == BF16 and a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.shape == tuple(t.shape):
+        if want == BF16 and a.dtype.kind == "V" and a.dtype.itemsize == 2 and a.shape == tuple(t.shape):
             a = a.view(BF16)  # np.save of a bfloat16 array loads back as raw 2-byte records
-        elif want == BF16 and a.dtype.kind == "f":
-            a = a.astype(BF16)  # float inputs round to nearest even
         if tuple(a.shape) != tuple(t.shape) or a.dtype != want:
             problems.append(CannError(t.name, f"expected shape {tuple(t.shape)} {t.dtype}, got shape "
                                               f"{tuple(a.shape)} {np.asarray(inputs[t.name]).dtype}").diagnostics[0])
@@ -99,20 +129,36 @@ def check_inputs(inputs: dict[str, np.ndarray], model_inputs) -> dict[str, np.nd
     return checked
 
 
-def random_inputs(model_inputs, seed: int) -> dict[str, np.ndarray]:
+def random_inputs(model_inputs, seed: int) -> tuple[dict[str, np.ndarray], list[str]]:
     """Standard-normal floats (drawn in float32, as ``cann.testing.random_inputs``), integers uniform
-    in [0, 10), booleans fair coins; one seeded stream over the inputs in order."""
+    in [0, 10), booleans fair coins; one seeded stream over the inputs in order. Returns the inputs
+    and, per input, what it got (``"x: standard normal float32"``)."""
     rng = np.random.default_rng(seed)
-    out = {}
+    out, got = {}, []
     for t in model_inputs:
         dt = np.dtype(t.dtype)
         if dt.kind == "f" or dt == BF16:
             out[t.name] = rng.standard_normal(t.shape, dtype=np.float32).astype(dt)
+            got.append(f"{t.name}: standard normal {t.dtype}")
         elif dt.kind in "iu":
             out[t.name] = rng.integers(0, 10, size=t.shape).astype(dt)
+            got.append(f"{t.name}: integers in [0, 10) {t.dtype}")
         else:
             out[t.name] = rng.random(t.shape) < 0.5
-    return out
+            got.append(f"{t.name}: fair-coin {t.dtype}")
+    return out, got
+
+
+def _at_least(value: int | None, low: int) -> int | None:
+    if value is not None and value < low:
+        raise click.BadParameter(f"must be >= {low}, got {value}")
+    return value
+
+
+def _tolerance(ctx, param, value):
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"must be a finite number >= 0, got {value}")
+    return value
 
 
 def summary(name: str, a: np.ndarray) -> str:
@@ -182,10 +228,11 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.argument("om", metavar="MODEL.om")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=FILE.npy | FILE.npz | FILE.npy",
               help="Input values (repeatable). Default: seeded standard-normal inputs.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+@click.option("--seed", type=int, callback=lambda c, p, v: _at_least(v, 0), default=0, show_default=True,
+              help="Seed of the generated inputs (>= 0).")
 @click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
-@click.option("--tolerance", type=float, help="Largest rel_l2_err accepted by --compare "
+@click.option("--tolerance", type=float, callback=_tolerance, help="Largest rel_l2_err accepted by --compare "
               "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
 @click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
               "GM bytes, the compiled bound and its binding resource, model / executed MACs, the ideal bound "
@@ -194,7 +241,11 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--trace", metavar="PATH", help="Write a Chrome trace-event JSON timeline (opens in Perfetto).")
 @click.option("--sim-checks", type=click.Choice(["error", "warn", "off"]), default="error", show_default=True,
               help="Simulator race/deadlock/double-set checks: errors, warnings, or no race detector.")
-def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks) -> int:
+@click.option("--max-instructions", type=int, callback=lambda c, p, v: _at_least(v, 1), default=None,
+              help="The simulation's work budget: instructions executed over all launches and blocks, plus one "
+                   "per block (default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
+def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
+        max_instructions) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
 
@@ -208,19 +259,23 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
     else:
-        inputs = random_inputs(model.inputs, seed)
-        print(f"note: no --input given: using standard-normal inputs (seed {seed})", file=sys.stderr)
+        inputs, got = random_inputs(model.inputs, seed)
+        print(f"note: no --input given: generated inputs (seed {seed}): {'; '.join(got) or 'none'}", file=sys.stderr)
     inputs = check_inputs(inputs, model.inputs)
-    if sim_checks == "error":
-        outputs = model.run(inputs)
-    else:
-        from cann.sim.timing import SimWarning
+    kw = {} if max_instructions is None else {"max_instructions": max_instructions}
+    if sim_checks != "error":
+        kw["sim_checks"] = sim_checks
+    from cann.sim.timing import SimWarning
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SimWarning)
-            outputs = model.run(inputs, sim_checks=sim_checks)
-        for loc, msg in getattr(model.last_run, "problems", ()):
-            print(f"warning: {loc}: {msg}", file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimWarning)
+        warnings.simplefilter("ignore", FloatOverflowWarning)
+        outputs = model.run(inputs, **kw)
+    for loc, msg in getattr(model.last_run, "problems", ()):
+        print(f"warning: {loc}: {msg}", file=sys.stderr)
+    overflow = getattr(model.last_run, "overflow", None)
+    if overflow:
+        print(f"warning: {overflow[0]}: {overflow[1]}", file=sys.stderr)
     outputs = {t.name: np.asarray(outputs[t.name]).astype(t.dtype, copy=False) for t in model.outputs}
     for name, a in outputs.items():
         print(summary(name, a))
@@ -231,7 +286,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             from cann.codegen.om import read_om
 
             precision = read_om(om).precision_mode
-        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_MODES else 1e-4)
+        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_PRECISION_MODES else 1e-4)
         refs = reference_outputs(sess, compare, inputs, list(outputs))
         for name, y in outputs.items():
             r = refs[name]

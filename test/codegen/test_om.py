@@ -23,6 +23,11 @@ from cann.codegen.om import (
     write_om,
 )
 from cann.errors import CannError
+from cann.hw import isa
+
+CODE = isa.encode([isa.make("block_offset", arg=1, stride=64), isa.make("loop_begin", count=3),
+                   isa.make("loop_offset", arg=2, stride=32), isa.make("pipe_barrier", pipe=6),
+                   isa.make("loop_end")])
 
 
 def small_model() -> OfflineModel:
@@ -34,7 +39,7 @@ def small_model() -> OfflineModel:
         gm_size=4096,
         weights_offset=1024,
         weights=bytes(range(200)) * 3,
-        kernels=(Kernel("conv_0", 2, 3, b"\x01\x02\x03\x04" * 5), Kernel("gemm_1", 1, 2, b"")),
+        kernels=(Kernel("conv_0", 2, 3, CODE), Kernel("gemm_1", 1, 2, b"")),
         launches=(Launch(0, (0, 1024, 2048), LaunchWork(2 ** 40 + 3, 2, 5, 6, 7, 2 ** 33)), Launch(1, (2048, 256)),
                   Launch(0, (2048, 1100, 3000), LaunchWork(model_macs=9, cube_itemsize=4))),
     )
@@ -132,24 +137,70 @@ def test_checksum_checked_before_parsing_payload():
     _reject(bytes(data), "checksum mismatch")
 
 
+def _code(*instrs) -> bytes:
+    return isa.encode([isa.make(m, **f) for m, f in instrs])
+
+
+K1 = Kernel("gemm_1", 1, 2, b"")
+BAD = "inconsistent .om: "
+
+
 @pytest.mark.parametrize(
-    "change, fragment",
+    "change, message",
     [
-        (dict(launches=(Launch(5, ()),)), "launch 0 names kernel 5"),
-        (dict(launches=(Launch(1, (1,)),)), "passes 1 arguments"),
-        (dict(launches=(Launch(1, (0, 4096)),)), "outside gm_size"),
-        (dict(gm_size=1000), "outside gm_size"),
-        (dict(inputs=(IoTensor("x", (1, 1025), "float32", 0),)), "input 'x'"),
-        (dict(outputs=(IoTensor("y", (2,), "nonsense", 0),)), "unknown dtype"),
-        (dict(outputs=(IoTensor("y", (2,), "object", 0),)), "unknown dtype"),
-        (dict(outputs=(IoTensor("y", (-2,), "int8", 0),)), "negative dimension"),
-        (dict(kernels=(Kernel("k", 0, 3, b""), Kernel("g", 1, 2, b""))), "block_dim 0"),
+        # launches against the kernel table and the arena
+        (dict(launches=(Launch(5, ()),)), "launch 0 kernel 5 outside [0, 1] (the last kernel index)"),
+        (dict(kernels=(), launches=(Launch(0, ()),)), "launch 0 kernel 0: no value is valid (the last kernel index is -1)"),
+        (dict(launches=(Launch(1, (1,)),)), "launch 0 passes 1 arguments to kernel 'gemm_1' taking 2"),
+        (dict(launches=(Launch(1, (0, 4096)),)), "launch 0 argument 1 offset 4096 outside gm_size 4096"),
+        # the arena against the SoC's memory, the weights against the arena
+        (dict(gm_size=10**12), "gm_size 1000000000000 outside [0, 34359738368] (the SoC's gm_bytes)"),
+        (dict(gm_size=2**64 - 1), f"gm_size {2**64 - 1} outside [0, 34359738368] (the SoC's gm_bytes)"),
+        (dict(soc_version="Ascend310", gm_size=2**33 + 1), f"gm_size {2**33 + 1} outside [0, 8589934592] (the SoC's gm_bytes)"),
+        (dict(gm_size=1000), "weights_offset 1024 outside [0, 400] (gm_size minus the weights' size)"),
+        (dict(gm_size=500), "the weights need 600 bytes, more than gm_size 500"),
+        # I/O tensors: size, dtype, rank, names
+        (dict(inputs=(IoTensor("x", (1, 1025), "float32", 0),)), "input 'x' (1, 1025) float32 needs 4100 bytes, more than gm_size 4096"),
+        (dict(inputs=(IoTensor("x", (2**62, 4), "float32", 0),)), f"input 'x' ({2**62}, 4) float32 needs {2**66} bytes, more than gm_size 4096"),
+        (dict(outputs=(IoTensor("y", (0, 2**62), "float32", 0),)),  # zero-size, but numpy cannot shape it
+         f"output 'y' (0, {2**62}): its dimensions (zeros counted as 1) span more than the SoC's gm_bytes 34359738368"),
+        (dict(outputs=(IoTensor("y", (2,), "float32", 4090),)), "output 'y' (8 bytes) gm_offset 4090 outside [0, 4088] (gm_size minus its size)"),
+        (dict(outputs=(IoTensor("y", (2,), "nonsense", 0),)), "output 'y' has unknown dtype 'nonsense'"),
+        (dict(outputs=(IoTensor("y", (2,), "object", 0),)), "output 'y' has unknown dtype 'object'"),
+        (dict(outputs=(IoTensor("y", (-2,), "int8", 0),)), "output 'y' has a negative dimension (-2,)"),
+        (dict(outputs=(IoTensor("y", (1,) * 33, "int8", 0),)), "output 'y' has rank 33, more than 32"),
+        (dict(inputs=(IoTensor("x", (1,), "int8", 0), IoTensor("x", (1,), "int8", 8))), "input name 'x' appears twice"),
+        (dict(outputs=(IoTensor("y", (1,), "int8", 0), IoTensor("y", (1,), "int8", 8))), "output name 'y' appears twice"),
+        # strings
+        (dict(precision_mode="fast"), "unknown precision_mode 'fast' (known: force_fp16, allow_fp32_to_fp16, "
+                                      "must_keep_origin_dtype, force_fp32)"),
+        (dict(soc_version="../../elsewhere/bad"), "unknown soc_version '../../elsewhere/bad' (known: Ascend310, "
+                                                  "Ascend910, Ascend910B1)"),
+        (dict(soc_version="Ascend910.toml"), "unknown soc_version 'Ascend910.toml' (known: Ascend310, Ascend910, "
+                                             "Ascend910B1)"),
+        # kernels: block_dim against the SoC, the code's control structure
+        (dict(kernels=(Kernel("k", 0, 3, b""), K1)), "kernel 0 'k' block_dim 0 outside [1, 65535] (the SoC's max_block_dim)"),
+        (dict(kernels=(Kernel("k", 2**32 - 1, 3, b""), K1)),
+         "kernel 0 'k' block_dim 4294967295 outside [1, 65535] (the SoC's max_block_dim)"),
+        (dict(kernels=(Kernel("k", 1, 3, b"\x01\x02\x03"), K1)), "kernel 0 'k': unknown opcode 513 at byte 0"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("loop_begin", dict(count=-1)), ("loop_end", {}))), K1)),
+         "kernel 0 'k': instruction 0: loop_begin count -1 is negative"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("loop_begin", dict(count=2)))), K1)),
+         "kernel 0 'k': instruction 0: loop_begin without a matching loop_end"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("block_if", dict(lo=0, hi=1)), ("loop_end", {}))), K1)),
+         "kernel 0 'k': instruction 1: loop_end without a matching loop_begin inside the block_if of instruction 0"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("block_endif", {}))), K1)),
+         "kernel 0 'k': instruction 0: block_endif without a matching block_if"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("loop_begin", dict(count=2)), ("loop_offset", dict(arg=3)),
+                                              ("loop_end", {}))), K1)),
+         "kernel 0 'k': instruction 1: loop_offset of kernel argument 3, the kernel takes 3"),
     ],
 )
-def test_inconsistent_tables_rejected(change, fragment, tmp_path):
+def test_inconsistent_tables_rejected(change, message, tmp_path):
     # the writer refuses them ...
-    with pytest.raises(CannError, match=fragment):
+    with pytest.raises(CannError) as e:
         write_om(replace(small_model(), **change), tmp_path / "x.om")
+    assert e.value.lines() == [f"error: <model>: {BAD}{message}"]
     assert os.listdir(tmp_path) == []
     # ... and so does the reader, for a file produced by some other tool
     import cann.codegen.om as om
@@ -160,7 +211,7 @@ def test_inconsistent_tables_rejected(change, fragment, tmp_path):
         data = encode_om(replace(small_model(), **change))
     finally:
         om.validate = orig
-    _reject(data, fragment)
+    assert _reject(data).lines() == [f"error: m.om: {BAD}{message}"]
 
 
 def test_atomic_write_missing_directory(tmp_path):
@@ -241,3 +292,57 @@ def test_work_section_with_a_wrong_record_count_is_rejected():
     off, _ = struct.unpack_from("<QQ", data, 32 + 5 * 16)
     struct.pack_into("<I", data, off, 2)
     _reject(_with_fixed_checksum(data), "work section: expected one record per launch (3)")
+
+
+def _entry(data: bytearray, i: int, off: int, size: int) -> None:
+    struct.pack_into("<QQ", data, 32 + 16 * i, off, size)
+
+
+def test_corrupt_header_is_reported_as_corrupt_not_as_a_version():
+    # flipping header bytes makes the version field 4294967293: the checksum tells it is corruption
+    data = bytearray(encode_om(small_model()))
+    for i in range(8, 40):
+        data[i] ^= 0xFF
+    assert _reject(bytes(data)).lines() == [
+        "error: m.om: corrupt .om: checksum mismatch (file truncated or modified; its header claims format "
+        "version 4294967293)"]
+    # a re-signed (well-formed) file of another version is an unsupported version
+    assert _reject(_with_fixed_checksum(data)).lines() == [
+        "error: m.om: unsupported .om format version 4294967293 (this cann reads version 2)"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    # small_model's sections: strings (128, 27), tensors (155, 155), weights (320, 600), kernels (920, 114),
+    # launches (1034, 92), work (1126, 136), trailer at 1262
+    (lambda d: _entry(d, 0, 113, 25), "strings section at file offset 113 (+25 bytes), expected at 128"),
+    (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 155"),
+    (lambda d: _entry(d, 2, 256, 600), "weights section at file offset 256 (+600 bytes), expected at 320"),
+    (lambda d: _entry(d, 4, 1034, 2**64 - 1), f"launches section at file offset 1034 (+{2**64 - 1} bytes), expected at 1034"),
+])
+def test_sections_must_be_where_the_format_puts_them(edit, message):
+    data = bytearray(encode_om(small_model()))
+    edit(data)
+    assert _reject(_with_fixed_checksum(data)).lines() == [
+        f"error: m.om: corrupt .om: {message} inside [128, 1262) (docs/om-format.md)"]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: _entry(d, 5, 1126, 124), "12 bytes between the last section and the trailer"),
+    (lambda d: d.__setitem__(315, 7), "padding before the weights section is not zero"),
+])
+def test_no_bytes_outside_the_sections(edit, message):
+    data = bytearray(encode_om(small_model()))
+    edit(data)
+    assert _reject(_with_fixed_checksum(data)).lines() == [f"error: m.om: corrupt .om: {message}"]
+
+
+@pytest.mark.parametrize("section, count_at, message", [
+    (3, 0, "kernels section: 4294967295 kernels cannot fit in the 110 bytes left (truncated)"),
+    (4, 0, "launches section: 4294967295 launches cannot fit in the 88 bytes left (truncated)"),
+    (1, 0, "tensors section: 4294967295 inputs cannot fit in the 151 bytes left (truncated)"),
+])
+def test_record_counts_are_checked_before_looping(section, count_at, message):
+    data = bytearray(encode_om(small_model()))
+    off, _ = struct.unpack_from("<QQ", data, 32 + 16 * section)
+    struct.pack_into("<I", data, off + count_at, 2**32 - 1)
+    assert _reject(_with_fixed_checksum(data)).lines() == [f"error: m.om: corrupt .om: {message}"]

@@ -491,3 +491,42 @@ def test_repeated_instruction_rereads_memory():
         put(core, "ub", 0, x)
         run([ins, ins], core=core)
         np.testing.assert_array_equal(get(core, "ub", 1024, F32, 64), x * np.float32(3))
+
+
+# ---------------------------------------------------------------------------------------------
+# field values found by fuzzing (test/test_fuzz.py): a clean SimError or the right result
+
+
+def test_img2col_huge_stride_with_one_output_row_is_exact():
+    # stride 2^62 with a single output row and column: the stride is never used (it used to overflow numpy)
+    fm = rnd((1, 3, 3, 16), F16, seed=5)
+    core = AICore(SPEC)
+    put(core, "l1", 0, fm)
+    run([isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, stride_h=2**62, stride_w=2**62,
+                  kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144)],
+        core=core)
+    got = get(core, "l0a", 0, F16, 16 * 144).reshape(1, 9, 16, 16).transpose(0, 2, 1, 3).reshape(16, 144)
+    want = np.zeros((16, 144), F16)
+    want[0] = ref_im2col(fm, (0, 0, 0, 0), (1, 1), (3, 3), (1, 1))[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_img2col_absurd_padding_is_an_error_not_an_allocation():
+    ins = isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, pad_t=2**40, pad_b=2**40,
+                   pad_l=2**40, pad_r=2**40, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1,
+                   m_start=2**40 * (2**41 + 1), m_count=16, k_start=0, k_count=144)
+    with pytest.raises(SimError) as e:
+        run([ins])
+    assert e.value.lines() == [
+        f"error: k: instruction 0 `{ins.asm()}`: the padded window this img2col reads (1 x 3 x {2**41 + 3} x 16 "
+        f"elements) exceeds the simulator's 67108864-byte limit (pads, strides or dilation too large)"]
+
+
+def test_vector_unused_strides_may_be_anything():
+    # repeat 1: the repeat strides are never used (an int64-overflowing value used to crash numpy)
+    x = rnd(128, F16, seed=6)
+    core = AICore(SPEC)
+    put(core, "ub", 0, x)
+    run([isa.make("vadds", dtype=0, dst=1024, src0=0, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                  dst_rep=2**62, src0_rep=2**63 - 1, scalar=1.0)], core=core)
+    np.testing.assert_array_equal(get(core, "ub", 1024, F16, 128), x + F16.type(1))

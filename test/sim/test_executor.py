@@ -43,10 +43,13 @@ def test_run_model_double_twice():
     assert st.instructions == 10 and st.cycles == sum(k.cycles for k in st.kernels) > 0
 
 
-def test_float64_input_is_cast():
-    x = np.arange(256, dtype=np.float64).reshape(2, 128) / 8
-    out, _ = run_model(_double_model(), {"x": x})
-    np.testing.assert_array_equal(out["y"], (x * 2).astype(np.float16))
+@pytest.mark.parametrize("given", [np.float64, np.float32, np.int16, np.uint16, np.bool_])
+def test_input_dtype_must_be_the_declared_one(given):
+    # as onnxruntime: no silent cast (a float64 array used to be cast, a float32 one refused)
+    x = np.ones((2, 128), given)
+    with pytest.raises(CannError) as ei:
+        run_model(_double_model(), {"x": x})
+    assert ei.value.lines() == [f"error: input 'x': dtype mismatch: expected float16, got {np.dtype(given)}"]
 
 
 @pytest.mark.parametrize("inputs,msg", [
@@ -142,3 +145,174 @@ def test_executed_macs_and_ideal_from_the_launch_work():
     assert k.ideal_pct == pytest.approx(100 * 5 / k.cycles)
     assert st.ideal_pct == pytest.approx(100 * 5 / (k.cycles + bare.cycles))
     assert k.profile()["model_macs"] == 4096 * 32 * 5 and k.profile()["compulsory_bytes"] == 3600
+
+
+# -- float overflow detection (CANN's overflow check): inf/NaN from finite operands ---------------
+
+
+def _square_relu_model():
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="square"),
+                           helper.make_node("Relu", ["y"], ["z"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 16])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_fp16_overflow_warns_naming_the_kernel_and_its_nodes():
+    import warnings
+
+    import cann
+
+    x = np.full((2, 16), 300, np.float32)  # 300 * 300 = 90000 > 65504, the largest float16
+    model = cann.compile(_square_relu_model(), precision_mode="force_fp16")
+    with pytest.warns(cann.FloatOverflowWarning) as rec:
+        out = model.run({"x": x})
+    assert np.isinf(out["z"]).all()
+    assert [str(w.message) for w in rec if issubclass(w.category, cann.CannWarning)] == [
+        "kernel 'fused_eltwise_0' (model nodes square, relu): float overflow: launch 1 wrote inf/NaN computed from "
+        "finite operands (first at instruction 2 `vmul`); precision_mode force_fp16 computes in float16 (largest finite value 65504): compile with --precision_mode must_keep_origin_dtype to keep float32"]
+    assert model.last_run.overflow[0] == "kernel 'fused_eltwise_0' (model nodes square, relu)"
+    # must not: values within float16's range, and the same input kept in float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cann.CannWarning)
+        out = model.run({"x": np.full((2, 16), 200, np.float32)})
+        np.testing.assert_array_equal(out["z"], np.full((2, 16), 40000, np.float32))
+        assert model.last_run.overflow is None
+        out = cann.compile(_square_relu_model(), precision_mode="must_keep_origin_dtype").run({"x": x})
+        np.testing.assert_array_equal(out["z"], np.full((2, 16), 90000, np.float32))
+
+
+def test_non_finite_inputs_are_not_an_overflow():
+    import warnings
+
+    import cann
+
+    x = np.full((2, 16), np.inf, np.float32)
+    model = cann.compile(_square_relu_model(), precision_mode="force_fp16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cann.CannWarning)
+        out = model.run({"x": x})
+    assert np.isinf(out["z"]).all() and model.last_run.overflow is None
+
+
+@pytest.mark.parametrize("dst", [2048, 0])  # out of place; in place (dst = src0)
+def test_overflow_found_at_the_instruction_in_place_or_not(dst):
+    # x * 2 three times: 10000 -> 20000 -> 40000 -> 80000 (inf in float16) at the third vmuls (instruction 4)
+    prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=512),
+            isa.make("pipe_barrier", pipe=isa.Pipe.ALL)]
+    prog += [isa.make("vmuls", dtype=0, dst=dst, src0=0 if i == 0 else dst, repeat=2, mask=128, dst_blk=1,
+                      src0_blk=1, dst_rep=8, src0_rep=8, scalar=2.0) for i in range(3)]
+    prog += [isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
+             isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=dst, nburst=1, burst=512)]
+    om = OfflineModel("Ascend910", "must_keep_origin_dtype", (IoTensor("x", (2, 128), "float16", 0),),
+                      (IoTensor("y", (2, 128), "float16", 512),), 4096, 2048, b"",
+                      (Kernel("k", 1, 2, isa.encode(prog)),), (Launch(0, (0, 512)),))
+    from cann.errors import FloatOverflowWarning
+
+    with pytest.warns(FloatOverflowWarning) as rec:
+        out, stats = run_model(om, {"x": np.full((2, 128), 10000, np.float16)})
+    assert np.isinf(out["y"]).all()
+    assert stats.overflow == ("kernel 'k'", "float overflow: launch 0 wrote inf/NaN computed from finite operands "
+                                            "(first at instruction 4 `vmuls`)")
+    assert len(rec) == 1
+
+
+# -- bounded work: counted from the loop counts before anything is allocated or expanded ------------
+
+
+def _loop_model(count: int, block_dim: int = 1) -> OfflineModel:
+    prog = [isa.make("loop_begin", count=count), isa.make("pipe_barrier", pipe=isa.Pipe.ALL),
+            isa.make("pipe_barrier", pipe=isa.Pipe.ALL), isa.make("loop_end")]
+    return OfflineModel("Ascend910", "force_fp16", (), (), 4096, 0, b"",
+                        (Kernel("spin", block_dim, 0, isa.encode(prog)),), (Launch(0, ()), Launch(0, ())))
+
+
+@pytest.mark.parametrize("count, block_dim, total", [
+    (2**40, 1, 2**41 + 2),           # a hardware loop of 2^40 iterations: refused, never expanded
+    (2**20, 4, 4 * (2**21 + 2)),     # the budget counts every block
+    (0, 65535, 65535 * 2),           # empty blocks: each costs one (its setup)
+])
+def test_work_over_the_budget_is_refused_before_running(count, block_dim, total, monkeypatch):
+    import time
+
+    monkeypatch.setattr(np, "zeros", lambda *a, **k: pytest.fail("allocated before the budget check"))
+    t = time.perf_counter()
+    with pytest.raises(CannError) as e:
+        run_model(_loop_model(count, block_dim), {}, max_instructions=100_000)
+    assert time.perf_counter() - t < 1.0
+    assert e.value.lines() == [
+        f"error: <model>: the launches up to launch 0 ('spin') execute {total} instructions in {block_dim} blocks, "
+        f"over the simulator's budget of 100000 instructions + blocks (docs/om-format.md, \"Running\")"]
+
+
+def test_budget_sums_launches_and_can_be_raised():
+    # 2 launches x (1000 * 2 + 2) = 4004 instructions, in 2 blocks
+    with pytest.raises(CannError, match="the launches up to launch 1 \\('spin'\\) execute 4004 instructions in 2 "
+                                        "blocks, over the simulator's budget of 4005 "):
+        run_model(_loop_model(1000), {}, max_instructions=4005)
+    _, stats = run_model(_loop_model(1000), {}, max_instructions=4006)
+    assert stats.instructions == 4004
+
+
+def test_in_memory_model_is_validated_like_a_file():
+    # a model built in memory (not read from a file) gets the reader's checks before it runs
+    from dataclasses import replace
+
+    bad = _loop_model(-1)
+    with pytest.raises(CannError) as e:
+        run_model(bad, {})
+    assert e.value.lines() == ["error: kernel 'spin': instruction 0: loop_begin count -1 is negative"]
+    with pytest.raises(CannError) as e:
+        run_model(replace(bad, gm_size=10**12), {})
+    assert e.value.lines() == ["error: <model>: inconsistent .om: gm_size 1000000000000 outside [0, 34359738368] "
+                               "(the SoC's gm_bytes)"]
+
+
+def test_arena_the_host_cannot_allocate_is_an_error(monkeypatch):
+    def no_memory(shape, dtype=None):
+        raise MemoryError
+
+    monkeypatch.setattr(np, "zeros", no_memory)
+    with pytest.raises(CannError) as e:
+        run_model(_loop_model(1), {})
+    assert e.value.lines() == ["error: <model>: cannot allocate the 4096-byte global-memory arena on this host"]
+
+
+def _unary_model(op: str, shape, *inits):
+    from onnx import TensorProto, helper, numpy_helper
+
+    g = helper.make_graph([helper.make_node(op, ["x", *[i.name for i in inits]], ["y"], name="op")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_not_overflows_intermediate_inf_division_by_zero_padding():
+    # must not warn: an inf that stays on chip (sigmoid's exp(20) > 65504 in float16, result 0); a
+    # division by zero (x / 0 = inf, as onnxruntime); 0 / 0 in the padded channels of a per-channel
+    # Div (24 channels stored as 32)
+    import warnings
+
+    from onnx import numpy_helper
+
+    import cann
+
+    rng = np.random.default_rng(3)
+    d = numpy_helper.from_array(rng.uniform(1, 2, (1, 24, 1, 1)).astype(np.float32), "d")
+    z = numpy_helper.from_array(np.array([1, 0, 2, 0], np.float32), "z")
+    cases = [(_unary_model("Sigmoid", [2, 64]), np.full((2, 64), -20, np.float32), "force_fp16"),
+             (_unary_model("Div", [4], z), np.array([1, 2, 3, -4], np.float32), "must_keep_origin_dtype"),
+             (_unary_model("Div", [1, 24, 3, 3], d), rng.standard_normal((1, 24, 3, 3)).astype(np.float32),
+              "force_fp16")]
+    for model, x, pm in cases:
+        compiled = cann.compile(model, precision_mode=pm)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cann.CannWarning)
+            y = compiled.run({"x": x})["y"]
+        assert compiled.last_run.overflow is None
+        import onnxruntime as ort
+
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        np.testing.assert_allclose(y, ref, rtol=2e-3, atol=1e-6)

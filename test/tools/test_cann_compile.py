@@ -158,13 +158,15 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     """The CLI is a thin wrapper: every flag reaches cann.compile (checked with a fake)."""
     import cann
     from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel, write_om
+    from cann.hw import isa
     from cann.tools import cann_compile as mod
 
     seen = {}
 
     class Fake:
         om = OfflineModel("Ascend310", "force_fp32", (IoTensor("data", (1, 3), "float32", 0),), (),
-                          64, 0, b"", (Kernel("k", 1, 1, b"\0"),), (Launch(0, (0,)),))
+                          64, 0, b"", (Kernel("k", 1, 1, isa.encode([isa.make("pipe_barrier", pipe=6)])),),
+                          (Launch(0, (0,)),))
         fusion_report = {"kernels": [], "summary": {}}
 
         def save(self, path):

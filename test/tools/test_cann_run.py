@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 import cann
 from cann.codegen.om import IoTensor, Kernel, Launch, OfflineModel, read_om, write_om
+from cann.hw import isa
 from cann.tools import cann_run as mod
 
 
@@ -24,7 +26,7 @@ def fake_om(precision_mode="force_fp16") -> OfflineModel:
         inputs=(IoTensor("data", (1, 3, 16, 16), "float32", 0),),
         outputs=(IoTensor("prob", (1, 10), "float32", 3072), IoTensor("logits", (1, 10), "float32", 3112)),
         gm_size=4096, weights_offset=3200, weights=b"\1" * 64,
-        kernels=(Kernel("net", 1, 2, b"\0" * 8),), launches=(Launch(0, (0, 3072)),),
+        kernels=(Kernel("net", 1, 2, isa.encode([isa.make("pipe_barrier", pipe=6)])),), launches=(Launch(0, (0, 3072)),),
     )
 
 
@@ -37,8 +39,8 @@ class FakeModel:
         self.last_run = None
         self.seen = None
 
-    def run(self, inputs):
-        self.seen = inputs
+    def run(self, inputs, **kw):
+        self.seen, self.kw = inputs, kw
         prob, logits = self.sess.run(["prob", "logits"], inputs)
         self.last_run = SimpleNamespace(cycles=12345, instructions=678)
         return {"prob": prob * (1 + self.noise), "logits": logits * (1 + self.noise)}
@@ -67,7 +69,7 @@ def run(*args):
 def test_seeded_inputs_and_summary(fake, capsys):
     assert run(fake.path) == 0
     out, err = capsys.readouterr()
-    assert err == "note: no --input given: using standard-normal inputs (seed 0)\n"
+    assert err == "note: no --input given: generated inputs (seed 0): data: standard normal float32\n"
     lines = out.splitlines()
     assert re.fullmatch(r"prob: shape=\(1, 10\) dtype=float32 min=\S+ max=\S+ mean=0.1 argmax=\[\d\]", lines[0])
     assert lines[1].startswith("logits: shape=(1, 10) dtype=float32 ")
@@ -154,12 +156,14 @@ def test_dtype_mismatch(fake, tmp_path, capsys):
         "error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 16, 16) int32"]
 
 
-def test_float64_input_is_cast_like_model_run(fake, tmp_path):
-    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16))
-    np.save(tmp_path / "x.npy", x)
-    assert run(fake.path, "--input", tmp_path / "x.npy") == 0
-    assert fake.model.seen["data"].dtype == np.float32
-    np.testing.assert_array_equal(fake.model.seen["data"], x.astype(np.float32))
+@pytest.mark.parametrize("given", [np.float64, np.float16, np.int64, np.bool_])
+def test_input_dtype_must_be_the_declared_one(fake, tmp_path, capsys, given):
+    # as onnxruntime and Model.run: a float64 array is not silently cast (a float16 one never was)
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 16, 16), given))
+    assert run(fake.path, "--input", tmp_path / "x.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: data: expected shape (1, 3, 16, 16) float32, got shape (1, 3, 16, 16) {np.dtype(given)}"]
+    assert fake.model.seen is None
 
 
 def test_bad_input_specs(fake, tmp_path, capsys):
@@ -175,8 +179,28 @@ def test_bad_input_specs(fake, tmp_path, capsys):
         assert run(fake.path, *args) == 2
         assert capsys.readouterr().err.splitlines() == [line]
     assert run(fake.path, "--input", tmp_path / "junk.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'junk.npy'}: not a .npy or .npz file (it starts with neither the NumPy nor the zip magic)"]
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    assert run(fake.path, "--input", tmp_path / "obj.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'obj.npy'}: holds Python objects (a pickled array): save numeric arrays with np.save"]
+    np.savez(tmp_path / "obj.npz", data=np.array([{"a": 1}], dtype=object))
+    assert run(fake.path, "--input", tmp_path / "obj.npz") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'obj.npz'}: member 'data': holds Python objects (a pickled array): save numeric "
+        f"arrays with np.save"]
+    # a header numpy's tokenizer chokes on (found by test_fuzz.py: it was an internal error)
+    h = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, "
+    h += b" " * (53 - len(h)) + b"\n"
+    (tmp_path / "tok.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + bytes(16))
+    assert run(fake.path, "--input", tmp_path / "tok.npy") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'tok.npy'}: cannot read as .npy/.npz: TokenError: ('EOF in multi-line statement', (2, 0))"]
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "obj.npy").read_bytes()[:20])
+    assert run(fake.path, "--input", tmp_path / "cut.npy") == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'junk.npy'}: cannot read as .npy/.npz: ")
+    assert len(err) == 1 and err[0].startswith(f"error: {tmp_path / 'cut.npy'}: cannot read as .npy/.npz: "), err
 
 
 def test_compare_bad_reference(fake, tmp_path, capsys):
@@ -207,9 +231,41 @@ def test_corrupt_om_in_process(fake, tmp_path, capsys):
         assert len(err) == 1 and err[0].startswith(f"error: {bad}: "), err
 
 
-def test_bad_flag(fake, capsys):
-    assert run(fake.path, "--seed", "x") == 2
-    assert capsys.readouterr().err.splitlines() == ["error: --seed: 'x' is not a valid integer."]
+@pytest.mark.parametrize("args, line", [
+    (["--seed", "x"], "error: --seed: 'x' is not a valid integer."),
+    (["--seed", "-1"], "error: --seed: must be >= 0, got -1"),
+    (["--tolerance", "-1"], "error: --tolerance: must be a finite number >= 0, got -1.0"),
+    (["--tolerance", "nan"], "error: --tolerance: must be a finite number >= 0, got nan"),
+    (["--tolerance", "inf"], "error: --tolerance: must be a finite number >= 0, got inf"),
+    (["--max-instructions", "0"], "error: --max-instructions: must be >= 1, got 0"),
+])
+def test_bad_flag(fake, capsys, args, line):
+    assert run(fake.path, *args) == 2
+    assert capsys.readouterr().err.splitlines() == [line]
+    assert fake.model is None or fake.model.seen is None
+
+
+def test_generated_inputs_say_what_each_input_got(tmp_path, fire_onnx, monkeypatch, capsys):
+    om = replace(fake_om(), inputs=(IoTensor("data", (1, 3, 16, 16), "float32", 0), IoTensor("idx", (2,), "int64", 3072),
+                                    IoTensor("mask", (2,), "bool", 3088)),
+                 outputs=(IoTensor("prob", (1, 10), "float32", 3100),), launches=(Launch(0, (0, 3100)),))
+    write_om(om, tmp_path / "m.om")
+    seen = {}
+
+    class Model:
+        inputs, outputs, last_run = om.inputs, om.outputs, None
+
+        def run(self, inputs, **kw):
+            seen.update(inputs)
+            return {"prob": np.zeros((1, 10), np.float32)}
+
+    monkeypatch.setattr(cann, "load", lambda p: Model(), raising=False)
+    assert run(tmp_path / "m.om") == 0
+    assert capsys.readouterr().err.splitlines() == [
+        "note: no --input given: generated inputs (seed 0): data: standard normal float32; "
+        "idx: integers in [0, 10) int64; mask: fair-coin bool"]
+    assert seen["idx"].dtype == np.int64 and set(seen["idx"].tolist()) <= set(range(10))
+    assert seen["mask"].dtype == np.bool_
 
 
 # -- with the real compiler, runtime and simulator --------------------------------------------
@@ -230,7 +286,7 @@ def compiled(fire_onnx, tmp_path):
 def test_run_real(compiled, fire_onnx, tmp_path):  # needs the compiler
     r = cli("cann_run", compiled, "--compare", fire_onnx, "--output", tmp_path / "out.npz")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stderr.startswith("note: no --input given: using standard-normal inputs (seed 0)")
+    assert r.stderr.startswith("note: no --input given: generated inputs (seed 0): ")
     lines = r.stdout.splitlines()
     assert lines[0].startswith("prob: shape=(1, 10) dtype=float32 ")
     assert re.fullmatch(r"prob: max_abs_err=\S+ rel_l2_err=\S+", lines[2])
@@ -346,8 +402,8 @@ def test_unknown_input_name_and_no_output_left_on_compare_error(tmp_path):  # ne
     assert r.returncode == 2 and not (tmp_path / "out.npz").exists()
 
 
-def test_bf16_model_runs_from_saved_and_float_inputs(tmp_path):
-    # np.save of a bfloat16 array loads back as raw 2-byte records; float inputs round to bf16
+def test_bf16_model_runs_from_saved_inputs_only(tmp_path):
+    # np.save of a bfloat16 array loads back as raw 2-byte records (viewed as bf16); float32 is refused
     import ml_dtypes
     import onnx
     from onnx import TensorProto, helper
@@ -362,11 +418,14 @@ def test_bf16_model_runs_from_saved_and_float_inputs(tmp_path):
     x = np.array([[1e5, -2.0, 0.5], [-1e-7, 3.0, -4.0]], np.float32)
     np.save(tmp_path / "x_bf.npy", x.astype(ml_dtypes.bfloat16))
     np.save(tmp_path / "x_f32.npy", x)
-    for f in ("x_bf.npy", "x_f32.npy"):
-        r = cli("cann_run", om, "--input", f"x={tmp_path / f}", "--output", tmp_path / "out.npz")
-        assert r.returncode == 0, r.stderr
-        y = np.load(tmp_path / "out.npz")["y"].view(ml_dtypes.bfloat16)
-        np.testing.assert_array_equal(y, np.maximum(x, 0).astype(ml_dtypes.bfloat16))
+    r = cli("cann_run", om, "--input", f"x={tmp_path / 'x_bf.npy'}", "--output", tmp_path / "out.npz")
+    assert r.returncode == 0, r.stderr
+    y = np.load(tmp_path / "out.npz")["y"].view(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(y, np.maximum(x, 0).astype(ml_dtypes.bfloat16))
+    # the declared dtype exactly, as onnxruntime: float32 is not rounded to bfloat16 silently
+    r = cli("cann_run", om, "--input", f"x={tmp_path / 'x_f32.npy'}")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == ["error: x: expected shape (2, 3) bfloat16, got shape (2, 3) float32"]
     assert cli("cann_run", om).returncode == 0  # seeded random bf16 inputs
 
 
@@ -382,3 +441,32 @@ def test_model_contradicting_itself_is_a_one_line_error(tmp_path):
     r = cli("cann_compile", tmp_path / "m.onnx", "-o", tmp_path / "m.om")
     assert r.returncode == 2 and not (tmp_path / "m.om").exists()
     assert r.stderr.splitlines() == ["error: rs: invalid model: 'graph.reshape' must keep the number of elements"]
+
+
+def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs the compiler
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="square")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "sq.onnx")
+    om = tmp_path / "sq.om"
+    assert cli("cann_compile", tmp_path / "sq.onnx", "-o", om).returncode == 0
+    np.save(tmp_path / "x.npy", np.full((2, 16), 300, np.float32))  # 90000 > 65504
+    r = cli("cann_run", om, "--input", tmp_path / "x.npy")
+    assert r.returncode == 0, r.stderr
+    assert re.fullmatch(  # the kernel's name and the instruction index are the lowering's
+        r"warning: kernel '\w+': float overflow: launch 1 wrote inf/NaN computed from finite operands \(first at "
+        r"instruction \d+ `vmul`\); precision_mode force_fp16 computes in float16 "
+        r"\(largest finite value 65504\): compile with --precision_mode must_keep_origin_dtype to keep float32\n",
+        r.stderr)
+    assert "min=inf max=inf" in r.stdout
+    np.save(tmp_path / "x.npy", np.full((2, 16), 200, np.float32))
+    r = cli("cann_run", om, "--input", tmp_path / "x.npy")
+    assert r.returncode == 0 and r.stderr == "" and "min=40000 max=40000" in r.stdout
+    r = cli("cann_run", om, "--input", tmp_path / "x.npy", "--max-instructions", "5")
+    assert r.returncode == 2
+    assert re.fullmatch(r"error: <model>: the launches up to launch \d \('\w+'\) execute \d+ instructions in \d+ "
+                        r"blocks, over the simulator's budget of 5 instructions \+ blocks \(docs/om-format.md, "
+                        r"\"Running\"\)\n", r.stderr)
