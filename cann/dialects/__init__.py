@@ -8,6 +8,11 @@ from collections.abc import Callable
 
 from xdsl.ir import Dialect
 
+from cann.dialects.weights import install_resource_key_fix
+
+# dense_resource<KEY> parses as exactly KEY (weights.py): installed once, before any dialect parses
+install_resource_key_fix()
+
 
 def _graph() -> Dialect:
     from cann.dialects.graph import Graph

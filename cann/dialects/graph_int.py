@@ -15,7 +15,7 @@ from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, irdl_op_definition, op
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from cann.dialects.graph import _check_static, _elt, _expect_shape, _shape, broadcast_shapes, i64_attr, numpy_dtype
+from cann.dialects.graph_base import _check_static, _elt, _expect_shape, _shape, broadcast_shapes, i64_attr, numpy_dtype
 
 COMPARE_KINDS = ("eq", "lt", "gt", "le", "ge")
 LOGICAL_KINDS = ("and", "or", "xor")
