@@ -13,6 +13,6 @@ config.excludes = ["Inputs"]
 
 _bin = os.path.dirname(sys.executable)
 config.environment["PATH"] = _bin + os.pathsep + os.environ.get("PATH", "")
-for _var in ("HOME", "TMPDIR"):
+for _var in ("HOME", "TMPDIR", "PYTHONPATH"):  # PYTHONPATH: a worktree tests its own cann
     if _var in os.environ:
         config.environment[_var] = os.environ[_var]
