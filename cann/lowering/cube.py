@@ -7,8 +7,11 @@ a block-diagonal weight (exact; costs ``group`` times the MACs: a later issue ma
 convolutions to the vector unit).
 
 Tiling (recorded on each kernel as ``tile.tiling``, overridable per kernel): ``n`` output channels
-and ``k`` reduction columns per L0B tile, ``m`` output positions per L0A tile, ``rows`` output rows
-per L1 feature-map tile. Defaults fill L0A/L0B and keep the accumulator of a whole row tile in L0C.
+and ``k`` reduction columns per L0B tile, ``m`` output positions per L0A tile; for Conv ``rows``
+output rows per L1 feature-map tile and, when split, ``cols`` output columns of one row, ``c1``
+input C1 blocks per L1 load (partial sums accumulate in L0C) and ``taps`` (1: one 1x1
+sub-convolution per kernel tap). Defaults fill L0A/L0B and keep the accumulator of a whole tile in
+L0C; every axis is split as far as the SoC's buffers need, so no size is refused.
 """
 
 from __future__ import annotations
