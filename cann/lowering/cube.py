@@ -219,57 +219,92 @@ class _ConvGeom:
         return c1 * fh * fw * 16 * isz
 
 
-def _conv_plan(geo: _ConvGeom, pins: dict[str, int], m_cap: int, l1_budget: int, k_t: int, isz: int,
-               loc) -> tuple[bool, int, int, int]:
-    """``(taps, rows, cols, c1)``: whether the kernel runs as one 1x1 sub-convolution per tap, and
-    the output rows, output columns and input C1 blocks of one L1 feature-map tile.
+def _conv_cycles(g: _ConvGeom, soc, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
+                 m_t: int, rounds: int) -> float:
+    """Estimated cycles of one image on one core for a tiling (the SoC's bandwidths, latencies and
+    cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads, img2col, mmad and
+    the per-tile epilogue. Used only to choose among the tilings that fit."""
+    bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
+    groups = g.kh * g.kw if taps else 1
+    kk = 16 if taps else g.kh * g.kw * 16
+    tiles = math.ceil(g.ho / rows) * math.ceil(g.wo / cols)
+    loads = groups * math.ceil(g.c1in / c1)
+    fm = g.fm_bytes(taps, g.c1in, rows, cols, isz) * groups  # every channel of every group's window
+    fm_cycles = (1 if loads == 1 else rounds) * (fm / bw.gm_to_l1 + loads * lat.mte_startup)
+    k_tiles = loads * math.ceil(c1 * kk / k_t)
+    k_all = groups * g.c1in * kk
+    m_pad = _ceil(rows * cols, 16)
+    m_sub = math.ceil(m_pad / m_t)
+    rate = cube.fp32_rate_divisor if isz == 4 else 1
+    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / bw.gm_to_l1 + 1 / bw.l1_to_l0b)
+                 + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
+                 + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
+                 + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+    return tiles * (fm_cycles + rounds * per_round)
 
-    Defaults: whole output rows with every input channel, as many rows as L0C and L1 hold; fewer
-    input channels per load (partial sums accumulate in L0C) when one row of them overflows L1;
-    a row split into column chunks when one row overflows L0C or L1; kernel taps one at a time
-    when a chunk of 16 columns of one C1 block still overflows L1. Pinned values (``tiling``) are
-    checked against the same capacities."""
+
+def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc, m_cap: int, l1_budget: int, isz: int, m_t: int,
+               n_t: int, k_t: int, rounds: int, loc) -> tuple[bool, int, int, int]:
+    """``(taps, rows, cols, c1)``: whether the kernel runs as one 1x1 sub-convolution per kernel
+    tap, and the output rows, output columns and input C1 blocks of one L1 feature-map tile.
+
+    Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
+    ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks;
+    each with as many input C1 blocks per load as fit (more loads accumulate in L0C). The cheapest
+    by ``_conv_cycles`` wins. Kernel taps run one at a time only when a 16-column window of one C1
+    block overflows L1. Pinned values (``tiling``) fix their axis.
+
+    Raises:
+        CannError: pinned values beyond the capacities.
+    """
     g = geo
     if m_cap < 16 or l1_budget < 16 * isz:
-        raise unsupported(loc, f"Conv: tiling n = {pins.get('n')}, k = {pins.get('k')} leaves no room for "
-                               f"the feature map (L0C {m_cap} positions, L1 {max(l1_budget, 0)} bytes)")
-    choices = [bool(pins["taps"])] if "taps" in pins else [False, True]
-    taps = choices[-1]
-    for taps in choices:
-        if len(choices) == 1 or g.fm_bytes(taps, 1, 1, min(g.wo, 16), isz) <= l1_budget:
-            break
-    fm = lambda c1, rows, cols: g.fm_bytes(taps, c1, rows, cols, isz)  # noqa: E731
-    kk = 16 if taps else g.kh * g.kw * 16
-    c_min = min(g.c1in, math.ceil(k_t / kk))  # C1 blocks filling one K tile
-    cols = pins.get("cols")
-    if cols is None:
-        if g.wo <= m_cap and fm(1, 1, g.wo) <= l1_budget:
-            cols = g.wo
-        else:  # split a row: the widest chunk (a multiple of 16 if it can be) that fits
-            cols = min(g.wo, m_cap)
-            while cols > 1 and fm(c_min, 1, cols) > l1_budget:
-                cols = cols - 16 if cols > 16 and cols % 16 == 0 else (cols // 16 * 16 if cols > 16 else cols - 1)
-    cols = max(1, min(cols, g.wo))
-    rows = pins.get("rows")
-    if rows is None:
-        rows = 1
-        if cols == g.wo:
-            r_max = max(1, min(g.ho, m_cap // g.wo))
-            for c_goal in (g.c1in, c_min):
-                fit = [r for r in range(r_max, 0, -1) if fm(c_goal, r, cols) <= l1_budget]
-                if fit:
-                    rows = fit[0]
-                    break
-    rows = max(1, min(rows, g.ho))
-    if rows > 1 and cols < g.wo:
-        raise unsupported(loc, f"Conv: tiling rows = {rows} with cols = {cols}: a split row is one row per tile")
-    c1 = pins.get("c1") or max(1, min(g.c1in, l1_budget // max(1, fm(1, rows, cols))))
-    c1 = min(c1, g.c1in)
-    if _ceil(rows * cols, 16) > m_cap or fm(c1, rows, cols) > l1_budget:
-        raise unsupported(loc, f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs "
-                               f"{_ceil(rows * cols, 16)} L0C positions ({m_cap} available) and "
-                               f"{fm(c1, rows, cols)} bytes of L1 ({l1_budget} available)")
-    return taps, rows, cols, c1
+        raise unsupported(loc, f"Conv: tiling n = {n_t}, k = {k_t} leaves no room for the feature map "
+                               f"(L0C {m_cap} positions, L1 {max(l1_budget, 0)} bytes)")
+    if "taps" in pins:
+        taps = bool(pins["taps"])
+    else:
+        taps = g.fm_bytes(False, 1, 1, min(g.wo, 16), isz) > l1_budget
+
+    def fm(c1: int, rows: int, cols: int) -> int:
+        return g.fm_bytes(taps, c1, rows, cols, isz)
+
+    if "cols" in pins:
+        col_opts = [max(1, min(pins["cols"], g.wo))]
+    else:
+        widest = min(g.wo, m_cap)
+        col_opts = sorted({*range(16, widest + 1, 16), *([g.wo] if g.wo <= m_cap else [])}, reverse=True)
+        if not any(fm(1, 1, c) <= l1_budget for c in col_opts):
+            col_opts = list(range(min(widest, 16), 0, -1))
+    best = None
+    for cols in col_opts:
+        if "rows" in pins:
+            row_opts = [max(1, min(pins["rows"], g.ho))]
+        else:
+            row_opts = range(max(1, min(g.ho, m_cap // cols)), 0, -1) if cols == g.wo else [1]
+        for rows in row_opts:
+            if rows > 1 and cols < g.wo:
+                if "cols" in pins:
+                    raise unsupported(loc, f"Conv: tiling rows = {rows} with cols = {cols}: a split row is one "
+                                           f"row per tile")
+                continue
+            c1 = min(g.c1in, pins.get("c1") or l1_budget // fm(1, rows, cols))
+            if c1 >= 1 and "c1" not in pins:
+                c1 = math.ceil(g.c1in / math.ceil(g.c1in / c1))  # balanced loads: the same count, even K tiles
+            if c1 < 1 or _ceil(rows * cols, 16) > m_cap or fm(c1, rows, cols) > l1_budget:
+                if pins.keys() & {"rows", "cols", "c1"}:
+                    c1 = max(c1, 1)
+                    raise unsupported(loc, f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs "
+                                           f"{_ceil(rows * cols, 16)} L0C positions ({m_cap} available) and "
+                                           f"{fm(c1, rows, cols)} bytes of L1 ({l1_budget} available)")
+                continue
+            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds)
+            if best is None or cost < best[0]:
+                best = (cost, rows, cols, c1)
+    if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
+        raise unsupported(loc, f"Conv: tiling {({k: pins[k] for k in ('rows', 'cols', 'c1') if k in pins})} leaves no "
+                               f"tile within L0C ({m_cap} positions) and L1 ({l1_budget} bytes)")
+    return taps, best[1], best[2], best[3]
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -322,7 +357,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     n_tiles = _n_tiles(np_, n_t, loc)
     kb.partition(n_tiles)  # SPMD over output-channel tiles
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
-    taps, rows, cols, c1c = _conv_plan(geo, pins, m_cap, lw.usable("l1") - k_t * n_t * isz, k_t, isz, loc)
+    taps, rows, cols, c1c = _conv_plan(geo, pins, lw.soc, m_cap, lw.usable("l1") - k_t * n_t * isz, isz, m_t,
+                                       n_t, k_t, math.ceil(n_tiles / kb.block_dim), loc)
     kb.tiling["rows"] = rows
     if cols < wo_ or "cols" in pins:
         kb.tiling["cols"] = cols

@@ -19,6 +19,7 @@ import cann
 from cann import testing
 from cann.codegen.offline import build_offline_model
 from cann.compiler import import_model, make_context, stage_pipelines
+from cann.dialects import tile
 from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
 from cann.passes import ALL_PASSES
 from cann.runtime import Model
@@ -52,8 +53,13 @@ def compile_pinned(model, precision_mode, pins=None, aicore_num=0):
     PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
     ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}),
                            aicore_num=aicore_num).apply(ctx, module)
-    tilings = {op.sym_name.data: {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
-               for op in module.walk() if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes}
+    tilings = {}
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes:
+            t = {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
+            t["img2col_kernels"] = {(i.field("kernel_h"), i.field("kernel_w")) for i in op.walk()
+                                    if isinstance(i, tile.Img2colOp)}
+            tilings[op.sym_name.data] = t
     PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)
     return Model(build_offline_model(module)), tilings
 
@@ -82,7 +88,12 @@ def _cols(t):
 
 
 def _taps(t):
-    return t.get("taps") == 1
+    return t.get("taps") == 1 and t["img2col_kernels"] == {(1, 1)}
+
+
+def _cropped(path):
+    """``path``, and the 3x3 runs as a 1x1: its off-centre taps only ever read padding."""
+    return lambda t: path(t) and t["img2col_kernels"] == {(1, 1)}
 
 
 # (cin, h, w, dilation, precision mode, which path the kernel takes)
@@ -92,15 +103,18 @@ GRID = [
     (16, 65, 65, 36, "force_fp16", _whole),
     (960, 16, 16, 12, "force_fp16", _whole),               # 60 C1 blocks x 16 rows fit L1 in fp16
     (960, 16, 16, 12, "must_keep_origin_dtype", _whole),   # and in fp32 (960 KB: rows clamped to the map)
-    (960, 16, 16, 24, "force_fp16", _whole),               # DeepLabV3 ASPP: off-centre taps read only
-    (960, 16, 16, 24, "must_keep_origin_dtype", _whole),   # padding, the 3x3 is a 1x1
-    (960, 16, 16, 36, "force_fp16", _whole),
-    (960, 16, 16, 36, "must_keep_origin_dtype", _whole),
+    (960, 16, 16, 24, "force_fp16", _cropped(_whole)),     # DeepLabV3 ASPP: off-centre taps read only
+    (960, 16, 16, 24, "must_keep_origin_dtype", _cropped(_whole)),  # padding, the 3x3 is a 1x1
+    (960, 16, 16, 36, "force_fp16", _cropped(_whole)),
+    (960, 16, 16, 36, "must_keep_origin_dtype", _cropped(_whole)),
     (960, 65, 65, 12, "force_fp16", _chunks),
     (2048, 16, 16, 12, "force_fp16", _chunks),             # 128 C1 blocks x 16 x 16 > L1: channel chunks
     (2048, 16, 16, 12, "must_keep_origin_dtype", _chunks),
-    (2048, 16, 16, 24, "force_fp16", _whole),              # a 1x1 after cropping: 15 rows of 2048 channels
-    (2048, 1, 400, 12, "must_keep_origin_dtype", _chunks),  # a wide row: only the middle kernel row reads
+    (2048, 16, 16, 24, "force_fp16", _cropped(_chunks)),   # a 1x1: 2 x 64 C1 blocks beat 2 row tiles
+    # a wide row: only the middle kernel row ever reads the one input row (a 1x3 kernel)
+    (2048, 1, 400, 12, "must_keep_origin_dtype", lambda t: _chunks(t) and t["img2col_kernels"] == {(1, 3)}),
+    (960, 1, 400, 36, "force_fp16", lambda t: _whole(t) and t["img2col_kernels"] == {(1, 3)}),
+    (16, 65, 65, 1, "must_keep_origin_dtype", _whole),
     (16, 1, 5000, 1, "force_fp16", _cols),                 # 5000 positions > L0C: column chunks
     (16, 1, 5000, 24, "must_keep_origin_dtype", _cols),
     (16, 130, 130, 64, "must_keep_origin_dtype", _taps),   # a 129 x 130 window of 16 fp32 channels > L1
@@ -127,6 +141,19 @@ def test_pinned_split_paths(pins, kw, precision_mode):
     d = kw.pop("d", 2)
     tiling, _ = check(conv_model(48, 48, 9, 21, d, **kw), precision_mode, {"conv2d_0": pins})
     assert {k: tiling[k] for k in pins} == pins
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("pins", [{"cols": 5, "c1": 1}, {"taps": 1, "rows": 2, "c1": 2}, {"taps": 1, "cols": 7}])
+def test_split_paths_with_fused_residual_epilogue(pins, precision_mode):
+    """Conv + Add(residual) + Relu fused into the conv kernel: the residual tiles are read at each
+    split tile's output position."""
+    m = conv_model(48, 48, 9, 21, 2)
+    m.graph.node[0].output[0] = "c"
+    m.graph.node.extend([helper.make_node("Add", ["c", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
+    tiling, compiled = check(m, precision_mode, {"conv2d_0": pins})
+    assert {k: tiling[k] for k in pins} == pins
+    assert [k.name for k in compiled.om.kernels if "relu" in k.name or "add" in k.name] == []
 
 
 def test_pinned_tiling_beyond_l0c_is_an_error():
