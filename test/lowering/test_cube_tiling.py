@@ -187,8 +187,8 @@ def matmul_model(m, k, n, const_b):
 
 @pytest.mark.parametrize("precision_mode", TOL)
 @pytest.mark.parametrize("m,k,n,const_b", [(4, 50000, 16, True), (4, 50000, 16, False),
-                                           (4, 64, 50000, True), (4, 64, 50000, False)])
-def test_matmul_huge_k_and_n(m, k, n, const_b, precision_mode):
+                                           (4, 64, 50000, True), (4, 64, 50000, False), (50000, 64, 16, True)])
+def test_matmul_huge_k_n_and_m(m, k, n, const_b, precision_mode):
     model = matmul_model(m, k, n, const_b)
     x = testing.random_inputs(model)
     ref = testing.run_onnxruntime(model, x)["y"]
