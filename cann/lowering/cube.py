@@ -23,6 +23,7 @@ import numpy as np
 
 from cann.dialects import tile
 from cann.dialects.tile import Space
+from cann.hw.config import SocSpec
 from cann.lowering.common import ND, NC1HWC0, DevTensor, KernelBuilder, Lowering, unsupported
 
 
@@ -184,7 +185,8 @@ def _used_taps(k: int, dil: int, stride: int, pad: int, size: int, out: int) -> 
     return (used[0], used[-1] + 1) if used else (0, k)
 
 
-def _window(o0: int, o1: int, stride: int, pad: int, off: int, dil: int, k: int, size: int) -> tuple[int, int, int, int]:
+def _window(o0: int, o1: int, stride: int, pad: int, off: int, dil: int, k: int,
+            size: int) -> tuple[int, int, int, int]:
     """Input span of outputs ``[o0, o1)`` along one axis: ``(start, end)`` in padded coordinates
     and the real positions ``[lo, hi)`` within it (``hi <= lo``: the span reads only padding)."""
     start = o0 * stride - pad + off
@@ -219,7 +221,7 @@ class _ConvGeom:
         return c1 * fh * fw * 16 * isz
 
 
-def _conv_cycles(g: _ConvGeom, soc, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
+def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
                  m_t: int, rounds: int) -> float:
     """Estimated cycles of one image on one core for a tiling (the SoC's bandwidths, latencies and
     cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads, img2col, mmad and
@@ -243,7 +245,7 @@ def _conv_cycles(g: _ConvGeom, soc, taps: bool, rows: int, cols: int, c1: int, i
     return tiles * (fm_cycles + rounds * per_round)
 
 
-def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc, m_cap: int, l1_budget: int, isz: int, m_t: int,
+def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_budget: int, isz: int, m_t: int,
                n_t: int, k_t: int, rounds: int, loc) -> tuple[bool, int, int, int]:
     """``(taps, rows, cols, c1)``: whether the kernel runs as one 1x1 sub-convolution per kernel
     tap, and the output rows, output columns and input C1 blocks of one L1 feature-map tile.
@@ -276,7 +278,7 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc, m_cap: int, l1_budget:
         col_opts = sorted({*range(16, widest + 1, 16), *([g.wo] if g.wo <= m_cap else [])}, reverse=True)
         if not any(fm(1, 1, c) <= l1_budget for c in col_opts):
             col_opts = list(range(min(widest, 16), 0, -1))
-    best = None
+    best, refused = None, ""
     for cols in col_opts:
         if "rows" in pins:
             row_opts = [max(1, min(pins["rows"], g.ho))]
@@ -287,23 +289,23 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc, m_cap: int, l1_budget:
                 if "cols" in pins:
                     raise unsupported(loc, f"Conv: tiling rows = {rows} with cols = {cols}: a split row is one "
                                            f"row per tile")
+                refused = refused or (f"Conv: tiling rows = {rows} needs whole rows of {g.wo} positions "
+                                      f"({m_cap} fit L0C)")
                 continue
             c1 = min(g.c1in, pins.get("c1") or l1_budget // fm(1, rows, cols))
             if c1 >= 1 and "c1" not in pins:
                 c1 = math.ceil(g.c1in / math.ceil(g.c1in / c1))  # balanced loads: the same count, even K tiles
             if c1 < 1 or _ceil(rows * cols, 16) > m_cap or fm(c1, rows, cols) > l1_budget:
-                if pins.keys() & {"rows", "cols", "c1"}:
-                    c1 = max(c1, 1)
-                    raise unsupported(loc, f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs "
-                                           f"{_ceil(rows * cols, 16)} L0C positions ({m_cap} available) and "
-                                           f"{fm(c1, rows, cols)} bytes of L1 ({l1_budget} available)")
+                c1 = max(c1, 1)
+                refused = (f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs {_ceil(rows * cols, 16)} "
+                           f"L0C positions ({m_cap} available) and {fm(c1, rows, cols)} bytes of L1 "
+                           f"({l1_budget} available)")
                 continue
             cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds)
             if best is None or cost < best[0]:
                 best = (cost, rows, cols, c1)
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
-        raise unsupported(loc, f"Conv: tiling {({k: pins[k] for k in ('rows', 'cols', 'c1') if k in pins})} leaves no "
-                               f"tile within L0C ({m_cap} positions) and L1 ({l1_budget} bytes)")
+        raise unsupported(loc, refused)
     return taps, best[1], best[2], best[3]
 
 

@@ -162,6 +162,19 @@ def test_pinned_tiling_beyond_l0c_is_an_error():
         compile_pinned(conv_model(16, 16, 9, 600, 1), "force_fp16", {"conv2d_0": {"rows": 9}})
 
 
+def test_pinned_c1_takes_the_rows_that_fit():
+    """All 128 C1 blocks of 2048 fp32 channels pinned in one load: at most 7 input rows (5 output
+    rows) fit L1 (the tallest tile is not refused; 4 rows split the 16 evenly)."""
+    _, tilings = compile_pinned(conv_model(2048, 16, 16, 16, 1), "must_keep_origin_dtype", {"conv2d_0": {"c1": 128}})
+    assert (tilings["conv2d_0"]["c1"], tilings["conv2d_0"]["rows"]) == (128, 4)
+
+
+def test_pinned_rows_wider_than_l0c_is_an_error():
+    with pytest.raises(cann.CannError, match=r"^error: Conv_0: Conv: tiling rows = 2 needs whole rows of 5000 "
+                                             r"positions \(4096 fit L0C\)$"):
+        compile_pinned(conv_model(16, 16, 2, 5000, 1), "force_fp16", {"conv2d_0": {"rows": 2}})
+
+
 def test_no_does_not_fit_message_in_cube():
     import inspect
 
