@@ -3,8 +3,10 @@
 A grid of convolutions (channels x dilations x map sizes, 3x3 kernels, padding = dilation) in both
 precision modes against onnxruntime, each asserting which tiling path its kernel took (whole rows,
 input-channel chunks accumulated in L0C, a row split into column chunks, one kernel tap at a time,
-taps that only read padding dropped); pinned tilings exercise the same paths on small shapes;
-MatMul with K = 50,000 and with N = 50,000.
+taps that only read padding dropped); pinned tilings exercise the same paths on small shapes, also
+with a fused residual epilogue; pinned tilings beyond the buffers are errors; MatMul with K, N and
+M = 50,000 (and the float32 -> float16 conversion over more chunks than cores that N = 50,000
+exposed).
 """
 
 import json
