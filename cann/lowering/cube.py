@@ -7,8 +7,11 @@ a block-diagonal weight (exact; costs ``group`` times the MACs: a later issue ma
 convolutions to the vector unit).
 
 Tiling (recorded on each kernel as ``tile.tiling``, overridable per kernel): ``n`` output channels
-and ``k`` reduction columns per L0B tile, ``m`` output positions per L0A tile, ``rows`` output rows
-per L1 feature-map tile. Defaults fill L0A/L0B and keep the accumulator of a whole row tile in L0C.
+and ``k`` reduction columns per L0B tile, ``m`` output positions per L0A tile; for Conv ``rows``
+output rows per L1 feature-map tile and, when split, ``cols`` output columns of one row, ``c1``
+input C1 blocks per L1 load (partial sums accumulate in L0C) and ``taps`` (1: one 1x1
+sub-convolution per kernel tap). Defaults fill L0A/L0B and keep the accumulator of a whole tile in
+L0C; every axis is split as far as the SoC's buffers need, so no size is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from cann.dialects import tile
 from cann.dialects.tile import Space
+from cann.hw.config import SocSpec
 from cann.lowering.common import ND, NC1HWC0, DevTensor, KernelBuilder, Lowering, unsupported
 
 
@@ -139,9 +143,13 @@ class _CubeTiles:
         self.kb.copy(table, self.ub_bias, src_offset=(nt0 // 16) * lanes, burst=(nt // 16) * lanes)
 
     def epilogue(self, l0c, c_offset: int, n1t: int, valid: int, src_m: int):
-        """L0C -> UB, + bias; the caller writes ub_out ([n1t][valid][16]) to GM."""
+        """L0C -> UB (zeros when ``l0c`` is None: the tile read only padding), + bias; the caller
+        writes ub_out ([n1t][valid][16]) to GM."""
         kb, lanes = self.kb, self.lw.lanes
-        kb.emit(tile.CopyL0cToUbOp(l0c, self.ub_out, src_offset=c_offset, n1=n1t, m=valid, src_m=src_m))
+        if l0c is None:
+            kb.vec("dup", self.ub_out, count=n1t * valid * 16, scalar=0.0)
+        else:
+            kb.emit(tile.CopyL0cToUbOp(l0c, self.ub_out, src_offset=c_offset, n1=n1t, m=valid, src_m=src_m))
         for j in range(n1t):
             kb.vec("add", self.ub_out, self.ub_out, self.ub_bias, count=valid, unit=16, dst_offset=j * valid * 16,
                    src0_offset=j * valid * 16, src1_offset=j * lanes, src1_stride=0)
@@ -166,10 +174,155 @@ def _n_tiles(np_: int, n_t: int, loc) -> int:
     return np_ // n_t
 
 
+def _used_taps(k: int, dil: int, stride: int, pad: int, size: int, out: int) -> tuple[int, int]:
+    """Kernel taps ``[lo, hi)`` along one axis that read real input for some output position
+    (tap ``i`` reads ``o*stride - pad + i*dil``, ``0 <= o < out``); ``(0, k)`` if none does."""
+    used = []
+    for i in range(k):
+        o = max(0, -(-(pad - i * dil) // stride))
+        if o < out and o * stride - pad + i * dil < size:
+            used.append(i)
+    return (used[0], used[-1] + 1) if used else (0, k)
+
+
+def _window(o0: int, o1: int, stride: int, pad: int, off: int, dil: int, k: int,
+            size: int) -> tuple[int, int, int, int]:
+    """Input span of outputs ``[o0, o1)`` along one axis: ``(start, end)`` in padded coordinates
+    and the real positions ``[lo, hi)`` within it (``hi <= lo``: the span reads only padding)."""
+    start = o0 * stride - pad + off
+    end = (o1 - 1) * stride - pad + off + dil * (k - 1) + 1
+    return start, end, max(start, 0), min(end, size)
+
+
+@dataclass(frozen=True)
+class _ConvGeom:
+    """A convolution's geometry after cropping taps that only ever read padding (pads may be
+    negative then: the first output reads further in)."""
+
+    c1in: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    dh: int
+    dw: int
+    pt: int
+    pl: int
+    ho: int
+    wo: int
+
+    def fm_bytes(self, taps: bool, c1: int, rows: int, cols: int, isz: int) -> int:
+        """L1 bytes of a feature-map tile for ``rows`` x ``cols`` outputs and ``c1`` C1 blocks."""
+        kh, kw = (1, 1) if taps else (self.kh, self.kw)
+        fh = min(self.h, (rows - 1) * self.sh + self.dh * (kh - 1) + 1)
+        fw = min(self.w, (cols - 1) * self.sw + self.dw * (kw - 1) + 1)
+        return c1 * fh * fw * 16 * isz
+
+
+def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
+                 m_t: int, rounds: int) -> float:
+    """Estimated cycles of one image on one core for a tiling (the SoC's bandwidths, latencies and
+    cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads, img2col, mmad and
+    the per-tile epilogue. Used only to choose among the tilings that fit."""
+    bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
+    groups = g.kh * g.kw if taps else 1
+    kk = 16 if taps else g.kh * g.kw * 16
+    tiles = math.ceil(g.ho / rows) * math.ceil(g.wo / cols)
+    loads = groups * math.ceil(g.c1in / c1)
+    fm = g.fm_bytes(taps, g.c1in, rows, cols, isz) * groups  # every channel of every group's window
+    fm_cycles = (1 if loads == 1 else rounds) * (fm / bw.gm_to_l1 + loads * lat.mte_startup)
+    k_tiles = loads * math.ceil(c1 * kk / k_t)
+    k_all = groups * g.c1in * kk
+    m_pad = _ceil(rows * cols, 16)
+    m_sub = math.ceil(m_pad / m_t)
+    rate = cube.fp32_rate_divisor if isz == 4 else 1
+    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / bw.gm_to_l1 + 1 / bw.l1_to_l0b)
+                 + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
+                 + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
+                 + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+    return tiles * (fm_cycles + rounds * per_round)
+
+
+def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_budget: int, isz: int, m_t: int,
+               n_t: int, k_t: int, rounds: int, loc) -> tuple[bool, int, int, int]:
+    """``(taps, rows, cols, c1)``: whether the kernel runs as one 1x1 sub-convolution per kernel
+    tap, and the output rows, output columns and input C1 blocks of one L1 feature-map tile.
+
+    Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
+    ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks;
+    each with as many input C1 blocks per load as fit (more loads accumulate in L0C). The cheapest
+    by ``_conv_cycles`` wins. Kernel taps run one at a time only when a 16-column window of one C1
+    block overflows L1. Pinned values (``tiling``) fix their axis.
+
+    Raises:
+        CannError: pinned values beyond the capacities.
+    """
+    g = geo
+    if m_cap < 16 or l1_budget < 16 * isz:
+        raise unsupported(loc, f"Conv: tiling n = {n_t}, k = {k_t} leaves no room for the feature map "
+                               f"(L0C {m_cap} positions, L1 {max(l1_budget, 0)} bytes)")
+    if "taps" in pins:
+        taps = bool(pins["taps"])
+    else:
+        taps = g.fm_bytes(False, 1, 1, min(g.wo, 16), isz) > l1_budget
+
+    def fm(c1: int, rows: int, cols: int) -> int:
+        return g.fm_bytes(taps, c1, rows, cols, isz)
+
+    if "cols" in pins:
+        col_opts = [max(1, min(pins["cols"], g.wo))]
+    else:
+        widest = min(g.wo, m_cap)
+        col_opts = sorted({*range(16, widest + 1, 16), *([g.wo] if g.wo <= m_cap else [])}, reverse=True)
+        if not any(fm(1, 1, c) <= l1_budget for c in col_opts):
+            col_opts = list(range(min(widest, 16), 0, -1))
+    best, refused = None, ""
+    for cols in col_opts:
+        if "rows" in pins:
+            row_opts = [max(1, min(pins["rows"], g.ho))]
+        else:
+            row_opts = range(max(1, min(g.ho, m_cap // cols)), 0, -1) if cols == g.wo else [1]
+        for rows in row_opts:
+            if rows > 1 and cols < g.wo:
+                if "cols" in pins:
+                    raise unsupported(loc, f"Conv: tiling rows = {rows} with cols = {cols}: a split row is one "
+                                           f"row per tile")
+                refused = refused or (f"Conv: tiling rows = {rows} needs whole rows of {g.wo} positions "
+                                      f"({m_cap} fit L0C)")
+                continue
+            c1 = min(g.c1in, pins.get("c1") or l1_budget // fm(1, rows, cols))
+            if c1 >= 1 and "c1" not in pins:
+                c1 = math.ceil(g.c1in / math.ceil(g.c1in / c1))  # balanced loads: the same count, even K tiles
+            if c1 < 1 or _ceil(rows * cols, 16) > m_cap or fm(c1, rows, cols) > l1_budget:
+                c1 = max(c1, 1)
+                refused = (f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs {_ceil(rows * cols, 16)} "
+                           f"L0C positions ({m_cap} available) and {fm(c1, rows, cols)} bytes of L1 "
+                           f"({l1_budget} available)")
+                continue
+            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds)
+            if best is None or cost < best[0]:
+                best = (cost, rows, cols, c1)
+    if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
+        raise unsupported(loc, refused)
+    return taps, best[1], best[2], best[3]
+
+
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
            out_shape: tuple[int, ...], loc, kernel_hint: str = "conv2d", epilogue: Epilogue | None = None) -> DevTensor:
     """2-D convolution of an NC1HWC0 tensor by constant weights ``w`` [Cout, Cin/group, KH, KW],
-    followed by the fused ``epilogue`` if any."""
+    followed by the fused ``epilogue`` if any.
+
+    Any size is tiled (``_conv_plan``): output-channel tiles over the cores, output rows (or column
+    chunks of one row), input-channel chunks and K tiles accumulated in L0C, kernel taps one at a
+    time when even a small window overflows L1. Kernel rows / columns that read only padding for
+    every output are dropped (a dilated 3x3 on a map smaller than its dilation is a 1x1).
+
+    Raises:
+        CannError: a weight shape that does not match the input channels and ``group``, or a pinned
+            tiling beyond the buffers' capacities.
+    """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     if epilogue is not None:
         epilogue.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epilogue.residuals]
@@ -185,33 +338,45 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         w = dense
     dt, isz = lw.dtype, lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)
+    sh, sw = strides
+    pt, pl, _, _ = pads
+    dh, dw = dilations
+    _, _, ho_, wo_ = out_shape
+    ia, ib = _used_taps(kh_, dh, sh, pt, h_, ho_)
+    ja, jb = _used_taps(kw_, dw, sw, pl, w_, wo_)
+    w = w[:, :, ia:ib, ja:jb]
+    kh_, kw_ = ib - ia, jb - ja
+    geo = _ConvGeom(x.c1, h_, w_, kh_, kw_, sh, sw, dh, dw, pt - ia * dh, pl - ja * dw, ho_, wo_)
     c1in = x.c1
     kdim = c1in * kh_ * kw_ * 16
     n1 = math.ceil(cout / 16)
     np_ = n1 * 16
-    wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
-    wp[:cout, :cin] = w
-    bmat = wp.reshape(np_, c1in, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(kdim, np_)
-    sh, sw = strides
-    pt, pl, pb, pr = pads
-    dh, dw = dilations
-    _, _, ho_, wo_ = out_shape
 
     m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, n1, kdim, k0)
     kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t})
+    pins = dict(kb.tiling)
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
     n_tiles = _n_tiles(np_, n_t, loc)
     kb.partition(n_tiles)  # SPMD over output-channel tiles
-    # output rows per L1 tile: the accumulators of a row tile stay in L0C
-    m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16
-    rows = kb.tiling.get("rows") or max(1, m_cap // wo_)
-    l1_budget = lw.usable("l1") - k_t * n_t * isz
-    while rows > 1 and c1in * ((rows - 1) * sh + dh * (kh_ - 1) + 1) * w_ * 16 * isz > l1_budget:
-        rows -= 1
-    rin_max = (rows - 1) * sh + dh * (kh_ - 1) + 1
-    if c1in * rin_max * w_ * 16 * isz > l1_budget or _ceil(rows * wo_, 16) > m_cap:
-        raise unsupported(loc, f"Conv: one output row ({c1in * 16} channels x {w_} wide) does not fit in L1/L0C")
+    m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
+    taps, rows, cols, c1c = _conv_plan(geo, pins, lw.soc, m_cap, lw.usable("l1") - k_t * n_t * isz, isz, m_t,
+                                       n_t, k_t, math.ceil(n_tiles / kb.block_dim), loc)
     kb.tiling["rows"] = rows
+    if cols < wo_ or "cols" in pins:
+        kb.tiling["cols"] = cols
+    if c1c < c1in or "c1" in pins:
+        kb.tiling["c1"] = c1c
+    if taps or "taps" in pins:
+        kb.tiling["taps"] = int(taps)
+
+    # weight K order: (c1, kh, kw, c0) as img2col produces it, or per tap (kh, kw, c1, c0)
+    wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
+    wp[:cout, :cin] = w
+    order = (3, 4, 1, 2, 0) if taps else (1, 3, 4, 2, 0)
+    bmat = wp.reshape(np_, c1in, 16, kh_, kw_).transpose(order).reshape(kdim, np_)
+    khg, kwg = (1, 1) if taps else (kh_, kw_)
+    kk = khg * kwg * 16  # K columns of one C1 block in one group
+    groups = [(i * dh, j * dw) for i in range(kh_) for j in range(kw_)] if taps else [(0, 0)]
 
     wz = lw.constant(fractal_z(bmat, k0, dt), "FRACTAL_Z", (kdim, np_))
     bt = lw.constant(bias_table(b, cout, lw.lanes, dt), "ND")
@@ -222,55 +387,85 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     kb.block_offset(ya, n_t // 16 * ho_ * wo_ * 16)
     tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
     tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
-    l1_fm = kb.alloc(Space.L1, c1in * rin_max * w_ * 16, dt)
-    l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
+    l1_fm = kb.alloc(Space.L1, geo.fm_bytes(taps, c1c, rows, cols, isz) // isz, dt)
+    l0c = kb.alloc(Space.L0C, _ceil(rows * cols, 16) * n_t, np.dtype(np.float32))
     per_image = {xa: c1in * h_ * w_ * 16, ya: n1 * ho_ * wo_ * 16}
     per_image.update({ra: n1 * ho_ * wo_ * 16 for ra in tiles.residual_args})
+
+    def load_fm(ld) -> None:
+        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][16]."""
+        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb = ld
+        nr, nq, nc = r1 - r0, q1 - q0, cb - ca
+        src = (ca * h_ + r0) * w_ * 16 + q0 * 16
+        if nq == w_:  # whole rows: one burst per C1 block
+            kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * 16, src_stride=h_ * w_ * 16,
+                    dst_stride=nr * w_ * 16)
+        elif nr <= nc:  # one copy per row, a burst per C1 block
+            for r in range(nr):
+                kb.copy(xa, l1_fm, src_offset=src + r * w_ * 16, dst_offset=r * nq * 16, nburst=nc,
+                        burst=nq * 16, src_stride=h_ * w_ * 16, dst_stride=nr * nq * 16)
+        else:  # one copy per C1 block, a burst per row
+            for c in range(nc):
+                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * 16, dst_offset=c * nr * nq * 16, nburst=nr,
+                        burst=nq * 16, src_stride=w_ * 16, dst_stride=nq * 16)
+
     with kb.loop(n_, per_image):  # image 0's code; the loop moves to the next image
         n = 0
         for ho0 in range(0, ho_, rows):
             ho1 = min(ho_, ho0 + rows)
-            m_valid = (ho1 - ho0) * wo_
-            m_pad = _ceil(m_valid, 16)
-            in_start = ho0 * sh - pt
-            in_end = (ho1 - 1) * sh - pt + dh * (kh_ - 1) + 1
-            r0, r1 = max(in_start, 0), min(in_end, h_)
-            if r1 <= r0:
-                raise unsupported(loc, "Conv: an output row reads only padding")
-            nrows = r1 - r0
-            kb.copy(xa, l1_fm, src_offset=(n * c1in * h_ + r0) * w_ * 16, nburst=c1in, burst=nrows * w_ * 16,
-                    src_stride=h_ * w_ * 16, dst_stride=nrows * w_ * 16)
-            def body(first: int, last: bool = False, n=n, ho0=ho0, m_valid=m_valid, m_pad=m_pad,
-                     in_start=in_start, in_end=in_end, r0=r0, r1=r1, nrows=nrows) -> None:
-                nt0, nt = first * n_t, n_t
-                for kt0 in range(0, kdim, k_t):
-                    kt = min(k_t, kdim - kt0)
-                    tiles.load_weights(wa, n1, kt0, kt, nt0, nt)
+            for wo0 in range(0, wo_, cols):
+                wo1 = min(wo_, wo0 + cols)
+                m_valid = (ho1 - ho0) * (wo1 - wo0)
+                m_pad = _ceil(m_valid, 16)
+                loads = []  # (group, row window, column window, C1 blocks ca..cb) reading real input
+                for gi, (oy, ox) in enumerate(groups):
+                    rw = _window(ho0, ho1, sh, geo.pt, oy, dh, khg, h_)
+                    cw = _window(wo0, wo1, sw, geo.pl, ox, dw, kwg, w_)
+                    if rw[3] > rw[2] and cw[3] > cw[2]:
+                        loads += [(gi, rw, cw, ca, min(c1in, ca + c1c)) for ca in range(0, c1in, c1c)]
+                shared = len(loads) == 1  # one L1 tile serves every output-channel tile
+                if shared:
+                    load_fm(loads[0])
+
+                def body(first: int, last: bool = False, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad,
+                         loads=loads, shared=shared) -> None:
+                    nt0, nt = first * n_t, n_t
+                    init = 1
+                    for ld in loads:
+                        gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb = ld
+                        if not shared:
+                            load_fm(ld)
+                        kbase, kc = (gi * c1in + ca) * kk, (cb - ca) * kk
+                        for kt0 in range(0, kc, k_t):
+                            kt = min(k_t, kc - kt0)
+                            tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
+                            for ms0 in range(0, m_pad, m_t):
+                                ms = min(m_t, m_pad - ms0)
+                                kb.emit(tile.Img2colOp(
+                                    l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
+                                    pad_b=re - r1, pad_l=q0 - qs, pad_r=qe - q1, stride_h=sh, stride_w=sw,
+                                    kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
+                                    k_start=kt0, k_count=kt))
+                                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
+                                                    init=init))
+                            init = 0
+                    tiles.load_bias(ba, nt0, nt)
+                    tiles.load_tables(nt0, nt)
+                    n1t = nt // 16
                     for ms0 in range(0, m_pad, m_t):
                         ms = min(m_t, m_pad - ms0)
-                        kb.emit(tile.Img2colOp(
-                            l1_fm, tiles.l0a, fm_c1=c1in, fm_h=nrows, fm_w=w_, pad_t=r0 - in_start,
-                            pad_b=in_end - r1, pad_l=pl, pad_r=pr, stride_h=sh, stride_w=sw, kernel_h=kh_,
-                            kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=kt0, k_count=kt))
-                        kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
-                                            init=int(kt0 == 0)))
-                tiles.load_bias(ba, nt0, nt)
-                tiles.load_tables(nt0, nt)
-                n1t = nt // 16
-                for ms0 in range(0, m_pad, m_t):
-                    ms = min(m_t, m_pad - ms0)
-                    valid = min(ms, m_valid - ms0)
-                    if valid <= 0:
-                        continue
-                    out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + ms0) * 16
-                    for i, ra in enumerate(tiles.residual_args):
-                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
-                                src_stride=ho_ * wo_ * 16)
-                    tiles.epilogue(l0c, ms0 * nt, n1t, valid, ms)
-                    kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
-                            dst_stride=ho_ * wo_ * 16)
+                        valid = min(ms, m_valid - ms0)
+                        if valid <= 0:
+                            continue
+                        out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + wo0 + ms0) * 16
+                        for i, ra in enumerate(tiles.residual_args):
+                            kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
+                                    src_stride=ho_ * wo_ * 16)
+                        tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
+                        kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
+                                dst_stride=ho_ * wo_ * 16)
 
-            kb.for_tiles(n_tiles, body)
+                kb.for_tiles(n_tiles, body)
     lw.launch(kb)
     return y
 
@@ -352,7 +547,8 @@ def batched_matmul(lw: Lowering, a: DevTensor, b: DevTensor, out_shape: tuple[in
     as numpy.matmul does): ND ``out_shape`` [..., M, N].
 
     ``b`` is first transposed to [..., N, K] (a data kernel) so that, loaded with nd2nz, each
-    batch's B lands in L1 already in the Zn layout L0B takes. Batches are spread over the cores.
+    batch's B lands in L1 already in the Zn layout L0B takes. Batches are spread over the cores; a
+    single batch spreads its output-column tiles instead (M, N and K are all tiled: no size limit).
     """
     from cann.lowering.data import transpose
 
@@ -382,10 +578,17 @@ def batched_matmul(lw: Lowering, a: DevTensor, b: DevTensor, out_shape: tuple[in
     y = lw.gm_tensor(tuple(out_shape), ND)
     uniform = bool(np.all(np.diff(a_idx) == (a_idx[1] - a_idx[0] if nb > 1 else 0))) and \
         bool(np.all(np.diff(b_idx) == (b_idx[1] - b_idx[0] if nb > 1 else 0)))
+    n_tiles = math.ceil(n_ / n_t)
+    by_columns = nb == 1 and n_tiles > 1
     if uniform and nb > 1:  # SPMD over batches: every core moves its pointers by one batch
         kb.partition(nb)
+    elif by_columns:  # SPMD over output-column tiles: B^T rows and Y columns move by one tile
+        kb.partition(n_tiles)
     aa, ba, ya = kb.arg(a), kb.arg(bt), kb.arg(y)
-    if kb.block_dim > 1:
+    if by_columns:
+        kb.block_offset(ba, n_t * k_)
+        kb.block_offset(ya, n_t)
+    elif kb.block_dim > 1:
         kb.block_offset(aa, int(a_idx[1] - a_idx[0]) * m_ * k_)
         kb.block_offset(ba, int(b_idx[1] - b_idx[0]) * n_ * k_)
         kb.block_offset(ya, m_ * n_)
@@ -396,35 +599,41 @@ def batched_matmul(lw: Lowering, a: DevTensor, b: DevTensor, out_shape: tuple[in
     l0c = kb.alloc(Space.L0C, m_t * n_t, np.dtype(np.float32))
     ub = kb.alloc(Space.UB, m_t * n_t, dt)
 
-    def one(first: int, last: bool = False) -> None:
-        a_off, b_off, y_off = int(a_idx[first]) * m_ * k_, int(b_idx[first]) * n_ * k_, first * m_ * n_
+    def block(a_off: int, b_off: int, y_off: int, nt0: int, ncols: int) -> None:
+        """Output columns nt0 .. nt0+ncols of one batch, every M tile, K accumulated in L0C."""
+        n_pad = _ceil(ncols, 16)
         for mt0 in range(0, m_, m_t):
             rows = min(m_t, m_ - mt0)
             m_pad = _ceil(rows, 16)
-            for nt0 in range(0, n1 * 16, n_t):
-                ncols = min(n_t, n_ - nt0)
-                n_pad = _ceil(ncols, 16)
-                for kt0 in range(0, kp, k_t):
-                    kt = min(k_t, kp - kt0)
-                    k1t = kt // k0
-                    kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=a_off + mt0 * k_ + kt0, rows=rows,
-                                             cols=min(kt, k_ - kt0), src_row_stride=k_))
-                    for m1 in range(m_pad // 16):
-                        kb.emit(tile.Load2dOp(l1_a, l0a, src_offset=m1 * 16 * k0, count=k1t, src_stride=m_pad * k0,
-                                              dst_offset=m1 * k1t * 16 * k0, dst_stride=16 * k0))
-                    # B^T rows nt0.. in NZ = the Zn layout [k1][n1][16][k0]
-                    kb.emit(tile.CopyNd2nzOp(ba, l1_b, src_offset=b_off + nt0 * k_ + kt0, rows=ncols,
-                                             cols=min(kt, k_ - kt0), src_row_stride=k_))
-                    kb.emit(tile.Load2dOp(l1_b, l0b, count=k1t * (n_pad // 16), src_stride=16 * k0,
-                                          dst_stride=16 * k0))
-                    kb.emit(tile.MmadOp(l0a, l0b, l0c, m=m_pad, k=kt, n=n_pad, init=int(kt0 == 0)))
-                kb.emit(tile.CopyL0cToUbOp(l0c, ub, n1=n_pad // 16, m=rows, src_m=m_pad))
-                for j in range(n_pad // 16):
-                    cols = min(16, n_ - (nt0 + j * 16))
-                    kb.copy(ub, ya, src_offset=j * rows * 16, dst_offset=y_off + mt0 * n_ + nt0 + j * 16,
-                            nburst=rows, burst=cols, src_stride=16, dst_stride=n_)
+            for kt0 in range(0, kp, k_t):
+                kt = min(k_t, kp - kt0)
+                k1t = kt // k0
+                kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=a_off + mt0 * k_ + kt0, rows=rows,
+                                         cols=min(kt, k_ - kt0), src_row_stride=k_))
+                for m1 in range(m_pad // 16):
+                    kb.emit(tile.Load2dOp(l1_a, l0a, src_offset=m1 * 16 * k0, count=k1t, src_stride=m_pad * k0,
+                                          dst_offset=m1 * k1t * 16 * k0, dst_stride=16 * k0))
+                # B^T rows nt0.. in NZ = the Zn layout [k1][n1][16][k0]
+                kb.emit(tile.CopyNd2nzOp(ba, l1_b, src_offset=b_off + nt0 * k_ + kt0, rows=ncols,
+                                         cols=min(kt, k_ - kt0), src_row_stride=k_))
+                kb.emit(tile.Load2dOp(l1_b, l0b, count=k1t * (n_pad // 16), src_stride=16 * k0,
+                                      dst_stride=16 * k0))
+                kb.emit(tile.MmadOp(l0a, l0b, l0c, m=m_pad, k=kt, n=n_pad, init=int(kt0 == 0)))
+            kb.emit(tile.CopyL0cToUbOp(l0c, ub, n1=n_pad // 16, m=rows, src_m=m_pad))
+            for j in range(n_pad // 16):
+                kb.copy(ub, ya, src_offset=j * rows * 16, dst_offset=y_off + mt0 * n_ + nt0 + j * 16,
+                        nburst=rows, burst=min(16, ncols - j * 16), src_stride=16, dst_stride=n_)
 
-    if kb.block_dim > 1:
+    def one(first: int, last: bool = False) -> None:
+        a_off, b_off, y_off = int(a_idx[first]) * m_ * k_, int(b_idx[first]) * n_ * k_, first * m_ * n_
+        for nt0 in range(0, n1 * 16, n_t):
+            block(a_off, b_off, y_off, nt0, min(n_t, n_ - nt0))
+
+    if by_columns:  # one batch: its output-column tiles over the cores (the last, partial one on its own)
+        kb.for_tiles(n_tiles, lambda first, last=False: block(0, 0, 0, first * n_t,
+                                                              n_ - (n_tiles - 1) * n_t if last else n_t),
+                     partial_last=n_ % n_t != 0)
+    elif kb.block_dim > 1:
         kb.for_tiles(nb, one)
     else:
         for i in range(nb):

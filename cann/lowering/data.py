@@ -49,7 +49,8 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         kb.partition(n_chunks)
         kb.block_offset(src, chunk)
         kb.block_offset(dst, chunk)
-        kb.for_tiles(n_chunks, lambda first, last=False: move(0, 0, t.size - (n_chunks - 1) * chunk if last else chunk),
+        kb.for_tiles(n_chunks, lambda first, last=False: move(first * chunk, first * chunk,
+                                                                 t.size - (n_chunks - 1) * chunk if last else chunk),
                      partial_last=t.size % chunk != 0)
     elif out.fmt == NC1HWC0:  # ND (NCHW) -> NC1HWC0
         n_, c_, h_, w_ = t.shape

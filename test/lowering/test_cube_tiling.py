@@ -1,0 +1,225 @@
+"""Cube kernels tile along every axis (issue 11.3): no legal Conv / MatMul is refused for size.
+
+A grid of convolutions (channels x dilations x map sizes, 3x3 kernels, padding = dilation) in both
+precision modes against onnxruntime, each asserting which tiling path its kernel took (whole rows,
+input-channel chunks accumulated in L0C, a row split into column chunks, one kernel tap at a time,
+taps that only read padding dropped); pinned tilings exercise the same paths on small shapes, also
+with a fused residual epilogue; pinned tilings beyond the buffers are errors; MatMul with K, N and
+M = 50,000 (and the float32 -> float16 conversion over more chunks than cores that N = 50,000
+exposed).
+"""
+
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects import func
+from xdsl.passes import PassPipeline
+
+import cann
+from cann import testing
+from cann.codegen.offline import build_offline_model
+from cann.compiler import import_model, make_context, stage_pipelines
+from cann.dialects import tile
+from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
+from cann.passes import ALL_PASSES
+from cann.runtime import Model
+
+TOL = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
+
+
+def conv_model(cin, cout, h, w, d, k=3, stride=1, pads=None, group=1):
+    """One Conv [1, cin, h, w] -> [1, cout, ho, wo], padding = dilation unless ``pads`` given."""
+    pads = [d * (k // 2)] * 4 if pads is None else list(pads)
+    rng = np.random.default_rng(0)
+    wt = (rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(cin * k * k / group)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], dilations=[d, d], pads=pads, strides=[stride, stride],
+                            group=group)
+    ho = (h + pads[0] + pads[2] - d * (k - 1) - 1) // stride + 1
+    wo = (w + pads[1] + pads[3] - d * (k - 1) - 1) // stride + 1
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, h, w])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, ho, wo])],
+                          [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def compile_pinned(model, precision_mode, pins=None, aicore_num=0):
+    """Compile like ``cann.compile`` with kernel tilings pinned; returns (Model, {kernel: tiling})."""
+    module = import_model(model)
+    ctx = make_context()
+    (_, graph), _, (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1, aicore_num)
+    PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
+    ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}),
+                           aicore_num=aicore_num).apply(ctx, module)
+    tilings = {}
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes:
+            t = {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
+            t["img2col_kernels"] = {(i.field("kernel_h"), i.field("kernel_w")) for i in op.walk()
+                                    if isinstance(i, tile.Img2colOp)}
+            tilings[op.sym_name.data] = t
+    PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)
+    return Model(build_offline_model(module)), tilings
+
+
+def check(model, precision_mode, pins=None, aicore_num=0):
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    compiled, tilings = compile_pinned(model, precision_mode, pins, aicore_num)
+    y = compiled.run(x)["y"]
+    assert y.shape == ref.shape
+    err = np.linalg.norm(y - ref) / np.linalg.norm(ref)
+    assert err <= TOL[precision_mode], err
+    return tilings["conv2d_0"] if "conv2d_0" in tilings else tilings, compiled
+
+
+def _whole(t):
+    return "cols" not in t and "c1" not in t and "taps" not in t
+
+
+def _chunks(t):
+    return "c1" in t and "cols" not in t and "taps" not in t
+
+
+def _cols(t):
+    return "cols" in t and t["rows"] == 1 and "taps" not in t
+
+
+def _taps(t):
+    return t.get("taps") == 1 and t["img2col_kernels"] == {(1, 1)}
+
+
+def _cropped(path):
+    """``path``, and the 3x3 runs as a 1x1: its off-centre taps only ever read padding."""
+    return lambda t: path(t) and t["img2col_kernels"] == {(1, 1)}
+
+
+# (cin, h, w, dilation, precision mode, which path the kernel takes)
+GRID = [
+    (16, 16, 16, 1, "force_fp16", _whole),
+    (16, 16, 16, 12, "must_keep_origin_dtype", _whole),
+    (16, 65, 65, 36, "force_fp16", _whole),
+    (960, 16, 16, 12, "force_fp16", _whole),               # 60 C1 blocks x 16 rows fit L1 in fp16
+    (960, 16, 16, 12, "must_keep_origin_dtype", _whole),   # and in fp32 (960 KB: rows clamped to the map)
+    (960, 16, 16, 24, "force_fp16", _cropped(_whole)),     # DeepLabV3 ASPP: off-centre taps read only
+    (960, 16, 16, 24, "must_keep_origin_dtype", _cropped(_whole)),  # padding, the 3x3 is a 1x1
+    (960, 16, 16, 36, "force_fp16", _cropped(_whole)),
+    (960, 16, 16, 36, "must_keep_origin_dtype", _cropped(_whole)),
+    (960, 65, 65, 12, "force_fp16", _chunks),
+    (2048, 16, 16, 12, "force_fp16", _chunks),             # 128 C1 blocks x 16 x 16 > L1: channel chunks
+    (2048, 16, 16, 12, "must_keep_origin_dtype", _chunks),
+    (2048, 16, 16, 24, "force_fp16", _cropped(_chunks)),   # a 1x1: 2 x 64 C1 blocks beat 2 row tiles
+    # a wide row: only the middle kernel row ever reads the one input row (a 1x3 kernel)
+    (2048, 1, 400, 12, "must_keep_origin_dtype", lambda t: _chunks(t) and t["img2col_kernels"] == {(1, 3)}),
+    (960, 1, 400, 36, "force_fp16", lambda t: _whole(t) and t["img2col_kernels"] == {(1, 3)}),
+    (16, 65, 65, 1, "must_keep_origin_dtype", _whole),
+    (16, 1, 5000, 1, "force_fp16", _cols),                 # 5000 positions > L0C: column chunks
+    (16, 1, 5000, 24, "must_keep_origin_dtype", _cols),
+    (16, 130, 130, 64, "must_keep_origin_dtype", _taps),   # a 129 x 130 window of 16 fp32 channels > L1
+]
+
+
+@pytest.mark.parametrize("cin,h,w,d,precision_mode,path", GRID,
+                         ids=[f"{c}ch-{h}x{w}-d{d}-{m[:4]}" for c, h, w, d, m, _ in GRID])
+def test_conv_grid_matches_onnxruntime(cin, h, w, d, precision_mode, path):
+    tiling, _ = check(conv_model(cin, 32, h, w, d), precision_mode)
+    assert path(tiling), str(tiling)
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("pins,kw", [
+    ({"cols": 5, "c1": 1}, dict(stride=2, pads=(3, 1, 2, 4))),   # column chunks x channel chunks, strided
+    ({"cols": 7, "c1": 2, "n": 16}, dict(group=3)),            # grouped, a ragged last chunk (3 C1 / 2)
+    ({"taps": 1, "rows": 3, "c1": 2}, dict(stride=2)),          # taps x channel chunks x row tiles
+    ({"taps": 1, "cols": 4}, dict(pads=(0, 2, 3, 5))),          # taps x column chunks, asymmetric pads
+    ({"rows": 2}, dict(pads=(6, 6, 6, 6), k=3, d=1)),           # whole rows, tiles that read only padding
+    ({"taps": 1, "rows": 1}, dict(pads=(6, 6, 6, 6), k=3, d=1)),
+])
+def test_pinned_split_paths(pins, kw, precision_mode):
+    d = kw.pop("d", 2)
+    tiling, _ = check(conv_model(48, 48, 9, 21, d, **kw), precision_mode, {"conv2d_0": pins})
+    assert {k: tiling[k] for k in pins} == pins
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("pins", [{"cols": 5, "c1": 1}, {"taps": 1, "rows": 2, "c1": 2}, {"taps": 1, "cols": 7}])
+def test_split_paths_with_fused_residual_epilogue(pins, precision_mode):
+    """Conv + Add(residual) + Relu fused into the conv kernel: the residual tiles are read at each
+    split tile's output position."""
+    m = conv_model(48, 48, 9, 21, 2)
+    m.graph.node[0].output[0] = "c"
+    m.graph.node.extend([helper.make_node("Add", ["c", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
+    tiling, compiled = check(m, precision_mode, {"conv2d_0": pins})
+    assert {k: tiling[k] for k in pins} == pins
+    assert [k.name for k in compiled.om.kernels if "relu" in k.name or "add" in k.name] == []
+
+
+def test_pinned_tiling_beyond_l0c_is_an_error():
+    with pytest.raises(cann.CannError, match=r"^error: Conv_0: Conv: tiling rows = 9, cols = 600, c1 = 1 needs "
+                                             r"5408 L0C positions \(4096 available\)"):
+        compile_pinned(conv_model(16, 16, 9, 600, 1), "force_fp16", {"conv2d_0": {"rows": 9}})
+
+
+def test_pinned_c1_takes_the_rows_that_fit():
+    """All 128 C1 blocks of 2048 fp32 channels pinned in one load: at most 7 input rows (5 output
+    rows) fit L1 (the tallest tile is not refused; 4 rows split the 16 evenly)."""
+    _, tilings = compile_pinned(conv_model(2048, 16, 16, 16, 1), "must_keep_origin_dtype", {"conv2d_0": {"c1": 128}})
+    assert (tilings["conv2d_0"]["c1"], tilings["conv2d_0"]["rows"]) == (128, 4)
+
+
+def test_pinned_rows_wider_than_l0c_is_an_error():
+    with pytest.raises(cann.CannError, match=r"^error: Conv_0: Conv: tiling rows = 2 needs whole rows of 5000 "
+                                             r"positions \(4096 fit L0C\)$"):
+        compile_pinned(conv_model(16, 16, 2, 5000, 1), "force_fp16", {"conv2d_0": {"rows": 2}})
+
+
+def test_no_does_not_fit_message_in_cube():
+    import inspect
+
+    from cann.lowering import cube
+
+    assert "does not fit" not in inspect.getsource(cube)
+
+
+def matmul_model(m, k, n, const_b):
+    rng = np.random.default_rng(0)
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])]
+    inits = []
+    if const_b:
+        inits.append(numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "b"))
+    else:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [k, n]))
+    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"])], "g", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("m,k,n,const_b", [(4, 50000, 16, True), (4, 50000, 16, False),
+                                           (4, 64, 50000, True), (4, 64, 50000, False), (50000, 64, 16, True)])
+def test_matmul_huge_k_n_and_m(m, k, n, const_b, precision_mode):
+    model = matmul_model(m, k, n, const_b)
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    y = cann.compile(model, precision_mode=precision_mode).run(x)["y"]
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= TOL[precision_mode]
+
+
+@pytest.mark.parametrize("cols", [10000, 13068])  # 25 chunks of 25,344 elements + a partial one; exactly 33
+def test_dtype_conversion_over_more_chunks_than_cores(cols):
+    """The float32 <-> float16 conversion kernel (trans_data) with more chunks than cores: the rounds
+    after the first read and write their own chunks (they re-did the first round's; a MatMul with
+    N = 50,000 came out wrong in float16)."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, cols])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, cols])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    x = testing.random_inputs(model)
+    y = cann.compile(model, precision_mode="force_fp16").run(x)["y"]
+    np.testing.assert_allclose(y, np.maximum(x["x"], 0), rtol=1e-3, atol=1e-3)
