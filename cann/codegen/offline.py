@@ -17,8 +17,8 @@ from xdsl.ir import SSAValue
 from cann.codegen.encode import module_kernels
 from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel
 from cann.dialects import tile
+from cann.dialects.graph_base import numpy_dtype as np_dtype
 from cann.errors import CannError
-from cann.lowering.common import np_dtype
 from cann.passes.analysis.ideal import kernel_work
 
 ALIGN = 64

@@ -30,6 +30,7 @@ import numpy as np
 
 from cann.errors import CannError
 from cann.fileio import atomic_write_bytes
+from cann.hw.config import SocSpec
 
 MAGIC = b"CANNOM\0\0"
 VERSION = 2
@@ -313,7 +314,7 @@ class _Context:
     """What the bounds of a model's fields depend on: the model and its SoC."""
 
     model: OfflineModel
-    soc: "SocSpec"  # noqa: F821
+    soc: SocSpec
 
 
 #: The bounded integer fields of each record, one row per field: (record, field, lowest, highest,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import ml_dtypes
@@ -28,6 +29,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
     IntegerAttr,
+    NameLoc,
     StringAttr,
     TensorType,
     UnitAttr,
@@ -35,7 +37,6 @@ from xdsl.dialects.builtin import (
     Signedness,
     f16,
     f32,
-    f64,
     i32,
     i64,
 )
@@ -43,6 +44,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from cann.dialects import tile
+from cann.dialects.graph_base import numpy_dtype
 from cann.dialects.tile import Space
 from cann.errors import CannError
 from cann.hw.config import SocSpec
@@ -72,22 +74,15 @@ def elem_type(dtype: np.dtype) -> Attribute:
 
 
 def np_dtype(t: Attribute) -> np.dtype:
-    """The numpy dtype of an xDSL element type (float16, float32, int32, int64; other integer
-    widths by their width)."""
-    if t == f16:
-        return np.dtype(np.float16)
-    if isinstance(t, IntegerType):
-        w = t.width.data
-        if w == 1:
-            return np.dtype(np.bool_)
-        return np.dtype(f"{'u' if t.signedness.data == Signedness.UNSIGNED else ''}int{w}")
-    if t == f32:
-        return np.dtype(np.float32)
-    if t == f64:
-        return np.dtype(np.float64)  # rejected by elem_type: the AI Core has no float64
-    if isinstance(t, BFloat16Type):
-        return np.dtype(ml_dtypes.bfloat16)
-    raise CannError("", f"dtype {t} is not supported on the AI Core")
+    """The numpy dtype of an xDSL element type (:func:`cann.dialects.graph_base.numpy_dtype`).
+
+    Raises:
+        CannError: an element type with no numpy dtype.
+    """
+    try:
+        return numpy_dtype(t)
+    except ValueError:
+        raise CannError("", f"dtype {t} is not supported on the AI Core") from None
 
 
 @dataclass(frozen=True)
@@ -295,6 +290,9 @@ class Lowering:
     main: Block
     tiling_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
     cores: int = 1  # AI cores a kernel may be spread over (SPMD block_dim at most this)
+    #: the format / dtype conversion kernel builder (``cann.lowering.data.trans_data``, given by the
+    #: driver: this toolkit imports none of the kernels built on it)
+    convert: Callable[..., DevTensor] | None = None
     kernels: list[func.FuncOp] = field(default_factory=list)
     _names: dict[str, int] = field(default_factory=dict)
     _converted: dict[tuple[int, str, str], DevTensor] = field(default_factory=dict)
@@ -372,9 +370,7 @@ class Lowering:
                                    f"({fmt}): integer tensors are stored and moved, not computed on (no conversion kernel)")
         key = (id(t.mem), fmt, dtype.name)
         if key not in self._converted:
-            from cann.lowering.data import trans_data
-
-            self._converted[key] = trans_data(self, t, fmt, dtype, loc)
+            self._converted[key] = self.convert(self, t, fmt, dtype, loc)
         return self._converted[key]
 
 
@@ -384,11 +380,16 @@ def ub_chunk(lowering: Lowering, bytes_per_elem: int, align_elems: int = 256) ->
     return max(align_elems, n // align_elems * align_elems)
 
 
-def unsupported(loc: Attribute | None, what: str) -> CannError:
-    from cann.lowering.convert_graph_to_tile import loc_name
+def loc_name(loc: Attribute | None) -> str:
+    """The ONNX node name carried by an op's location ('' if none)."""
+    if isinstance(loc, NameLoc):
+        return loc.desc.data
+    return ""
 
+
+def unsupported(loc: Attribute | None, what: str) -> CannError:
     return CannError(loc_name(loc), what)
 
 
 __all__ = ["ND", "NC1HWC0", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
-           "unsupported", "DiagnosticException"]
+           "unsupported", "loc_name", "DiagnosticException"]

@@ -62,7 +62,10 @@ Step = tuple  # (op, dst, src0[, src1[, scalar]]) or ("select", dst, cond, a, b)
 
 
 def handles(op: Operation) -> bool:
-    """Whether :func:`lower` is the lowering of graph op ``op``."""
+    """Whether :func:`lower` is the lowering of graph op ``op`` (``graph.where`` of any dtype is
+    :func:`cann.lowering.select.lower_where`'s, which builds on this module)."""
+    if op.name == "graph.where":
+        return False
     if op.name in OWN_OPS:
         return True
     if op.name == "graph.cast":
@@ -262,10 +265,6 @@ def lower(conv, op: Operation) -> DevTensor:
         ddt = device_dtype(lw, res_dt, loc)
         steps, temps = convert_steps("x0", "y", x.dtype, ddt, "t", loc)
         return program(lw, "cast", loc, [x], steps, {"y": ddt, **temps}, shape)
-    if name == "graph.where":
-        from cann.lowering.select import lower_where
-
-        return lower_where(conv, op)
     return _int_math(lw, conv, op, shape, device_dtype(lw, res_dt, loc), loc)
 
 

@@ -20,10 +20,9 @@ from xdsl.dialects.builtin import (
     MemRefType,
     ModuleOp,
     i64,
-    NameLoc,
     StringAttr,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from cann.dialects import graph
@@ -32,7 +31,7 @@ from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
 from cann.lowering import cube, data, vector
 from cann.lowering import math as mathk
-from cann.lowering.common import ND, DevTensor, Lowering, elem_type, np_dtype
+from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, np_dtype
 
 #: device dtype of float tensors per precision mode
 PRECISION_MODES = {
@@ -41,13 +40,6 @@ PRECISION_MODES = {
     "must_keep_origin_dtype": np.float32,
     "force_fp32": np.float32,
 }
-
-
-def loc_name(loc: Attribute | None) -> str:
-    """The ONNX node name carried by an op's location ('' if none)."""
-    if isinstance(loc, NameLoc):
-        return loc.desc.data
-    return ""
 
 
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
@@ -296,7 +288,8 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
     block = Block()
     if aicore_num < 0 or aicore_num > soc.ai_core_count:
         raise CannError("--aicore_num", f"{aicore_num} cores requested; {soc.name} has {soc.ai_core_count}")
-    lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {}, cores=aicore_num or soc.ai_core_count)
+    lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {},
+                  cores=aicore_num or soc.ai_core_count, convert=data.trans_data)
     conv = _Converter(lw, main_in)
     in_block = main_in.body.block
     arg_types = []

@@ -19,7 +19,7 @@ from cann.dialects import graph
 from cann.dialects.graph_fused import FusedOp
 from cann.errors import CannError
 from cann.lowering import vector
-from cann.lowering.common import DevTensor
+from cann.lowering.common import DevTensor, loc_name
 from cann.lowering.cube import Epilogue
 
 _COMMUTATIVE = {"add", "mul", "max", "min"}
@@ -187,6 +187,4 @@ def lower_fused(cv, op: FusedOp) -> DevTensor:
 
 
 def _node(op) -> str:
-    from cann.lowering.convert_graph_to_tile import loc_name
-
     return loc_name(op.location) or op.name
