@@ -212,7 +212,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
         if stage == "graph":  # the model work of each node, for the profile's ideal bound
             from cann.passes.analysis.ideal import annotate_work
 
-            annotate_work(module, precision_mode)
+            annotate_work(module, opts.precision_mode)
     return module
 
 
