@@ -77,6 +77,7 @@ def _const_gather(lw: Lowering, data: DevTensor, out: DevTensor, idx: np.ndarray
     kb = lw.kernel("gather", loc)
     sa, da = kb.arg(data), kb.arg(out)
     chunk = ub_chunk(lw, isz, 256)
+    kb.tiling["chunk"] = chunk
     buf = kb.alloc(Space.UB, chunk, data.dtype)
     runs: list[tuple[int, int, int]] = []  # (first output position, first index, length)
     for k, i in enumerate(idx.tolist()):
