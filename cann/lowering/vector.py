@@ -187,32 +187,94 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     return y
 
 
+def _sum_positions(kb, buf, count: int, offset: int = 0) -> None:
+    """Halve ``count`` positions of 16 lanes at ``offset`` of UB ``buf`` down to one by a tree of
+    dense ``vadd``s (the sum lands at ``offset``)."""
+    n = count
+    while n > 1:
+        h = n // 2
+        kb.vec("add", buf, buf, buf, count=h, unit=16, dst_offset=offset, src0_offset=offset,
+               src1_offset=offset + (n - h) * 16)
+        n -= h
+
+
 def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
-    """GlobalAveragePool: per C0 block, a halving tree of vector adds over the H*W positions."""
+    """GlobalAveragePool of an NC1HWC0 tensor, SPMD over its ``N*C1`` planes (``[H*W][16]`` each).
+
+    Sums are accumulated in float32 whatever the storage dtype (a float16 plane of 256x256 ones
+    would overflow float16). A work item is a group of ``planes`` whole planes loaded by one copy
+    when a plane fits in UB, else one plane read in chunks of ``positions`` positions, alternating
+    between two UB buffers (the load of the next chunk overlaps the sums of this one) in a hardware
+    loop over chunk pairs. Per chunk: ``vconv`` to float32 (float16 storage), a halving tree of
+    ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the end ``vmuls`` by
+    ``1/(H*W)``, ``vconv`` back, one copy of the group's ``[planes][16]`` results to GM. Any plane
+    size fits: nothing but 16 lanes of a plane need stay in UB.
+    """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
-    hw, c1 = h_ * w_, x.c1
+    hw, total = h_ * w_, n_ * x.c1
     plane = hw * 16
-    if plane * lw.dtype.itemsize > lw.usable("ub"):
-        return pool(lw, x, "avg", (h_, w_), (1, 1), (0, 0, 0, 0), (1, 1), True, (n_, c_, 1, 1), loc)
-    group = max(1, min(n_ * c1, lw.usable("ub") // (plane * lw.dtype.itemsize)))
-    kb = lw.kernel("global_avg_pool", loc, {"planes": group})
+    f32 = np.dtype(np.float32)
+    cast = lw.dtype != f32
+    isz = lw.dtype.itemsize
+    out_bytes = 16 * (4 + isz)  # per plane of a group: float32 accumulator and the converted result
+    budget = lw.usable("ub") - 5 * 256  # each buffer is rounded up to 256 bytes
+    # whole planes per group: the storage buffer and its float32 copy
+    fit = budget // (plane * (isz + 4 * cast) + out_bytes)
+    if fit:
+        group, q = max(1, min(fit, math.ceil(total / lw.cores))), hw
+    else:  # one plane at a time in chunks: two storage buffers and the float32 copy
+        group, q = 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
+    kb = lw.kernel("global_avg_pool", loc, {"planes": group, "positions": q})
+    group, q = kb.tiling["planes"], kb.tiling["positions"]
     y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
     xa, ya = kb.arg(x), kb.arg(y)
-    buf = kb.alloc(Space.UB, group * plane, lw.dtype)
-    total = n_ * c1
-    for p0 in range(0, total, group):
-        g = min(group, total - p0)
-        kb.copy(xa, buf, src_offset=p0 * plane, burst=g * plane)
-        for q in range(g):
-            n = hw
-            while n > 1:
-                h = n // 2
-                kb.vec("add", buf, buf, buf, count=h, unit=16, dst_offset=q * plane, src0_offset=q * plane,
-                       src1_offset=q * plane + (n - h) * 16)
-                n -= h
-            kb.vec("muls", buf, buf, count=1, unit=16, dst_offset=q * 16, src0_offset=q * plane, scalar=1.0 / hw)
-        kb.copy(buf, ya, dst_offset=p0 * 16, burst=g * 16)
+    chunked = q < hw
+    ins = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, lw.dtype) for _ in range(1 + chunked)]
+    wide = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, f32)] if cast else ins
+    acc = kb.alloc(Space.UB, group * 16, f32)
+    res = kb.alloc(Space.UB, group * 16, lw.dtype) if cast else acc
+    items = math.ceil(total / group)
+    kb.partition(items)
+    kb.block_offset(xa, group * plane)
+    kb.block_offset(ya, group * 16)
+
+    def chunk(k: int, base: int, p: int) -> None:
+        """Positions [base, base + p) of the current plane into the accumulator (buffer k % 2)."""
+        src = ins[k % len(ins)]
+        kb.copy(xa, src, src_offset=base * 16, burst=p * 16)
+        buf = wide[0] if cast else src
+        if cast:
+            kb.vec("cast", buf, src, count=p * 16)
+        _sum_positions(kb, buf, p)
+        kb.vec("add", acc, acc, buf, count=1, unit=16)
+
+    def body(first: int, last: bool = False) -> None:
+        g = total - (items - 1) * group if last else group
+        if chunked:  # one plane, chunk pairs in a hardware loop, then the remaining chunks
+            full, rest = divmod(hw, q)
+            kb.vec("dup", acc, count=1, unit=16, scalar=0.0)
+            pairs = full // 2
+            if pairs:
+                with kb.loop(pairs, {xa: 2 * q * 16}):
+                    chunk(0, first * hw, q)
+                    chunk(1, first * hw + q, q)
+            for k, p0 in enumerate(range(2 * pairs * q, hw, q)):
+                chunk(k, first * hw + p0, min(q, hw - p0))
+        else:  # whole planes: one copy, a tree per plane
+            kb.copy(xa, ins[0], src_offset=first * plane, burst=g * plane)
+            buf = wide[0] if cast else ins[0]
+            if cast:
+                kb.vec("cast", buf, ins[0], count=g * plane)
+            for j in range(g):
+                _sum_positions(kb, buf, hw, j * plane)
+                kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * plane)
+        kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
+        if cast:
+            kb.vec("cast", res, acc, count=g * 16)
+        kb.copy(res, ya, dst_offset=first * 16, burst=g * 16)
+
+    kb.for_tiles(items, body, partial_last=total % group != 0)
     lw.launch(kb)
     return y
 
