@@ -46,3 +46,51 @@ def test_global_average_pool_sums_in_float32(mode):
     m = _model("GlobalAveragePool", [2, 3, 256, 256], [2, 3, 1, 1])
     x = {"x": np.random.default_rng(1).uniform(0.9, 1.5, (2, 3, 256, 256)).astype(np.float32)}
     _compare(m, mode, x)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op,in_shape,out_shape,attrs", [
+    # one output row of 70000 positions: column tiles
+    ("MaxPool", [1, 16, 3, 70000], [1, 16, 3, 70000], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    # border windows with fewer taps (a divisor table read per column tile)
+    ("AveragePool", [1, 20, 5, 40001], [1, 20, 3, 20001],
+     {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 0}),
+    # one output position's window (9000 x 2 taps) larger than UB: window blocks accumulate
+    ("AveragePool", [1, 16, 9000, 3], [1, 16, 1, 2], {"kernel_shape": [9000, 2]}),
+    ("MaxPool", [1, 16, 9000, 3], [1, 16, 1, 2], {"kernel_shape": [9000, 2]}),
+    # a wide window: blocks of window columns
+    ("MaxPool", [1, 16, 2, 90000], [1, 16, 1, 2], {"kernel_shape": [2, 89999], "dilations": [1, 1]}),
+])
+def test_pool_tiles_rows_columns_and_windows(mode, op, in_shape, out_shape, attrs):
+    _compare(_model(op, in_shape, out_shape, **attrs), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [[2, 100000], [3, 200001]])
+def test_softmax_long_rows(mode, shape):
+    """Rows longer than UB (or than float16 can count): three chunked passes per row."""
+    _compare(_model("Softmax", shape, shape, axis=-1), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fused_softmax_long_rows(mode):
+    """An elementwise prologue fused into a long-row Softmax runs again in every pass."""
+    shape = [2, 150000]
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Add", ["m", "x2"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["y"], axis=-1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("x", "x2")],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                          [numpy_helper.from_array(np.array(0.5, np.float32), "s")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    compiled = _compare(m, mode)
+    assert any(k.name.startswith("fused_softmax") for k in compiled.om.kernels)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_softmax_flat_long_row_float16_sum(mode):
+    """70000 equal values: the sum of exp(0) = 70000 exceeds float16's range; partial sums of
+    chunks that cannot overflow accumulate in float32."""
+    shape = [1, 70000]
+    x = {"x": np.full(shape, 0.25, np.float32)}
+    _compare(_model("Softmax", shape, shape, axis=-1), mode, x)
