@@ -127,3 +127,15 @@ def test_resize_output_rows_wider_than_ub(mode, shape, scales, attrs):
     float32, 1.3e-4 relative L2 off the specification at 7500 output columns (this kernel is 5e-8
     from the reference in float32)."""
     _compare(_resize_model(shape, scales, **attrs), mode, spec_reference=True)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("strides,w_", [([1, 1], 4000), ([2, 2], 2000)])
+def test_conv_transpose_input_rows_wider_than_ub(mode, strides, w_):
+    """The stride-dilating scatter copies an input row wider than UB (4000 x 16 channels: 2 x 64000
+    bytes of its two buffers in float16; 2000 x 16 in float32) in pieces. The widths keep the
+    convolution's output row (4001) within what the cube kernel takes."""
+    w = numpy_helper.from_array((np.random.default_rng(2).standard_normal((16, 4, 1, 2)) / 4).astype(np.float32), "w")
+    h_ = 2
+    out = [1, 4, (h_ - 1) * strides[0] + 1, (w_ - 1) * strides[1] + 2]
+    _compare(_model("ConvTranspose", [1, 16, h_, w_], out, inits=[w], strides=strides), mode)
