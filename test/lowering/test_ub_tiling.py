@@ -139,3 +139,27 @@ def test_conv_transpose_input_rows_wider_than_ub(mode, strides, w_):
     h_ = 2
     out = [1, 4, (h_ - 1) * strides[0] + 1, (w_ - 1) * strides[1] + 2]
     _compare(_model("ConvTranspose", [1, 16, h_, w_], out, inits=[w], strides=strides), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("runtime", [True, False])
+def test_gather_rows_longer_than_ub(mode, runtime):
+    """Gather of 200000-element rows (runtime indices: register-addressed copies; constant ones:
+    fixed bursts), each row in UB-sized pieces; axis 1 with an outer axis of 2."""
+    data = np.random.default_rng(3).standard_normal((2, 5, 200000)).astype(np.float32)
+    idx = np.array([4, -1, 0], np.int64)
+    d = numpy_helper.from_array(data, "d")
+    if runtime:
+        node = helper.make_node("Gather", ["d", "x"], ["y"], axis=1)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 200000])], [d])
+        x = {"x": idx}
+    else:
+        node = helper.make_node("Gather", ["x", "i"], ["y"], axis=1)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 200000])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 200000])],
+                              [numpy_helper.from_array(idx, "i")])
+        x = {"x": data}
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    _compare(m, mode, x)
