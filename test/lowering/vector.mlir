@@ -1,0 +1,106 @@
+// RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
+// RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=FP32
+
+// Vector kernels tile along every axis (cann/lowering/vector.py).
+//
+// GlobalAveragePool of a 100x100 plane (larger than UB with its float32 copy): one plane per core,
+// read in chunks of `positions` positions, chunk pairs in a hardware loop, float16 chunks
+// converted to float32, a halving tree, float32 partial sums; float32 keeps no conversion.
+// CHECK:      func.func @global_avg_pool_0({{.*}}) attributes {tile.kernel, tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, planes = 1 : i64, positions = 1973 : i64}}
+// CHECK:        tile.vec {{.*}}count = 1, unit = 16, {{.*}}op = "dup"} : memref<64xf32
+// CHECK:        tile.loop_begin {count = 2 : i64}
+// CHECK-NEXT:   tile.loop_offset %0 {stride = 63136}
+// CHECK:        tile.vec {{.*}}count = 31568, unit = 1, {{.*}}op = "cast"
+// CHECK:        tile.vec {{.*}}src1_offset = 15792, count = 986, unit = 16, {{.*}}op = "add"
+// CHECK:        tile.loop_end
+// CHECK:        tile.vec {{.*}}scalar = 0.0001, op = "muls"
+// CHECK:        tile.vec {{.*}}count = 16, unit = 1, {{.*}}op = "cast"} : memref<128xf16
+// FP32:       func.func @global_avg_pool_0({{.*}}tile.tiling = {block_dim = 2 : i64, planes = 1 : i64, positions = {{[0-9]+}} : i64}}
+// FP32-NOT:     op = "cast"
+// FP32:         tile.loop_begin
+// FP32:       func.func @main
+
+builtin.module {
+  func.func @main(%0: tensor<1x20x100x100xf32> {graph.name = "x"}) -> (tensor<1x20x1x1xf32> {graph.name = "y"}) {
+    %1 = graph.global_avg_pool %0 : tensor<1x20x100x100xf32> -> tensor<1x20x1x1xf32>
+    func.return %1 : tensor<1x20x1x1xf32>
+  }
+}
+
+// -----
+// Small planes: groups of whole planes (two of the 63 C1 planes per core), no chunk loop.
+// CHECK:      func.func @global_avg_pool_0({{.*}}) attributes {tile.kernel, tile.block_dim = 32 : i64, tile.tiling = {block_dim = 32 : i64, planes = 2 : i64, positions = 49 : i64}}
+// CHECK-NOT:    tile.loop_begin
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 31 : i64}
+// CHECK:        tile.vec {{.*}}dst_offset = 16, src0_offset = 784, {{.*}}op = "mov"
+// CHECK:        tile.block_if {lo = 31 : i64, hi = 32 : i64}
+// CHECK:      func.func @main
+
+builtin.module {
+  func.func @main(%0: tensor<1x1000x7x7xf32> {graph.name = "x"}) -> (tensor<1x1000x1x1xf32> {graph.name = "y"}) {
+    %1 = graph.global_avg_pool %0 : tensor<1x1000x7x7xf32> -> tensor<1x1000x1x1xf32>
+    func.return %1 : tensor<1x1000x1x1xf32>
+  }
+}
+
+// -----
+// A 9000x2 pooling window larger than UB: blocks of window rows; each block of one output
+// position is reduced by a halving tree of vmax, then combined into the output.
+// CHECK:      func.func @max_pool_0({{.*}}tile.tiling = {block_dim = 1 : i64, cols = 1 : i64, kcols = 1 : i64, krows = 7928 : i64, rows = 1 : i64}}
+// CHECK:        tile.vec {{.*}}src1_offset = 63424, count = 3964, unit = 16, {{.*}}op = "max"
+// FP32:       func.func @max_pool_0({{.*}}tile.tiling = {block_dim = 1 : i64, cols = 1 : i64, kcols = 1 : i64, krows = {{[0-9]+}} : i64, rows = 1 : i64}}
+
+builtin.module {
+  func.func @main(%0: tensor<1x16x9000x3xf32> {graph.name = "x"}) -> (tensor<1x16x1x2xf32> {graph.name = "y"}) {
+    %1 = graph.max_pool %0 {kernel_shape = array<i64: 9000, 2>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64} : tensor<1x16x9000x3xf32> -> tensor<1x16x1x2xf32>
+    func.return %1 : tensor<1x16x1x2xf32>
+  }
+}
+
+// -----
+// Output rows of 70000 positions: tiles of 1982 output columns with the whole 3x3 window.
+// CHECK:      func.func @max_pool_0({{.*}}tile.tiling = {block_dim = 1 : i64, cols = 1982 : i64, kcols = 3 : i64, krows = 3 : i64, rows = 1 : i64}}
+// CHECK:        tile.copy {{.*}}nburst = 2, burst = 31728, src_stride = 1120000, dst_stride = 31744}
+
+builtin.module {
+  func.func @main(%0: tensor<1x16x3x70000xf32> {graph.name = "x"}) -> (tensor<1x16x3x70000xf32> {graph.name = "y"}) {
+    %1 = graph.max_pool %0 {kernel_shape = array<i64: 3, 3>, strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64} : tensor<1x16x3x70000xf32> -> tensor<1x16x3x70000xf32>
+    func.return %1 : tensor<1x16x3x70000xf32>
+  }
+}
+
+// -----
+// Softmax over 100000 elements: chunks of 65504 (the float16 count limit) in three passes (max;
+// exp and the float32 sum; normalize by the reciprocal) for each row.
+// CHECK:      func.func @softmax_0({{.*}}tile.tiling = {block_dim = 2 : i64, chunk = 65504 : i64}}
+// CHECK:        tile.reduce {{.*}}count = 65504, op = "max"
+// CHECK:        tile.reduce {{.*}}count = 34496, op = "max"
+// CHECK:        tile.reduce {{.*}}count = 65504, op = "add"
+// CHECK:        tile.vec {{.*}}op = "cast"} : memref<64xf32
+// CHECK:        tile.vec {{.*}}op = "rec"
+// CHECK:        tile.vec {{.*}}count = 34496, {{.*}}src1_stride = 0, scalar = 0.0, op = "mul"
+// CHECK:        tile.copy {{.*}}dst_offset = 65504, nburst = 1, burst = 34496
+// FP32:       func.func @softmax_0({{.*}}tile.tiling = {block_dim = 2 : i64, chunk = 61056 : i64}}
+// FP32:         tile.reduce {{.*}}count = 61056, op = "max"
+// FP32:         tile.reduce {{.*}}count = 38944, op = "max"
+
+builtin.module {
+  func.func @main(%0: tensor<2x100000xf32> {graph.name = "x"}) -> (tensor<2x100000xf32> {graph.name = "y"}) {
+    %1 = graph.softmax %0 {axis = 1 : i64} : tensor<2x100000xf32>
+    func.return %1 : tensor<2x100000xf32>
+  }
+}
+
+// -----
+// A row that fits: read once, no passes (must-not case).
+// CHECK:      func.func @softmax_0({{.*}}tile.tiling = {block_dim = 2 : i64, chunk = 1000 : i64}}
+// CHECK-NOT:    op = "rec"
+// CHECK:        op = "div"
+// CHECK:      func.func @main
+
+builtin.module {
+  func.func @main(%0: tensor<2x1000xf32> {graph.name = "x"}) -> (tensor<2x1000xf32> {graph.name = "y"}) {
+    %1 = graph.softmax %0 {axis = 1 : i64} : tensor<2x1000xf32>
+    func.return %1 : tensor<2x1000xf32>
+  }
+}
