@@ -248,15 +248,50 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
     Sums are accumulated in float32 whatever the storage dtype (a float16 plane of 256x256 ones
     would overflow float16). A work item is a group of ``planes`` whole planes loaded by one copy
     when a plane fits in UB, else one plane read in chunks of ``positions`` positions, alternating
-    between two UB buffers (the load of the next chunk overlaps the sums of this one) in a hardware
-    loop over chunk pairs. Per chunk: ``vconv`` to float32 (float16 storage), a halving tree of
-    ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the end ``vmuls`` by
-    ``1/(H*W)``, ``vconv`` back, one copy of the group's ``[planes][16]`` results to GM. Any plane
-    size fits: nothing but 16 lanes of a plane need stay in UB.
+    between two UB buffers (the load of the next chunk can overlap the sums of this one) in a
+    hardware loop over chunk pairs. Per chunk: ``vconv`` to float32 (float16 storage), a halving
+    tree of ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the end
+    ``vmuls`` by ``1/(H*W)``, ``vconv`` back, one copy of the group's ``[planes][16]`` results to
+    GM. Any plane size fits: nothing but 16 lanes of a plane need stay in UB.
+
+    With fewer planes than cores, each plane is also split into ``split`` equal parts of at least
+    256 positions (``split`` divides ``H*W``), one work item each: the kernel writes float32 partial
+    sums ``[planes][split][16]`` to GM and a second, single-core kernel (``global_avg_pool_sum``)
+    adds the parts, scales and converts.
     """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
     hw, total = h_ * w_, n_ * x.c1
+    f32 = np.dtype(np.float32)
+    y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
+    most = max(1, min(lw.cores // total, hw // 256))
+    split = max(d for d in range(1, most + 1) if hw % d == 0)
+    if split == 1:
+        _plane_sums(lw, x, y, total, hw, 1, loc)
+        return y
+    sums = lw.gm_tensor((total * split * 16,), ND, f32)
+    _plane_sums(lw, x, sums, total * split, hw // split, hw, loc)
+    kb = lw.kernel("global_avg_pool_sum", loc, {"parts": split})
+    sa, ya = kb.arg(sums), kb.arg(y)
+    part = kb.alloc(Space.UB, total * split * 16, f32)
+    acc = kb.alloc(Space.UB, total * 16, f32)
+    res = kb.alloc(Space.UB, total * 16, lw.dtype) if lw.dtype != f32 else acc
+    kb.copy(sa, part, burst=total * split * 16)
+    for j in range(total):
+        _sum_positions(kb, part, split, j * split * 16)
+        kb.vec("mov", acc, part, count=1, unit=16, dst_offset=j * 16, src0_offset=j * split * 16)
+    kb.vec("muls", acc, acc, count=total, unit=16, scalar=1.0 / hw)
+    if res is not acc:
+        kb.vec("cast", res, acc, count=total * 16)
+    kb.copy(res, ya, burst=total * 16)
+    lw.launch(kb)
+    return y
+
+
+def _plane_sums(lw: Lowering, x: DevTensor, out: DevTensor, total: int, hw: int, scale_hw: int, loc) -> None:
+    """The kernel of :func:`global_avg_pool` over ``total`` consecutive units of ``hw`` positions
+    of ``x``'s storage: writes each unit's ``[16]`` mean (``scale_hw == 1``: the unit is a plane)
+    in ``out``'s dtype, or its float32 sum (``out`` float32 partial sums)."""
     plane = hw * 16
     f32 = np.dtype(np.float32)
     cast = lw.dtype != f32
@@ -271,13 +306,13 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
         group, q = 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
     kb = lw.kernel("global_avg_pool", loc, {"planes": group, "positions": q})
     group, q = kb.tiling["planes"], kb.tiling["positions"]
-    y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
-    xa, ya = kb.arg(x), kb.arg(y)
+    xa, ya = kb.arg(x), kb.arg(out)
     chunked = q < hw
     ins = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, lw.dtype) for _ in range(1 + chunked)]
     wide = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, f32)] if cast else ins
     acc = kb.alloc(Space.UB, group * 16, f32)
-    res = kb.alloc(Space.UB, group * 16, lw.dtype) if cast else acc
+    final = scale_hw == 1
+    res = kb.alloc(Space.UB, group * 16, lw.dtype) if cast and final else acc
     items = math.ceil(total / group)
     kb.partition(items)
     kb.block_offset(xa, group * plane)
@@ -296,7 +331,7 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
     def body(first: int, last: bool = False) -> None:
         g = total - (items - 1) * group if last else group
         if chunked:  # one plane, chunk pairs in a hardware loop, then the remaining chunks
-            full, rest = divmod(hw, q)
+            full = hw // q
             kb.vec("dup", acc, count=1, unit=16, scalar=0.0)
             pairs = full // 2
             if pairs:
@@ -313,14 +348,14 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
             for j in range(g):
                 _sum_positions(kb, buf, hw, j * plane)
                 kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * plane)
-        kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
-        if cast:
-            kb.vec("cast", res, acc, count=g * 16)
+        if final:
+            kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
+            if cast:
+                kb.vec("cast", res, acc, count=g * 16)
         kb.copy(res, ya, dst_offset=first * 16, burst=g * 16)
 
     kb.for_tiles(items, body, partial_last=total % group != 0)
     lw.launch(kb)
-    return y
 
 
 def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | None = None,

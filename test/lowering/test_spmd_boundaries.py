@@ -176,3 +176,13 @@ def test_data_movement_chunks(mode):
     for hw in _around(1, c // 16) + _around(1, c):  # whole C0 blocks per burst; channel by channel
         _check(_model("Concat", [[1, 16, 1, hw], [1, 5, 1, hw]], [1, 21, 1, hw], axis=1), mode)
         _check(_model("Concat", [[1, 5, 1, hw], [1, 16, 1, hw]], [1, 21, 1, hw], axis=1), mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_global_average_pool_plane_rounds(mode):
+    """Groups of whole planes around one and two rounds of the cores (a partial last group), and
+    planes split over the cores (fewer planes than cores: float32 partial sums, a second kernel)."""
+    for c1 in (CORES - 1, CORES, CORES + 1, 2 * CORES + 1, 3 * CORES - 1):
+        _check(_model("GlobalAveragePool", [[1, 16 * c1 - 3, 3, 5]], [1, 16 * c1 - 3, 1, 1]), mode)
+    for c1, hw in ((1, 256 * CORES), (3, 256 * CORES + 16), (CORES // 2 + 1, 2048), (2, 89 * 89)):
+        _check(_model("GlobalAveragePool", [[1, 16 * c1, 1, hw]], [1, 16 * c1, 1, 1]), mode)

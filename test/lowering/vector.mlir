@@ -1,24 +1,39 @@
 // RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
 // RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=FP32
+// RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 aicore_num=2}' | filecheck %s --check-prefix=TWO
 
 // Vector kernels tile along every axis (cann/lowering/vector.py).
 //
-// GlobalAveragePool of a 100x100 plane (larger than UB with its float32 copy): one plane per core,
-// read in chunks of `positions` positions, chunk pairs in a hardware loop, float16 chunks
-// converted to float32, a halving tree, float32 partial sums; float32 keeps no conversion.
-// CHECK:      func.func @global_avg_pool_0({{.*}}) attributes {tile.kernel, tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, planes = 1 : i64, positions = 1973 : i64}}
-// CHECK:        tile.vec {{.*}}count = 1, unit = 16, {{.*}}op = "dup"} : memref<64xf32
-// CHECK:        tile.loop_begin {count = 2 : i64}
-// CHECK-NEXT:   tile.loop_offset %0 {stride = 63136}
-// CHECK:        tile.vec {{.*}}count = 31568, unit = 1, {{.*}}op = "cast"
-// CHECK:        tile.vec {{.*}}src1_offset = 15792, count = 986, unit = 16, {{.*}}op = "add"
-// CHECK:        tile.loop_end
-// CHECK:        tile.vec {{.*}}scalar = 0.0001, op = "muls"
-// CHECK:        tile.vec {{.*}}count = 16, unit = 1, {{.*}}op = "cast"} : memref<128xf16
-// FP32:       func.func @global_avg_pool_0({{.*}}tile.tiling = {block_dim = 2 : i64, planes = 1 : i64, positions = {{[0-9]+}} : i64}}
+// GlobalAveragePool of two 100x100 planes on 32 cores: each plane split in 16 parts of 625
+// positions, float32 partial sums to GM, then global_avg_pool_sum adds the parts, scales by
+// 1/(H*W) and converts (float32 keeps no conversion).
+// CHECK:      func.func @global_avg_pool_0({{.*}}memref<512xf32, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 32 : i64, tile.tiling = {block_dim = 32 : i64, planes = 1 : i64, positions = 625 : i64}}
+// CHECK:        tile.vec {{.*}}count = 10000, unit = 1, {{.*}}op = "cast"
+// CHECK:        tile.copy {{.*}}burst = 16, src_stride = 16, dst_stride = 16} : memref<64xf32, #tile<space ub>>, memref<512xf32
+// CHECK:      func.func @global_avg_pool_sum_0({{.*}}tile.tiling = {parts = 16 : i64}}
+// CHECK:        tile.vec {{.*}}src1_offset = 128, count = 8, unit = 16, {{.*}}op = "add"
+// CHECK:        tile.vec {{.*}}dst_offset = 16, src0_offset = 256, {{.*}}op = "mov"
+// CHECK:        tile.vec {{.*}}count = 2, unit = 16, {{.*}}scalar = 0.0001, op = "muls"
+// CHECK:        tile.vec {{.*}}count = 32, unit = 1, {{.*}}op = "cast"} : memref<128xf16
+// FP32:       func.func @global_avg_pool_0({{.*}}tile.tiling = {block_dim = 32 : i64, planes = 1 : i64, positions = 625 : i64}}
 // FP32-NOT:     op = "cast"
-// FP32:         tile.loop_begin
+// FP32:       func.func @global_avg_pool_sum_0
+// FP32-NOT:     op = "cast"
 // FP32:       func.func @main
+//
+// On two cores (no split): one plane per core, read in chunks of `positions` positions, chunk
+// pairs in a hardware loop, float16 chunks converted to float32, a halving tree, float32 partial
+// sums in UB.
+// TWO:        func.func @global_avg_pool_0({{.*}}) attributes {tile.kernel, tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, planes = 1 : i64, positions = 1973 : i64}}
+// TWO:          tile.vec {{.*}}count = 1, unit = 16, {{.*}}op = "dup"} : memref<64xf32
+// TWO:          tile.loop_begin {count = 2 : i64}
+// TWO-NEXT:     tile.loop_offset %0 {stride = 63136}
+// TWO:          tile.vec {{.*}}count = 31568, unit = 1, {{.*}}op = "cast"
+// TWO:          tile.vec {{.*}}src1_offset = 15792, count = 986, unit = 16, {{.*}}op = "add"
+// TWO:          tile.loop_end
+// TWO:          tile.vec {{.*}}scalar = 0.0001, op = "muls"
+// TWO:          tile.vec {{.*}}count = 16, unit = 1, {{.*}}op = "cast"} : memref<128xf16
+// TWO-NOT:    func.func @global_avg_pool_sum
 
 builtin.module {
   func.func @main(%0: tensor<1x20x100x100xf32> {graph.name = "x"}) -> (tensor<1x20x1x1xf32> {graph.name = "y"}) {
