@@ -231,131 +231,172 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     return y
 
 
-def _sum_positions(kb, buf, count: int, offset: int = 0, op: str = "add") -> None:
-    """Halve ``count`` positions of 16 lanes at ``offset`` of UB ``buf`` down to one by a tree of
-    dense ``vadd``s (or ``op``: ``max``); the result lands at ``offset``."""
+def _sum_positions(kb, buf, count: int, offset: int = 0, op: str = "add", width: int = 1) -> None:
+    """Halve ``count`` positions of ``width`` x 16 lanes at ``offset`` of UB ``buf`` down to one by
+    a tree of dense ``vadd``s (or ``op``: ``max``); the result lands at ``offset``."""
     n = count
     while n > 1:
         h = n // 2
-        kb.vec(op, buf, buf, buf, count=h, unit=16, dst_offset=offset, src0_offset=offset,
-               src1_offset=offset + (n - h) * 16)
+        kb.vec(op, buf, buf, buf, count=h * width, unit=16, dst_offset=offset, src0_offset=offset,
+               src1_offset=offset + (n - h) * width * 16)
         n -= h
 
 
+def _gap_tiling(lw: Lowering, hw: int, total: int, parts: int = 1) -> tuple[int, int]:
+    """(planes per group, positions per chunk) of a GlobalAveragePool kernel over ``total`` planes
+    of ``hw`` positions: whole planes when one fits in UB with its float32 copy (``parts`` > 1:
+    one plane, accumulators for ``total`` planes), else chunks (two storage buffers, one float32)."""
+    isz = lw.dtype.itemsize
+    cast = lw.dtype != np.float32
+    budget = lw.usable("ub") - 5 * 256  # each buffer is rounded up to 256 bytes
+    out_bytes = 16 * (4 + isz)  # per plane: float32 accumulator and the converted result
+    fit = budget // (hw * 16 * (isz + 4 * cast) + out_bytes)
+    if fit:
+        return (1 if parts > 1 else max(1, min(fit, math.ceil(total / lw.cores)))), hw
+    return 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
+
+
 def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
-    """GlobalAveragePool of an NC1HWC0 tensor, SPMD over its ``N*C1`` planes (``[H*W][16]`` each).
+    """GlobalAveragePool of an NC1HWC0 tensor: ``N*C1`` planes of ``[H*W][16]``.
 
     Sums are accumulated in float32 whatever the storage dtype (a float16 plane of 256x256 ones
-    would overflow float16). A work item is a group of ``planes`` whole planes loaded by one copy
-    when a plane fits in UB, else one plane read in chunks of ``positions`` positions, alternating
-    between two UB buffers (the load of the next chunk can overlap the sums of this one) in a
-    hardware loop over chunk pairs. Per chunk: ``vconv`` to float32 (float16 storage), a halving
-    tree of ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the end
-    ``vmuls`` by ``1/(H*W)``, ``vconv`` back, one copy of the group's ``[planes][16]`` results to
-    GM. Any plane size fits: nothing but 16 lanes of a plane need stay in UB.
+    would overflow float16). Per chunk of positions: ``vconv`` to float32 (float16 storage), a
+    halving tree of ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the
+    end ``vmuls`` by ``1/(H*W)``, ``vconv`` back. A plane is read whole (groups of ``planes``
+    planes by one copy) when it fits in UB, else in chunks of ``positions`` positions, alternating
+    between two UB buffers in a hardware loop over chunk pairs; so any plane size fits.
 
-    With fewer planes than cores, each plane is also split into ``split`` equal parts of at least
-    256 positions (``split`` divides ``H*W``), one work item each: the kernel writes float32 partial
-    sums ``[planes][split][16]`` to GM and a second, single-core kernel (``global_avg_pool_sum``)
-    adds the parts, scales and converts.
+    SPMD over the planes; with fewer planes than cores (at least twice as many parts of 128
+    positions or more as planes) over the positions instead: core ``b`` sums part ``b``
+    (``H*W / parts`` positions, the last part shorter) of every plane in a hardware loop over the
+    planes, writing float32 partial sums
+    ``[parts][planes][16]`` to GM; a one-core kernel (``global_avg_pool_sum``) adds the parts,
+    scales and converts.
     """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
     hw, total = h_ * w_, n_ * x.c1
-    f32 = np.dtype(np.float32)
     y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
-    most = max(1, min(lw.cores // total, hw // 256))
-    split = max(d for d in range(1, most + 1) if hw % d == 0)
-    if split == 1:
-        _plane_sums(lw, x, y, total, hw, 1, loc)
-        return y
-    sums = lw.gm_tensor((total * split * 16,), ND, f32)
-    _plane_sums(lw, x, sums, total * split, hw // split, hw, loc)
-    kb = lw.kernel("global_avg_pool_sum", loc, {"parts": split})
-    sa, ya = kb.arg(sums), kb.arg(y)
-    part = kb.alloc(Space.UB, total * split * 16, f32)
-    acc = kb.alloc(Space.UB, total * 16, f32)
-    res = kb.alloc(Space.UB, total * 16, lw.dtype) if lw.dtype != f32 else acc
-    kb.copy(sa, part, burst=total * split * 16)
-    for j in range(total):
-        _sum_positions(kb, part, split, j * split * 16)
-        kb.vec("mov", acc, part, count=1, unit=16, dst_offset=j * 16, src0_offset=j * split * 16)
-    kb.vec("muls", acc, acc, count=total, unit=16, scalar=1.0 / hw)
-    if res is not acc:
-        kb.vec("cast", res, acc, count=total * 16)
-    kb.copy(res, ya, burst=total * 16)
-    lw.launch(kb)
+    parts = min(lw.cores, hw // 128)  # parts of at least 128 positions (4 KiB in float16)
+    if parts >= 2 * total:
+        _gap_parts(lw, x, y, total, hw, parts, loc)
+    else:
+        _gap_planes(lw, x, y, total, hw, loc)
     return y
 
 
-def _plane_sums(lw: Lowering, x: DevTensor, out: DevTensor, total: int, hw: int, scale_hw: int, loc) -> None:
-    """The kernel of :func:`global_avg_pool` over ``total`` consecutive units of ``hw`` positions
-    of ``x``'s storage: writes each unit's ``[16]`` mean (``scale_hw == 1``: the unit is a plane)
-    in ``out``'s dtype, or its float32 sum (``out`` float32 partial sums)."""
-    plane = hw * 16
-    f32 = np.dtype(np.float32)
-    cast = lw.dtype != f32
-    isz = lw.dtype.itemsize
-    out_bytes = 16 * (4 + isz)  # per plane of a group: float32 accumulator and the converted result
-    budget = lw.usable("ub") - 5 * 256  # each buffer is rounded up to 256 bytes
-    # whole planes per group: the storage buffer and its float32 copy
-    fit = budget // (plane * (isz + 4 * cast) + out_bytes)
-    if fit:
-        group, q = max(1, min(fit, math.ceil(total / lw.cores))), hw
-    else:  # one plane at a time in chunks: two storage buffers and the float32 copy
-        group, q = 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
+class _GapChunks:
+    """UB buffers and code of :func:`global_avg_pool`'s sums: ``sum(kb, base, n)`` adds
+    positions ``[base, base + n)`` of GM argument ``xa`` into accumulator slot 0 of ``acc``."""
+
+    def __init__(self, lw: Lowering, kb, xa, q: int, elems: int, chunked: bool, accs: int):
+        f32 = np.dtype(np.float32)
+        self.kb, self.xa, self.q, self.cast = kb, xa, q, lw.dtype != f32
+        self.ins = [kb.alloc(Space.UB, elems, lw.dtype) for _ in range(1 + chunked)]
+        self.wide = kb.alloc(Space.UB, elems, f32) if self.cast else None
+        self.acc = kb.alloc(Space.UB, accs * 16, f32)
+
+    def load(self, k: int, base: int, n: int):
+        """Positions [base, base + n) into float32 UB (storage buffer k % 2); returns the buffer."""
+        src = self.ins[k % len(self.ins)]
+        self.kb.copy(self.xa, src, src_offset=base * 16, burst=n * 16)
+        if self.cast:
+            self.kb.vec("cast", self.wide, src, count=n * 16)
+        return self.wide if self.cast else src
+
+    def sum(self, base: int, n: int) -> None:
+        kb, q = self.kb, self.q
+        kb.vec("dup", self.acc, count=1, unit=16, scalar=0.0)
+
+        def chunk(k: int, b: int, m: int) -> None:
+            buf = self.load(k, b, m)
+            _sum_positions(kb, buf, m)
+            kb.vec("add", self.acc, self.acc, buf, count=1, unit=16)
+
+        pairs = n // q // 2
+        if pairs:
+            with kb.loop(pairs, {self.xa: 2 * q * 16}):
+                chunk(0, base, q)
+                chunk(1, base + q, q)
+        for k, p0 in enumerate(range(2 * pairs * q, n, q)):
+            chunk(k, base + p0, min(q, n - p0))
+
+
+def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, loc) -> None:
+    """GlobalAveragePool SPMD over groups of whole planes (see :func:`global_avg_pool`)."""
+    group, q = _gap_tiling(lw, hw, total)
     kb = lw.kernel("global_avg_pool", loc, {"planes": group, "positions": q})
     group, q = kb.tiling["planes"], kb.tiling["positions"]
-    xa, ya = kb.arg(x), kb.arg(out)
+    xa, ya = kb.arg(x), kb.arg(y)
     chunked = q < hw
-    ins = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, lw.dtype) for _ in range(1 + chunked)]
-    wide = [kb.alloc(Space.UB, (q if chunked else group * plane // 16) * 16, f32)] if cast else ins
-    acc = kb.alloc(Space.UB, group * 16, f32)
-    final = scale_hw == 1
-    res = kb.alloc(Space.UB, group * 16, lw.dtype) if cast and final else acc
+    bufs = _GapChunks(lw, kb, xa, q, (q if chunked else group * hw) * 16, chunked, group)
+    acc = bufs.acc
+    res = kb.alloc(Space.UB, group * 16, lw.dtype) if bufs.cast else acc
     items = math.ceil(total / group)
     kb.partition(items)
-    kb.block_offset(xa, group * plane)
+    kb.block_offset(xa, group * hw * 16)
     kb.block_offset(ya, group * 16)
-
-    def chunk(k: int, base: int, p: int) -> None:
-        """Positions [base, base + p) of the current plane into the accumulator (buffer k % 2)."""
-        src = ins[k % len(ins)]
-        kb.copy(xa, src, src_offset=base * 16, burst=p * 16)
-        buf = wide[0] if cast else src
-        if cast:
-            kb.vec("cast", buf, src, count=p * 16)
-        _sum_positions(kb, buf, p)
-        kb.vec("add", acc, acc, buf, count=1, unit=16)
 
     def body(first: int, last: bool = False) -> None:
         g = total - (items - 1) * group if last else group
-        if chunked:  # one plane, chunk pairs in a hardware loop, then the remaining chunks
-            full = hw // q
-            kb.vec("dup", acc, count=1, unit=16, scalar=0.0)
-            pairs = full // 2
-            if pairs:
-                with kb.loop(pairs, {xa: 2 * q * 16}):
-                    chunk(0, first * hw, q)
-                    chunk(1, first * hw + q, q)
-            for k, p0 in enumerate(range(2 * pairs * q, hw, q)):
-                chunk(k, first * hw + p0, min(q, hw - p0))
+        if chunked:  # one plane in chunks
+            bufs.sum(first * hw, hw)
         else:  # whole planes: one copy, a tree per plane
-            kb.copy(xa, ins[0], src_offset=first * plane, burst=g * plane)
-            buf = wide[0] if cast else ins[0]
-            if cast:
-                kb.vec("cast", buf, ins[0], count=g * plane)
+            buf = bufs.load(0, first * hw, g * hw)
             for j in range(g):
-                _sum_positions(kb, buf, hw, j * plane)
-                kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * plane)
-        if final:
-            kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
-            if cast:
-                kb.vec("cast", res, acc, count=g * 16)
+                _sum_positions(kb, buf, hw, j * hw * 16)
+                kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * hw * 16)
+        kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
+        if bufs.cast:
+            kb.vec("cast", res, acc, count=g * 16)
         kb.copy(res, ya, dst_offset=first * 16, burst=g * 16)
 
     kb.for_tiles(items, body, partial_last=total % group != 0)
     lw.launch(kb)
+
+
+def _gap_parts(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, parts: int, loc) -> None:
+    """GlobalAveragePool SPMD over parts of the positions (see :func:`global_avg_pool`)."""
+    f32 = np.dtype(np.float32)
+    part = math.ceil(hw / parts)
+    kb = lw.kernel("global_avg_pool", loc, {"parts": math.ceil(hw / part)})
+    parts = kb.partition(kb.tiling["parts"])[0]
+    part = math.ceil(hw / parts)
+    parts = math.ceil(hw / part)  # every part non-empty
+    kb.tiling["parts"] = kb.tiling["block_dim"] = kb.block_dim = parts
+    tail = hw - (parts - 1) * part
+    _, q = _gap_tiling(lw, part, total, parts)
+    kb.tiling["positions"] = q
+    sums = lw.gm_tensor((parts * total * 16,), ND, f32)
+    xa, sa = kb.arg(x), kb.arg(sums)
+    bufs = _GapChunks(lw, kb, xa, q, min(q, part) * 16, q < part, 1)
+    kb.block_offset(xa, part * 16)
+    kb.block_offset(sa, total * 16)
+
+    def planes(n: int) -> None:  # part of n positions of every plane, a hardware loop over planes
+        with kb.loop(total, {xa: hw * 16, sa: 16}):
+            bufs.sum(0, n)
+            kb.copy(bufs.acc, sa, burst=16)
+
+    if tail == part:
+        planes(part)
+    else:
+        with kb.guard(0, parts - 1):
+            planes(part)
+        with kb.guard(parts - 1, parts):
+            planes(tail)
+    lw.launch(kb)
+    fin = lw.kernel("global_avg_pool_sum", loc, {"parts": parts})
+    sa, ya = fin.arg(sums), fin.arg(y)
+    buf = fin.alloc(Space.UB, parts * total * 16, f32)
+    res = fin.alloc(Space.UB, total * 16, lw.dtype) if lw.dtype != f32 else buf
+    fin.copy(sa, buf, burst=parts * total * 16)
+    _sum_positions(fin, buf, parts, width=total)
+    fin.vec("muls", buf, buf, count=total, unit=16, scalar=1.0 / hw)
+    if res is not buf:
+        fin.vec("cast", res, buf, count=total * 16)
+    fin.copy(res, ya, burst=total * 16)
+    lw.launch(fin)
 
 
 def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | None = None,

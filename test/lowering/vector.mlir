@@ -4,18 +4,26 @@
 
 // Vector kernels tile along every axis (cann/lowering/vector.py).
 //
-// GlobalAveragePool of two 100x100 planes on 32 cores: each plane split in 16 parts of 625
-// positions, float32 partial sums to GM, then global_avg_pool_sum adds the parts, scales by
-// 1/(H*W) and converts (float32 keeps no conversion).
-// CHECK:      func.func @global_avg_pool_0({{.*}}memref<512xf32, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 32 : i64, tile.tiling = {block_dim = 32 : i64, planes = 1 : i64, positions = 625 : i64}}
-// CHECK:        tile.vec {{.*}}count = 10000, unit = 1, {{.*}}op = "cast"
-// CHECK:        tile.copy {{.*}}burst = 16, src_stride = 16, dst_stride = 16} : memref<64xf32, #tile<space ub>>, memref<512xf32
-// CHECK:      func.func @global_avg_pool_sum_0({{.*}}tile.tiling = {parts = 16 : i64}}
-// CHECK:        tile.vec {{.*}}src1_offset = 128, count = 8, unit = 16, {{.*}}op = "add"
-// CHECK:        tile.vec {{.*}}dst_offset = 16, src0_offset = 256, {{.*}}op = "mov"
+// GlobalAveragePool of two 100x100 planes on 32 cores: SPMD over the positions, core b sums
+// part b (313 positions, the last core 297) of both planes in a hardware loop over the planes,
+// float32 partial sums [32][2][16] to GM; then global_avg_pool_sum adds the parts (a halving
+// tree over rows of 2 x 16), scales by 1/(H*W) and converts (float32 keeps no conversion).
+// CHECK:      func.func @global_avg_pool_0({{.*}}memref<1024xf32, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 32 : i64, tile.tiling = {block_dim = 32 : i64, parts = 32 : i64, positions = 313 : i64}}
+// CHECK:        tile.block_offset %0 {stride = 5008}
+// CHECK-NEXT:   tile.block_offset %1 {stride = 32}
+// CHECK-NEXT:   tile.block_if {lo = 0 : i64, hi = 31 : i64}
+// CHECK-NEXT:   tile.loop_begin {count = 2 : i64}
+// CHECK-NEXT:   tile.loop_offset %0 {stride = 160000}
+// CHECK-NEXT:   tile.loop_offset %1 {stride = 16}
+// CHECK:        tile.vec {{.*}}count = 5008, unit = 1, {{.*}}op = "cast"
+// CHECK:        tile.copy {{.*}}burst = 16, src_stride = 16, dst_stride = 16} : memref<64xf32, #tile<space ub>>, memref<1024xf32
+// CHECK:        tile.block_if {lo = 31 : i64, hi = 32 : i64}
+// CHECK:        tile.copy %0, {{.*}}burst = 4752,
+// CHECK:      func.func @global_avg_pool_sum_0({{.*}}tile.tiling = {parts = 32 : i64}}
+// CHECK:        tile.vec {{.*}}src1_offset = 512, count = 32, unit = 16, {{.*}}op = "add"
 // CHECK:        tile.vec {{.*}}count = 2, unit = 16, {{.*}}scalar = 0.0001, op = "muls"
 // CHECK:        tile.vec {{.*}}count = 32, unit = 1, {{.*}}op = "cast"} : memref<128xf16
-// FP32:       func.func @global_avg_pool_0({{.*}}tile.tiling = {block_dim = 32 : i64, planes = 1 : i64, positions = 625 : i64}}
+// FP32:       func.func @global_avg_pool_0({{.*}}tile.tiling = {block_dim = 32 : i64, parts = 32 : i64, positions = 313 : i64}}
 // FP32-NOT:     op = "cast"
 // FP32:       func.func @global_avg_pool_sum_0
 // FP32-NOT:     op = "cast"
