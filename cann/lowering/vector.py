@@ -129,7 +129,7 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     A tile is ``rows`` output rows by ``cols`` output columns; its window's input rows and columns
     (padding filled with the neutral value by ``vdup``) are loaded into UB by one multi-burst copy,
     then one vector op per window tap and output row combines them into the output tile. When even
-    one output position's window does not fit in UB, the window is split too, into blocks of
+    one output position's window is larger than UB, the window is split too, into blocks of
     ``krows`` x ``kcols`` taps that combine into the same output tile (the running max or sum stays
     in UB), so any size fits. Tiling preference: whole windows and rows, then fewer columns, then
     window blocks.
