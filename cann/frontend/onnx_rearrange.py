@@ -458,7 +458,7 @@ def _gather_nd(imp, node, name, a):
     b = int(a.get("batch_dims", 0))
     k = idx.shape[-1] if idx.ndim else 0
     if idx.ndim < 1 or b < 0 or b >= min(idx.ndim, len(ds) + 1) or b + k > len(ds) or idx.shape[:b] != ds[:b]:
-        raise _bad_attr(node, "batch_dims", b, f"does not fit data {list(ds)} and indices {list(idx.shape)}")
+        raise _bad_attr(node, "batch_dims", b, f"is inconsistent with data {list(ds)} and indices {list(idx.shape)}")
     pos = np.arange(math.prod(ds)).reshape(ds)
     out = np.empty(idx.shape[:-1] + tuple(ds[b + k:]), np.int64)
     for bi in np.ndindex(*ds[:b]):
@@ -480,7 +480,7 @@ def _reverse_sequence(imp, node, name, a):
     if len(s) < 2 or {ba, ta} != {0, 1}:
         raise _bad_attr(node, "batch_axis", ba, "batch_axis and time_axis must be 0 and 1")
     if lens.size != s[ba] or (lens < 0).any() or (lens > s[ta]).any():
-        raise _Unsupported(f"ReverseSequence sequence_lens {lens.tolist()} do not fit the shape {list(s)}")
+        raise _Unsupported(f"ReverseSequence sequence_lens {lens.tolist()} exceed the shape {list(s)}")
     coords = list(np.indices(s))
     t, bidx = coords[ta], coords[ba]
     ln = lens[bidx]
@@ -568,7 +568,7 @@ def _scatter_nd(imp, node, name, a):
     idx = _const_input(imp, node, 1, "indices").astype(np.int64)
     k = idx.shape[-1] if idx.ndim else 0
     if idx.ndim < 1 or k > len(ds) or tuple(g._shape(updates)) != idx.shape[:-1] + tuple(ds[k:]):
-        raise _Unsupported(f"ScatterND indices {list(idx.shape)} and updates {list(g._shape(updates))} do not fit "
+        raise _Unsupported(f"ScatterND indices {list(idx.shape)} and updates {list(g._shape(updates))} are inconsistent with "
                            f"data {list(ds)}")
     ix = idx.reshape(-1, k).copy()
     for j in range(k):
@@ -589,7 +589,7 @@ def _tensor_scatter(imp, node, name, a):
     r = len(cs)
     axis = _axis(node, a, "axis", r, -2)
     if axis == 0 or len(us) != r or any(cs[i] != us[i] for i in range(r) if i != axis) or us[axis] > cs[axis]:
-        raise _Unsupported(f"TensorScatter update {list(us)} does not fit the cache {list(cs)} on axis {axis}")
+        raise _Unsupported(f"TensorScatter update {list(us)} exceeds the cache {list(cs)} on axis {axis}")
     wi = _const_input(imp, node, 2, "write_indices")
     wi = np.zeros(cs[0], np.int64) if wi is None else wi.astype(np.int64).reshape(-1)
     mode = _str_attr(a, "mode", "linear")

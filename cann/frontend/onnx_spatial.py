@@ -313,7 +313,7 @@ def _conv_3d(imp, node, name, a, x):
     group = int(a.get("group", 1))
     m, cg, kd, kh, kw = w.shape
     if group < 1 or m % group or c != cg * group:
-        raise _bad_attr(node, "group", group, f"does not fit {c} input and {m} output channels")
+        raise _bad_attr(node, "group", group, f"does not divide {c} input and {m} output channels")
     mg = m // group
     strides, pads, dil = _spatial_nd(node, a, [d, h, wd], ks)
     check_window_fits(node, [d, h, wd], ks, strides, pads, dil)
@@ -622,7 +622,7 @@ def _max_unpool(imp, node, name, a):
     inferred = [xs[0], xs[1]] + [(xs[2 + i] - 1) * strides[i] - (pads[i] + pads[nsp + i]) + ks[i] for i in range(nsp)]
     out = list(_out_type(imp, node).get_shape())
     if idx.size != math.prod(xs) or len(out) != len(xs) or any(o < i for o, i in zip(out, inferred)):
-        raise _Unsupported(f"MaxUnpool indices / output_shape do not fit the input {list(xs)}")
+        raise _Unsupported(f"MaxUnpool indices / output_shape are inconsistent with the input {list(xs)}")
     total = math.prod(inferred)
     if ((idx < 0) | (idx >= total)).any():
         raise _Unsupported("MaxUnpool index out of range")

@@ -4,7 +4,7 @@
 into a zero-filled, stride-dilated NC1HWC0 buffer (a DMA kernel: ``vdup`` zeros, then per input
 row one copy whose bursts are the 16-channel blocks of the row, ``dst_stride = stride_w * 16``),
 with input row ``i`` at buffer row ``d*(k-1) - pad_begin + i*s`` (rows falling outside are
-cropped: a pad larger than ``d*(k-1)``); the buffer is as tall as the output plus the dilated
+cropped: a pad larger than ``d*(k-1)``; a row wider than UB is copied in UB-sized pieces); the buffer is as tall as the output plus the dilated
 kernel minus one, so ``output_padding`` / ``output_shape`` need no special case. Then
 :func:`cann.lowering.cube.conv2d` runs on the buffer with no padding, stride 1, the same dilation
 and the weight spatially flipped with input and output channels swapped (per group).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from cann.dialects.tile import Space
-from cann.lowering.common import NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering, ub_chunk
 from cann.lowering.cube import Epilogue, conv2d
 
 
@@ -49,36 +49,43 @@ def scatter(lw: Lowering, x: DevTensor, strides, offsets, buf_hw, loc) -> DevTen
     dt = lw.dtype
     chunk = ub_chunk(lw, dt.itemsize * 2)
     chunk = min(chunk, -(-hb * wb * 16 // 256) * 256)
-    if w_ * 16 > chunk:
-        raise unsupported(loc, f"ConvTranspose: an input row of {w_} x 16 channels does not fit in UB")
     zero = kb.alloc(Space.UB, chunk, dt)
     rows_ub = kb.alloc(Space.UB, chunk, dt)
     kb.vec("dup", zero, count=chunk, scalar=0.0)
-    # input columns that land inside the buffer
+    # input rows and columns that land inside the buffer (two intervals)
     js = [j for j in range(w_) if 0 <= ow + j * sw < wb]
     is_ = [i for i in range(h_) if 0 <= oh + i * sh < hb]
-    per = max(1, chunk // (w_ * 16))
+    seg = min(len(js), chunk // 16)  # input columns per copy: a whole row, or UB-sized pieces of one
+    kb.tiling["cols"] = seg
+    per = max(1, chunk // (max(seg, 1) * 16))  # input rows per copy
     plane_b = hb * wb * 16
 
     def body(first: int, last: bool = False) -> None:
         base_b = first * plane_b
         for q0 in range(0, plane_b, chunk):
             kb.copy(zero, ya, dst_offset=base_b + q0, burst=min(chunk, plane_b - q0))
-        if not js:
+        if not js or not is_:
             return
-        j0, nj = js[0], len(js)
+        j_end = js[-1] + 1
         for k0 in range(0, len(is_), per):
             grp = is_[k0:k0 + per]
             i_lo = grp[0]
-            kb.copy(xa, rows_ub, src_offset=(first * h_ + i_lo) * w_ * 16, burst=(grp[-1] - i_lo + 1) * w_ * 16)
-            for i in grp:
-                src = ((i - i_lo) * w_ + j0) * 16
-                dst = base_b + ((oh + i * sh) * wb + ow + j0 * sw) * 16
-                if sw == 1:
-                    kb.copy(rows_ub, ya, src_offset=src, dst_offset=dst, burst=nj * 16)
+            for s0 in range(js[0], j_end, seg):
+                sc = min(seg, j_end - s0)
+                src_off = ((first * h_ + i_lo) * w_ + s0) * 16
+                if sc == w_:  # whole rows: one contiguous burst
+                    kb.copy(xa, rows_ub, src_offset=src_off, burst=len(grp) * w_ * 16)
                 else:
-                    kb.copy(rows_ub, ya, src_offset=src, dst_offset=dst, nburst=nj, burst=16, src_stride=16,
-                            dst_stride=sw * 16)
+                    kb.copy(xa, rows_ub, src_offset=src_off, nburst=len(grp), burst=sc * 16, src_stride=w_ * 16,
+                            dst_stride=sc * 16)
+                for i in grp:
+                    src = (i - i_lo) * sc * 16
+                    dst = base_b + ((oh + i * sh) * wb + ow + s0 * sw) * 16
+                    if sw == 1:
+                        kb.copy(rows_ub, ya, src_offset=src, dst_offset=dst, burst=sc * 16)
+                    else:
+                        kb.copy(rows_ub, ya, src_offset=src, dst_offset=dst, nburst=sc, burst=16, src_stride=16,
+                                dst_stride=sw * 16)
 
     kb.for_tiles(planes, body)
     lw.launch(kb)

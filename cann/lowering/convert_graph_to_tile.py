@@ -10,6 +10,7 @@ explicit ``trans_data`` kernels.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     i64,
     StringAttr,
+    TensorType,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -266,6 +268,41 @@ class _Converter:
         return None
 
 
+def _exceeding_device_memory(main_in: func.FuncOp, soc, float_dtype: np.dtype) -> list[Diagnostic]:
+    """One diagnostic per model input or op result whose tensor alone is larger than the SoC's
+    device memory (``gm_bytes``), in its device dtype (floats in ``float_dtype``); results computed
+    from such a tensor are its consequences, not reported again. No tiling can run such a model on
+    one device, and lowering it would only take time."""
+    def nbytes(v: SSAValue) -> int:
+        if not isinstance(v.type, TensorType):
+            return 0
+        dt = np_dtype(v.type.element_type)
+        return math.prod(v.type.get_shape()) * (float_dtype.itemsize if dt.kind == "f" else dt.itemsize)
+
+    def message(v: SSAValue, what: str) -> str:
+        shape = "x".join(map(str, v.type.get_shape()))
+        return (f"{what} {shape} needs {nbytes(v)} bytes, more than the {soc.name} device memory "
+                f"({soc.gm_bytes} bytes)")
+
+    block, big, diags = main_in.body.block, set(), []
+    names = main_in.arg_attrs.data if main_in.arg_attrs is not None else ()
+    for arg in block.args:
+        if nbytes(arg) > soc.gm_bytes:
+            big.add(arg)
+            name = names[arg.index].data["graph.name"].data if names else f"input {arg.index}"
+            diags.append(Diagnostic(name, message(arg, "the model input")))
+    for op in block.ops:
+        if any(v in big for inner in op.walk() for v in inner.operands):
+            big.update(op.results)
+            continue
+        for r in op.results:
+            if nbytes(r) > soc.gm_bytes:
+                big.update(op.results)
+                diags.append(Diagnostic(loc_name(op.location), message(r, "the result")))
+                break
+    return diags
+
+
 def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
                    tiling: dict[str, dict[str, int]] | None = None, aicore_num: int = 0) -> None:
     """Rewrite ``module`` (graph dialect) in place into the tile-level module.
@@ -292,6 +329,9 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
                   cores=aicore_num or soc.ai_core_count, convert=data.trans_data)
     conv = _Converter(lw, main_in)
     in_block = main_in.body.block
+    oversized = _exceeding_device_memory(main_in, soc, lw.dtype)
+    if oversized:
+        raise CannError.many(oversized)
     arg_types = []
     for arg in in_block.args:
         t = arg.type

@@ -49,8 +49,10 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         kb.partition(n_chunks)
         kb.block_offset(src, chunk)
         kb.block_offset(dst, chunk)
-        kb.for_tiles(n_chunks, lambda first, last=False: move(first * chunk, first * chunk,
-                                                                 t.size - (n_chunks - 1) * chunk if last else chunk),
+        # a round's items start at ``first * chunk`` past the block offset: the hardware loop's
+        # offsets hold inside the loop only, so the guarded last round addresses its items itself
+        kb.for_tiles(n_chunks, lambda first, last=False: move(
+            first * chunk, first * chunk, t.size - (n_chunks - 1) * chunk if last else chunk),
                      partial_last=t.size % chunk != 0)
     elif out.fmt == NC1HWC0:  # ND (NCHW) -> NC1HWC0
         n_, c_, h_, w_ = t.shape
@@ -156,6 +158,7 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
     outer = math.prod(out_shape[:axis])
     inner_out = math.prod(out_shape[axis:])
     chunk = ub_chunk(lw, dt.itemsize)
+    kb.tiling["chunk"] = chunk
     buf = kb.alloc(Space.UB, chunk, dt)
     off = 0
     for t in ins:
@@ -173,7 +176,8 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
 
 def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTensor:
     """Transpose of an ND tensor: the longest run contiguous in both layouts moves as one burst,
-    the next output axis is the burst count, the remaining axes are unrolled."""
+    the next output axis is the burst count, the remaining axes are hardware loops. A run longer
+    than UB moves in UB-sized pieces, one burst (a loop iteration) at a time."""
     dt = t.dtype if t.dtype.kind in "iu" and t.fmt == ND else lw.dtype  # integers: moved as they are
     t = lw.as_format(t, ND, dt, loc)
     shape = t.shape
@@ -188,6 +192,7 @@ def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTens
     kb = lw.kernel("transpose", loc)
     src, dst = kb.arg(t), kb.arg(out)
     chunk = ub_chunk(lw, dt.itemsize)
+    kb.tiling["chunk"] = chunk
     buf = kb.alloc(Space.UB, chunk, dt)
     if k == 0:  # identity permutation
         for p0 in range(0, t.size, chunk):
@@ -196,8 +201,6 @@ def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTens
             kb.copy(buf, dst, dst_offset=p0, burst=p)
         lw.launch(kb)
         return out
-    if run > chunk:
-        raise unsupported(loc, f"transpose with a contiguous run of {run} elements larger than UB")
     nb_axis = k - 1  # output axis used as the burst count
     nb, nb_stride = out_shape[nb_axis], src_strides[perm[nb_axis]]
     per = max(1, chunk // run)
@@ -207,10 +210,18 @@ def transpose(lw: Lowering, t: DevTensor, perm: tuple[int, ...], loc) -> DevTens
         for a in range(nb_axis):
             if out_shape[a] > 1:
                 loops.enter_context(kb.loop(out_shape[a], {src: src_strides[perm[a]], dst: math.prod(out_shape[a + 1:])}))
-        for b0 in range(0, nb, per):
-            cnt = min(per, nb - b0)
-            kb.copy(src, buf, src_offset=b0 * nb_stride, nburst=cnt, burst=run, src_stride=nb_stride, dst_stride=run)
-            kb.copy(buf, dst, dst_offset=b0 * run, burst=cnt * run)
+        if run > chunk:  # a run longer than UB: one more loop over the bursts, each run in UB-sized pieces
+            with kb.loop(nb, {src: nb_stride, dst: run}):
+                for p0 in range(0, run, chunk):
+                    p = min(chunk, run - p0)
+                    kb.copy(src, buf, src_offset=p0, burst=p)
+                    kb.copy(buf, dst, dst_offset=p0, burst=p)
+        else:
+            for b0 in range(0, nb, per):
+                cnt = min(per, nb - b0)
+                kb.copy(src, buf, src_offset=b0 * nb_stride, nburst=cnt, burst=run, src_stride=nb_stride,
+                        dst_stride=run)
+                kb.copy(buf, dst, dst_offset=b0 * run, burst=cnt * run)
     lw.launch(kb)
     return out
 

@@ -5,11 +5,12 @@ The data tensor is seen as ``[outer][n][inner]`` (``n`` the gathered axis); the 
 GM -> UB -> GM.
 
 * **Constant indices** (wrapped and range-checked at compile time): the copies are fixed DMA bursts;
-  runs of consecutive indices become one burst.
+  runs of consecutive indices become one burst (split into UB-sized pieces when longer than UB).
 * **Runtime indices** (an int32/int64 tensor): the kernel loads the indices into UB; per index the
   scalar unit loads it into a register (``ld_idx``, which wraps negative values by ``+ n`` and
   faults on an index outside ``[-n, n)``), then ``copy_gm_to_ub_reg`` reads the rows at
-  ``register * inner`` (the real Ascend pattern: the scalar unit reads indices and issues copies).
+  ``register * inner`` (the real Ascend pattern: the scalar unit reads indices and issues copies);
+  a row longer than UB moves in UB-sized pieces.
   The scalar loads read the indices in either width, so int64 indices need no conversion kernel.
 
 Data of any GM dtype (float16/32, int32/64) is moved by DMA only; float constants take the
@@ -77,6 +78,7 @@ def _const_gather(lw: Lowering, data: DevTensor, out: DevTensor, idx: np.ndarray
     kb = lw.kernel("gather", loc)
     sa, da = kb.arg(data), kb.arg(out)
     chunk = ub_chunk(lw, isz, 256)
+    kb.tiling["chunk"] = chunk
     buf = kb.alloc(Space.UB, chunk, data.dtype)
     runs: list[tuple[int, int, int]] = []  # (first output position, first index, length)
     for k, i in enumerate(idx.tolist()):
@@ -115,9 +117,27 @@ def _runtime_gather(lw: Lowering, data: DevTensor, ind: DevTensor, out: DevTenso
     ichunk = min(_align(lw, k_total, ind.dtype.itemsize), 1024)
     ibuf = kb.alloc(Space.UB, ichunk, ind.dtype)
     avail = (ub - 2 * 256 - ichunk * ind.dtype.itemsize) // isz
+    if inner > avail:  # rows longer than UB: per index and outer row, UB-sized pieces of the row
+        piece = avail // _align(lw, 1, isz) * _align(lw, 1, isz)
+        kb.tiling["piece"] = piece
+        buf = kb.alloc(Space.UB, piece, data.dtype)
+        reg = 0
+        for q0 in range(0, k_total, ichunk):
+            q = min(ichunk, k_total - q0)
+            kb.copy(ia, ibuf, src_offset=q0, burst=q)
+            for j in range(q):
+                r = reg % isa.SCALAR_REGS
+                reg += 1
+                kb.emit(tile.LoadIndexOp(ibuf, src_offset=j, reg=r, bound=n))
+                for o in range(outer):
+                    for b0 in range(0, inner, piece):
+                        b = min(piece, inner - b0)
+                        kb.emit(tile.CopyIndexedOp(sa, buf, src_offset=o * n * inner + b0, dst_offset=0, nburst=1,
+                                                   burst=b, src_stride=b, dst_stride=b, reg=r, reg_stride=inner))
+                        kb.copy(buf, da, dst_offset=(o * k_total + q0 + j) * inner + b0, burst=b)
+        lw.launch(kb)
+        return
     # rows of outer per slot, and slots (indices) staged before a flush
-    if inner > avail:
-        raise unsupported(loc, f"Gather rows of {inner} elements do not fit the UB")
     oc = max(1, min(outer, avail // _align(lw, inner, isz)))
     row = inner if oc == 1 else None
     slot = _align(lw, oc * inner, isz)

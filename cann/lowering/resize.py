@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from cann.dialects.tile import Space
-from cann.lowering.common import NC1HWC0, DevTensor, Lowering, unsupported
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering
 
 
 def exact_scale(scale: float) -> Fraction:
@@ -142,6 +142,10 @@ def _gather_row(kb, src, dst, src_row_off: int, progs) -> None:
 
 
 def resize(lw: Lowering, x: DevTensor, mode: str, ctm: str, nearest_mode: str, scales, out_shape, loc) -> DevTensor:
+    """Resize of the H and W axes (see the module docstring). Output rows are built in UB in
+    segments of ``cols`` output columns (the whole row when its buffers fit in UB), so any width
+    fits: each segment gathers its own source columns and, for linear, reads its slice of the
+    weight tables."""
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
     _, _, ho_, wo_ = out_shape
@@ -151,18 +155,20 @@ def resize(lw: Lowering, x: DevTensor, mode: str, ctm: str, nearest_mode: str, s
     row = wo_ * 16
     linear = mode == "linear" and (hw1.any() or ww1.any())
     nbuf = 9 if linear else 2
-    if nbuf * (-(-row * isz // 256) * 256) > lw.usable("ub"):
-        raise unsupported(loc, f"Resize: {nbuf} output rows of {wo_} x 16 channels do not fit in UB")
+    seg_bytes = lambda c: nbuf * (-(-c * 16 * isz // 256) * 256)
+    cols = wo_ if seg_bytes(wo_) <= lw.usable("ub") else max(1, lw.usable("ub") // nbuf // 256 * 256 // (16 * isz))
     c1 = x.c1
     planes = n_ * c1
     y = lw.gm_tensor(tuple(out_shape), NC1HWC0)
-    kb = lw.kernel("resize", loc)
+    kb = lw.kernel("resize", loc, {"cols": cols})
+    cols = kb.tiling["cols"]
     kb.tiling["planes"] = planes
     xa, ya = kb.arg(x), kb.arg(y)
     kb.partition(planes)
     kb.block_offset(xa, h_ * w_ * 16)
     kb.block_offset(ya, ho_ * row)
-    p0 = progressions(wi0)
+    segs = [(o0, min(cols, wo_ - o0)) for o0 in range(0, wo_, cols)]  # (first output column, count)
+    p0 = [progressions(wi0[o0:o0 + sc]) for o0, sc in segs]
     # runs of output rows with the same source rows and weight
     groups: list[tuple[int, int]] = []  # (first output row, count)
     for ho in range(ho_):
@@ -170,37 +176,48 @@ def resize(lw: Lowering, x: DevTensor, mode: str, ctm: str, nearest_mode: str, s
             groups[-1] = (groups[-1][0], groups[-1][1] + 1)
         else:
             groups.append((ho, 1))
+    seg_row = cols * 16  # elements of a segment buffer
 
     if not linear:
-        bufs = [kb.alloc(Space.UB, row, dt) for _ in range(2)]
+        bufs = [kb.alloc(Space.UB, seg_row, dt) for _ in range(2)]
 
         def body(first: int, last: bool = False) -> None:
-            for k, (ho, rep) in enumerate(groups):
-                ub = bufs[k % 2]
-                _gather_row(kb, xa, ub, (first * h_ + int(hi0[ho])) * w_ * 16, p0)
-                kb.copy(ub, ya, dst_offset=(first * ho_ + ho) * row, nburst=rep, burst=row,
-                        src_stride=0, dst_stride=row)
+            k = 0
+            for (o0, sc), prog in zip(segs, p0):
+                for ho, rep in groups:
+                    ub = bufs[k % 2]
+                    k += 1
+                    _gather_row(kb, xa, ub, (first * h_ + int(hi0[ho])) * w_ * 16, prog)
+                    kb.copy(ub, ya, dst_offset=(first * ho_ + ho) * row + o0 * 16, nburst=rep, burst=sc * 16,
+                            src_stride=0, dst_stride=row)
 
         kb.for_tiles(planes, body)
         lw.launch(kb)
         return y
 
-    p1 = progressions(wi1)
+    p1 = [progressions(wi1[o0:o0 + sc]) for o0, sc in segs]
     w_lin = bool(ww1.any())
     t0 = np.repeat((1.0 - ww1).astype(np.float32), 16).astype(dt)
     t1 = np.repeat(ww1.astype(np.float32), 16).astype(dt)
     ta, tb = kb.arg(lw.constant(t0, "ND")), kb.arg(lw.constant(t1, "ND"))
-    tab0, tab1 = kb.alloc(Space.UB, row, dt), kb.alloc(Space.UB, row, dt)
-    ga, gb = kb.alloc(Space.UB, row, dt), kb.alloc(Space.UB, row, dt)
-    slots = [kb.alloc(Space.UB, row, dt) for _ in range(3)]
-    outs = [kb.alloc(Space.UB, row, dt) for _ in range(2)]
-    if w_lin:
-        kb.copy(ta, tab0, burst=row)
-        kb.copy(tb, tab1, burst=row)
+    tab0, tab1 = kb.alloc(Space.UB, seg_row, dt), kb.alloc(Space.UB, seg_row, dt)
+    ga, gb = kb.alloc(Space.UB, seg_row, dt), kb.alloc(Space.UB, seg_row, dt)
+    slots = [kb.alloc(Space.UB, seg_row, dt) for _ in range(3)]
+    outs = [kb.alloc(Space.UB, seg_row, dt) for _ in range(2)]
 
-    def body(first: int, last: bool = False) -> None:
+    def load_tables(o0: int, sc: int) -> None:
+        kb.copy(ta, tab0, src_offset=o0 * 16, burst=sc * 16)
+        kb.copy(tb, tab1, src_offset=o0 * 16, burst=sc * 16)
+
+    if w_lin and len(segs) == 1:
+        load_tables(0, wo_)
+
+    def segment(first: int, o0: int, sc: int, q0, q1) -> None:
+        n = sc * 16
         cache: dict[int, int] = {}  # source row -> slot
         order: list[int] = []
+        if w_lin and len(segs) > 1:
+            load_tables(o0, sc)
 
         def w_pass(hs: int, keep: set[int]):
             if hs in cache:
@@ -215,28 +232,32 @@ def resize(lw: Lowering, x: DevTensor, mode: str, ctm: str, nearest_mode: str, s
             order.append(hs)
             base = (first * h_ + hs) * w_ * 16
             if not w_lin:
-                _gather_row(kb, xa, slots[s], base, p0)
+                _gather_row(kb, xa, slots[s], base, q0)
                 return slots[s]
-            _gather_row(kb, xa, ga, base, p0)
-            _gather_row(kb, xa, gb, base, p1)
-            kb.vec("mul", slots[s], ga, tab0, count=row)
-            kb.vec("mul", gb, gb, tab1, count=row)
-            kb.vec("add", slots[s], slots[s], gb, count=row)
+            _gather_row(kb, xa, ga, base, q0)
+            _gather_row(kb, xa, gb, base, q1)
+            kb.vec("mul", slots[s], ga, tab0, count=n)
+            kb.vec("mul", gb, gb, tab1, count=n)
+            kb.vec("add", slots[s], slots[s], gb, count=n)
             return slots[s]
 
         for k, (ho, rep) in enumerate(groups):
             a_, b_, wb = int(hi0[ho]), int(hi1[ho]), float(hw1[ho])
             r0 = w_pass(a_, {a_, b_})
-            dst_off = (first * ho_ + ho) * row
+            dst_off = (first * ho_ + ho) * row + o0 * 16
             if wb == 0.0 or a_ == b_:
-                kb.copy(r0, ya, dst_offset=dst_off, nburst=rep, burst=row, src_stride=0, dst_stride=row)
+                kb.copy(r0, ya, dst_offset=dst_off, nburst=rep, burst=n, src_stride=0, dst_stride=row)
                 continue
             r1 = w_pass(b_, {a_, b_})
             o = outs[k % 2]
-            kb.vec("muls", o, r0, count=row, scalar=1.0 - wb)
-            kb.vec("muls", ga, r1, count=row, scalar=wb)
-            kb.vec("add", o, o, ga, count=row)
-            kb.copy(o, ya, dst_offset=dst_off, nburst=rep, burst=row, src_stride=0, dst_stride=row)
+            kb.vec("muls", o, r0, count=n, scalar=1.0 - wb)
+            kb.vec("muls", ga, r1, count=n, scalar=wb)
+            kb.vec("add", o, o, ga, count=n)
+            kb.copy(o, ya, dst_offset=dst_off, nburst=rep, burst=n, src_stride=0, dst_stride=row)
+
+    def body(first: int, last: bool = False) -> None:
+        for (o0, sc), q0, q1 in zip(segs, p0, p1):
+            segment(first, o0, sc, q0, q1)
 
     kb.for_tiles(planes, body)
     lw.launch(kb)

@@ -114,9 +114,26 @@ def _window_counts(size: int, out: int, k: int, s: int, d: int, p0: int, p1: int
     return ((taps >= lo) & (taps < hi)).sum(axis=1)
 
 
+def _largest(lo: int, hi: int, ok) -> int:
+    """The largest ``v`` in ``[lo, hi]`` with ``ok(v)`` (``ok`` monotone, true at ``lo``)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+    return lo
+
+
 def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations, count_include_pad: bool,
          out_shape: tuple[int, ...], loc) -> DevTensor:
-    """MaxPool / AveragePool over an NC1HWC0 tensor, one vector op per window tap and output row."""
+    """MaxPool / AveragePool over an NC1HWC0 tensor, SPMD over the C1 planes of each image.
+
+    A tile is ``rows`` output rows by ``cols`` output columns; its window's input rows and columns
+    (padding filled with the neutral value by ``vdup``) are loaded into UB by one multi-burst copy,
+    then one vector op per window tap and output row combines them into the output tile. When even
+    one output position's window is larger than UB, the window is split too, into blocks of
+    ``krows`` x ``kcols`` taps that combine into the same output tile (the running max or sum stays
+    in UB), so any size fits. Tiling preference: whole windows and rows, then fewer columns, then
+    window blocks.
+    """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
     _, _, ho_, wo_ = out_shape
@@ -125,61 +142,88 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     pt, pl, pb, pr = pads
     dh, dw = dilations
     c1 = x.c1
-    wp = max(w_ + pl + pr, (wo_ - 1) * sw + dw * (kw_ - 1) + 1)
     isz = lw.dtype.itemsize
     cnt_h = _window_counts(h_, ho_, kh_, sh, dh, pt, pb, count_include_pad)
     cnt_w = _window_counts(w_, wo_, kw_, sw, dw, pl, pr, count_include_pad)
     uniform = kind == "max" or (cnt_h.min() == cnt_h.max() == kh_ and cnt_w.min() == cnt_w.max() == kw_)
-    per_row = lambda r: (((r - 1) * sh + dh * (kh_ - 1) + 1) * wp + r * wo_ * (1 if uniform else 2)) * 16 * isz
-    rows = ho_
-    while rows > 1 and per_row(rows) > lw.usable("ub"):
-        rows -= 1
-    if per_row(rows) > lw.usable("ub"):
-        raise unsupported(loc, f"pool: one output row ({wo_} wide) does not fit in UB")
-    kb = lw.kernel(f"{kind}_pool", loc, {"rows": rows})
-    rows = kb.tiling["rows"]
+    span = lambda n, s, k, d: (n - 1) * s + d * (k - 1) + 1  # input extent of n outputs of a k-tap window
+
+    def need(r: int, wc: int, ki: int, kj: int) -> int:
+        """UB bytes of a tile (each buffer rounded up to 256 bytes)."""
+        rup = lambda e: -(-e * 16 * isz // 256) * 256
+        return rup(span(r, sh, ki, dh) * span(wc, sw, kj, dw)) + rup(r * wc) * (1 if uniform else 2)
+
+    ub = lw.usable("ub")
+    fits = lambda r=1, wc=1, ki=1, kj=1: need(r, wc, ki, kj) <= ub
+    tl = {"rows": 1, "cols": 1, "krows": 1, "kcols": 1}
+    if fits(1, wo_, kh_, kw_):
+        tl.update(cols=wo_, krows=kh_, kcols=kw_, rows=_largest(1, ho_, lambda r: fits(r, wo_, kh_, kw_)))
+    elif fits(1, 1, kh_, kw_):
+        tl.update(krows=kh_, kcols=kw_, cols=_largest(1, wo_, lambda c: fits(1, c, kh_, kw_)))
+    elif fits(1, 1, kh_, 1):
+        tl.update(krows=kh_, kcols=_largest(1, kw_, lambda k: fits(1, 1, kh_, k)))
+    else:
+        tl.update(krows=_largest(1, kh_, lambda k: fits(1, 1, k, 1)))
+    kb = lw.kernel(f"{kind}_pool", loc, tl)
+    rows, cols, krows, kcols = (kb.tiling[k] for k in ("rows", "cols", "krows", "kcols"))
     y = lw.gm_tensor(out_shape, NC1HWC0)
     xa, ya = kb.arg(x), kb.arg(y)
-    rin_max = (rows - 1) * sh + dh * (kh_ - 1) + 1
-    inb = kb.alloc(Space.UB, rin_max * wp * 16, lw.dtype)
-    outb = kb.alloc(Space.UB, rows * wo_ * 16, lw.dtype)
+    inb = kb.alloc(Space.UB, span(rows, sh, krows, dh) * span(cols, sw, kcols, dw) * 16, lw.dtype)
+    outb = kb.alloc(Space.UB, rows * cols * 16, lw.dtype)
     fill = float(np.finfo(lw.dtype).min) if kind == "max" else 0.0
     op = "max" if kind == "max" else "add"
     if not uniform:
         div = (1.0 / (cnt_h[:, None] * cnt_w[None, :])).astype(np.float32)
         dtab = kb.arg(lw.constant(np.repeat(div[:, :, None], 16, axis=2).astype(lw.dtype), "ND"))
-        divb = kb.alloc(Space.UB, rows * wo_ * 16, lw.dtype)
+        divb = kb.alloc(Space.UB, rows * cols * 16, lw.dtype)
     kb.partition(c1)  # SPMD over the C1 planes of each image
     kb.block_offset(xa, h_ * w_ * 16)
     kb.block_offset(ya, ho_ * wo_ * 16)
+
+    def window_block(plane: int, ho0: int, r: int, wo0: int, wc: int, i0: int, ki: int, j0: int, kj: int) -> None:
+        """Taps [i0, i0+ki) x [j0, j0+kj) of the r x wc output tile at (ho0, wo0) into ``outb``."""
+        rin, win = span(r, sh, ki, dh), span(wc, sw, kj, dw)
+        row0, col0 = ho0 * sh - pt + i0 * dh, wo0 * sw - pl + j0 * dw  # input position of inb[0, 0]
+        r0, r1 = max(row0, 0), min(row0 + rin, h_)
+        q0, q1 = max(col0, 0), min(col0 + win, w_)
+        if not (r0 == row0 and q0 == col0 and r1 - r0 == rin and q1 - q0 == win):
+            kb.vec("dup", inb, count=rin * win, unit=16, scalar=fill)
+        if r1 > r0 and q1 > q0:
+            kb.copy(xa, inb, src_offset=plane + (r0 * w_ + q0) * 16,
+                    dst_offset=((r0 - row0) * win + q0 - col0) * 16, nburst=r1 - r0, burst=(q1 - q0) * 16,
+                    src_stride=w_ * 16, dst_stride=win * 16)
+        if r == 1 and wc == 1 and (ki == 1 or dh == 1) and (kj == 1 or dw == 1):
+            # one output position, its taps dense in UB: a halving tree, then one op into the output
+            _sum_positions(kb, inb, rin * win, op=op)
+            kb.vec(op, outb, outb, inb, count=1, unit=16)
+            return
+        for i in range(ki):
+            for j in range(kj):
+                for ho in range(r):
+                    kb.vec(op, outb, outb, inb, count=wc, unit=16, dst_offset=ho * wc * 16,
+                           src0_offset=ho * wc * 16, src1_offset=((ho * sh + i * dh) * win + j * dw) * 16,
+                           src1_stride=sw * 16)
 
     def body(first: int, last: bool = False, n: int = 0) -> None:
         c = first
         plane = (n * c1 + c) * h_ * w_ * 16
         for ho0 in range(0, ho_, rows):
-            ho1 = min(ho_, ho0 + rows)
-            r = ho1 - ho0
-            in_start = ho0 * sh - pt
-            rin = (r - 1) * sh + dh * (kh_ - 1) + 1
-            r0, r1 = max(in_start, 0), min(in_start + rin, h_)
-            kb.vec("dup", inb, count=rin * wp, unit=16, scalar=fill)
-            if r1 > r0:
-                kb.copy(xa, inb, src_offset=plane + r0 * w_ * 16, dst_offset=((r0 - in_start) * wp + pl) * 16,
-                        nburst=r1 - r0, burst=w_ * 16, src_stride=w_ * 16, dst_stride=wp * 16)
-            kb.vec("dup", outb, count=r * wo_, unit=16, scalar=fill)
-            for i in range(kh_):
-                for j in range(kw_):
-                    for ho in range(r):
-                        kb.vec(op, outb, outb, inb, count=wo_, unit=16, dst_offset=ho * wo_ * 16,
-                               src0_offset=ho * wo_ * 16, src1_offset=((ho * sh + i * dh) * wp + j * dw) * 16,
-                               src1_stride=sw * 16)
-            if kind == "avg":
-                if uniform:
-                    kb.vec("muls", outb, outb, count=r * wo_, unit=16, scalar=1.0 / (kh_ * kw_))
-                else:
-                    kb.copy(dtab, divb, src_offset=ho0 * wo_ * 16, burst=r * wo_ * 16)
-                    kb.vec("mul", outb, outb, divb, count=r * wo_, unit=16)
-            kb.copy(outb, ya, dst_offset=((n * c1 + c) * ho_ + ho0) * wo_ * 16, burst=r * wo_ * 16)
+            r = min(rows, ho_ - ho0)
+            for wo0 in range(0, wo_, cols):
+                wc = min(cols, wo_ - wo0)
+                kb.vec("dup", outb, count=r * wc, unit=16, scalar=fill)
+                for i0 in range(0, kh_, krows):
+                    for j0 in range(0, kw_, kcols):
+                        window_block(plane, ho0, r, wo0, wc, i0, min(krows, kh_ - i0), j0, min(kcols, kw_ - j0))
+                if kind == "avg":
+                    if uniform:
+                        kb.vec("muls", outb, outb, count=r * wc, unit=16, scalar=1.0 / (kh_ * kw_))
+                    else:
+                        kb.copy(dtab, divb, src_offset=(ho0 * wo_ + wo0) * 16, nburst=r, burst=wc * 16,
+                                src_stride=wo_ * 16, dst_stride=wc * 16)
+                        kb.vec("mul", outb, outb, divb, count=r * wc, unit=16)
+                kb.copy(outb, ya, dst_offset=(((n * c1 + c) * ho_ + ho0) * wo_ + wo0) * 16, nburst=r,
+                        burst=wc * 16, src_stride=wc * 16, dst_stride=wo_ * 16)
 
     with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
         kb.for_tiles(c1, lambda first, last=False: body(first, last, 0))
@@ -187,41 +231,187 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     return y
 
 
+def _sum_positions(kb, buf, count: int, offset: int = 0, op: str = "add", width: int = 1) -> None:
+    """Halve ``count`` positions of ``width`` x 16 lanes at ``offset`` of UB ``buf`` down to one by
+    a tree of dense ``vadd``s (or ``op``: ``max``); the result lands at ``offset``."""
+    n = count
+    while n > 1:
+        h = n // 2
+        kb.vec(op, buf, buf, buf, count=h * width, unit=16, dst_offset=offset, src0_offset=offset,
+               src1_offset=offset + (n - h) * width * 16)
+        n -= h
+
+
+def _gap_tiling(lw: Lowering, hw: int, total: int, parts: int = 1) -> tuple[int, int]:
+    """(planes per group, positions per chunk) of a GlobalAveragePool kernel over ``total`` planes
+    of ``hw`` positions: whole planes when one fits in UB with its float32 copy (``parts`` > 1:
+    one plane, accumulators for ``total`` planes), else chunks (two storage buffers, one float32)."""
+    isz = lw.dtype.itemsize
+    cast = lw.dtype != np.float32
+    budget = lw.usable("ub") - 5 * 256  # each buffer is rounded up to 256 bytes
+    out_bytes = 16 * (4 + isz)  # per plane: float32 accumulator and the converted result
+    fit = budget // (hw * 16 * (isz + 4 * cast) + out_bytes)
+    if fit:
+        return (1 if parts > 1 else max(1, min(fit, math.ceil(total / lw.cores)))), hw
+    return 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
+
+
 def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
-    """GlobalAveragePool: per C0 block, a halving tree of vector adds over the H*W positions."""
+    """GlobalAveragePool of an NC1HWC0 tensor: ``N*C1`` planes of ``[H*W][16]``.
+
+    Sums are accumulated in float32 whatever the storage dtype (a float16 plane of 256x256 ones
+    would overflow float16). Per chunk of positions: ``vconv`` to float32 (float16 storage), a
+    halving tree of ``vadd``s down to one position, ``vadd`` into the plane's accumulator; at the
+    end ``vmuls`` by ``1/(H*W)``, ``vconv`` back. A plane is read whole (groups of ``planes``
+    planes by one copy) when it fits in UB, else in chunks of ``positions`` positions, alternating
+    between two UB buffers in a hardware loop over chunk pairs; so any plane size fits.
+
+    SPMD over the planes; with fewer planes than cores (at least twice as many parts of 128
+    positions or more as planes) over the positions instead: core ``b`` sums part ``b``
+    (``H*W / parts`` positions, the last part shorter) of every plane in a hardware loop over the
+    planes, writing float32 partial sums
+    ``[parts][planes][16]`` to GM; a one-core kernel (``global_avg_pool_sum``) adds the parts,
+    scales and converts.
+    """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
-    hw, c1 = h_ * w_, x.c1
-    plane = hw * 16
-    if plane * lw.dtype.itemsize > lw.usable("ub"):
-        return pool(lw, x, "avg", (h_, w_), (1, 1), (0, 0, 0, 0), (1, 1), True, (n_, c_, 1, 1), loc)
-    group = max(1, min(n_ * c1, lw.usable("ub") // (plane * lw.dtype.itemsize)))
-    kb = lw.kernel("global_avg_pool", loc, {"planes": group})
+    hw, total = h_ * w_, n_ * x.c1
     y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
-    xa, ya = kb.arg(x), kb.arg(y)
-    buf = kb.alloc(Space.UB, group * plane, lw.dtype)
-    total = n_ * c1
-    for p0 in range(0, total, group):
-        g = min(group, total - p0)
-        kb.copy(xa, buf, src_offset=p0 * plane, burst=g * plane)
-        for q in range(g):
-            n = hw
-            while n > 1:
-                h = n // 2
-                kb.vec("add", buf, buf, buf, count=h, unit=16, dst_offset=q * plane, src0_offset=q * plane,
-                       src1_offset=q * plane + (n - h) * 16)
-                n -= h
-            kb.vec("muls", buf, buf, count=1, unit=16, dst_offset=q * 16, src0_offset=q * plane, scalar=1.0 / hw)
-        kb.copy(buf, ya, dst_offset=p0 * 16, burst=g * 16)
-    lw.launch(kb)
+    parts = min(lw.cores, hw // 128)  # parts of at least 128 positions (4 KiB in float16)
+    if parts >= 2 * total:
+        _gap_parts(lw, x, y, total, hw, parts, loc)
+    else:
+        _gap_planes(lw, x, y, total, hw, loc)
     return y
+
+
+class _GapChunks:
+    """UB buffers and code of :func:`global_avg_pool`'s sums: ``sum(kb, base, n)`` adds
+    positions ``[base, base + n)`` of GM argument ``xa`` into accumulator slot 0 of ``acc``."""
+
+    def __init__(self, lw: Lowering, kb, xa, q: int, elems: int, chunked: bool, accs: int):
+        f32 = np.dtype(np.float32)
+        self.kb, self.xa, self.q, self.cast = kb, xa, q, lw.dtype != f32
+        self.ins = [kb.alloc(Space.UB, elems, lw.dtype) for _ in range(1 + chunked)]
+        self.wide = kb.alloc(Space.UB, elems, f32) if self.cast else None
+        self.acc = kb.alloc(Space.UB, accs * 16, f32)
+
+    def load(self, k: int, base: int, n: int):
+        """Positions [base, base + n) into float32 UB (storage buffer k % 2); returns the buffer."""
+        src = self.ins[k % len(self.ins)]
+        self.kb.copy(self.xa, src, src_offset=base * 16, burst=n * 16)
+        if self.cast:
+            self.kb.vec("cast", self.wide, src, count=n * 16)
+        return self.wide if self.cast else src
+
+    def sum(self, base: int, n: int) -> None:
+        kb, q = self.kb, self.q
+        kb.vec("dup", self.acc, count=1, unit=16, scalar=0.0)
+
+        def chunk(k: int, b: int, m: int) -> None:
+            buf = self.load(k, b, m)
+            _sum_positions(kb, buf, m)
+            kb.vec("add", self.acc, self.acc, buf, count=1, unit=16)
+
+        pairs = n // q // 2
+        if pairs:
+            with kb.loop(pairs, {self.xa: 2 * q * 16}):
+                chunk(0, base, q)
+                chunk(1, base + q, q)
+        for k, p0 in enumerate(range(2 * pairs * q, n, q)):
+            chunk(k, base + p0, min(q, n - p0))
+
+
+def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, loc) -> None:
+    """GlobalAveragePool SPMD over groups of whole planes (see :func:`global_avg_pool`)."""
+    group, q = _gap_tiling(lw, hw, total)
+    kb = lw.kernel("global_avg_pool", loc, {"planes": group, "positions": q})
+    group, q = kb.tiling["planes"], kb.tiling["positions"]
+    xa, ya = kb.arg(x), kb.arg(y)
+    chunked = q < hw
+    bufs = _GapChunks(lw, kb, xa, q, (q if chunked else group * hw) * 16, chunked, group)
+    acc = bufs.acc
+    res = kb.alloc(Space.UB, group * 16, lw.dtype) if bufs.cast else acc
+    items = math.ceil(total / group)
+    kb.partition(items)
+    kb.block_offset(xa, group * hw * 16)
+    kb.block_offset(ya, group * 16)
+
+    def body(first: int, last: bool = False) -> None:
+        g = total - (items - 1) * group if last else group
+        if chunked:  # one plane in chunks
+            bufs.sum(first * hw, hw)
+        else:  # whole planes: one copy, a tree per plane
+            buf = bufs.load(0, first * hw, g * hw)
+            for j in range(g):
+                _sum_positions(kb, buf, hw, j * hw * 16)
+                kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * hw * 16)
+        kb.vec("muls", acc, acc, count=g, unit=16, scalar=1.0 / hw)
+        if bufs.cast:
+            kb.vec("cast", res, acc, count=g * 16)
+        kb.copy(res, ya, dst_offset=first * 16, burst=g * 16)
+
+    kb.for_tiles(items, body, partial_last=total % group != 0)
+    lw.launch(kb)
+
+
+def _gap_parts(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, parts: int, loc) -> None:
+    """GlobalAveragePool SPMD over parts of the positions (see :func:`global_avg_pool`)."""
+    f32 = np.dtype(np.float32)
+    part = math.ceil(hw / parts)
+    kb = lw.kernel("global_avg_pool", loc, {"parts": math.ceil(hw / part)})
+    parts = kb.partition(kb.tiling["parts"])[0]
+    part = math.ceil(hw / parts)
+    parts = math.ceil(hw / part)  # every part non-empty
+    kb.tiling["parts"] = kb.tiling["block_dim"] = kb.block_dim = parts
+    tail = hw - (parts - 1) * part
+    _, q = _gap_tiling(lw, part, total, parts)
+    kb.tiling["positions"] = q
+    sums = lw.gm_tensor((parts * total * 16,), ND, f32)
+    xa, sa = kb.arg(x), kb.arg(sums)
+    bufs = _GapChunks(lw, kb, xa, q, min(q, part) * 16, q < part, 1)
+    kb.block_offset(xa, part * 16)
+    kb.block_offset(sa, total * 16)
+
+    def planes(n: int) -> None:  # part of n positions of every plane, a hardware loop over planes
+        with kb.loop(total, {xa: hw * 16, sa: 16}):
+            bufs.sum(0, n)
+            kb.copy(bufs.acc, sa, burst=16)
+
+    if tail == part:
+        planes(part)
+    else:
+        with kb.guard(0, parts - 1):
+            planes(part)
+        with kb.guard(parts - 1, parts):
+            planes(tail)
+    lw.launch(kb)
+    fin = lw.kernel("global_avg_pool_sum", loc, {"parts": parts})
+    sa, ya = fin.arg(sums), fin.arg(y)
+    buf = fin.alloc(Space.UB, parts * total * 16, f32)
+    res = fin.alloc(Space.UB, total * 16, lw.dtype) if lw.dtype != f32 else buf
+    fin.copy(sa, buf, burst=parts * total * 16)
+    _sum_positions(fin, buf, parts, width=total)
+    fin.vec("muls", buf, buf, count=total, unit=16, scalar=1.0 / hw)
+    if res is not buf:
+        fin.vec("cast", res, buf, count=total * 16)
+    fin.copy(res, ya, burst=total * 16)
+    lw.launch(fin)
 
 
 def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | None = None,
             inputs: list[DevTensor] | None = None) -> DevTensor:
     """Softmax over the last axis of an ND tensor: max, subtract, exp, sum, divide, a row per core
-    at a time. With a fused ``prologue`` (elementwise steps over same-shaped ``inputs`` named
-    ``x<i>``, writing ``y``), the row is computed in UB first and never goes through GM."""
+    at a time (SPMD over rows). With a fused ``prologue`` (elementwise steps over same-shaped
+    ``inputs`` named ``x<i>``, writing ``y``), the row is computed in UB first and never goes
+    through GM.
+
+    A row that fits in UB (``chunk`` = the row) is read once. A longer one (or, in float16, one of
+    more elements than float16 can count, so that a sum of ``exp`` values at most 1 cannot
+    overflow) is read in chunks of ``chunk`` elements in three passes, each a hardware loop over
+    the whole chunks plus the tail: the running max, the running sum of ``exp(x - max)`` (float32
+    partial sums), then ``exp(x - max) * (1 / sum)`` written out; the prologue runs again in each.
+    """
     inputs = [lw.as_format(t, ND, lw.dtype, loc) for t in (inputs or [x])]
     x = inputs[0]
     if axis != len(x.shape) - 1:
@@ -233,35 +423,44 @@ def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | N
     cols = x.shape[-1]
     rows = math.prod(x.shape[:-1])
     lanes = lw.lanes
+    isz = lw.dtype.itemsize
+    f32 = np.dtype(np.float32)
     nbuf = 1 + (len(inputs) + len(temps) if prologue else 0)
-    if (nbuf * cols + 3 * lanes) * lw.dtype.itemsize > lw.usable("ub"):
-        raise unsupported(loc, f"Softmax over {cols} elements does not fit in UB")
-    kb = lw.kernel("softmax" if not prologue else "fused_softmax", loc)
+    rup = lambda e, sz=isz: -(-e * sz // 256) * 256
+    need = lambda q: nbuf * rup(q) + rup(2 * math.ceil(q / lanes) + 2 * lanes) + 4 * rup(lanes) + 2 * rup(64, 4)
+    fit = _largest(1, cols, lambda q: need(q) <= lw.usable("ub"))
+    kb = lw.kernel("softmax" if not prologue else "fused_softmax", loc,
+                   {"chunk": min(fit, cols, int(np.finfo(lw.dtype).max))})
+    chunk = kb.tiling["chunk"]
     y = lw.gm_tensor(x.shape, ND)
     srcs = [kb.arg(t) for t in inputs]
     ya = kb.arg(y)
     kb.partition(rows)  # SPMD over rows
     for a in (*srcs, ya):
         kb.block_offset(a, cols)
-    xb = kb.alloc(Space.UB, cols, lw.dtype)
+    xb = kb.alloc(Space.UB, chunk, lw.dtype)
     bufs = {"y": xb}
     if prologue:
-        bufs.update({f"x{i}": kb.alloc(Space.UB, cols, lw.dtype) for i in range(len(inputs))})
-        bufs.update({t: kb.alloc(Space.UB, cols, lw.dtype) for t in temps})
+        bufs.update({f"x{i}": kb.alloc(Space.UB, chunk, lw.dtype) for i in range(len(inputs))})
+        bufs.update({t: kb.alloc(Space.UB, chunk, lw.dtype) for t in temps})
     bc = kb.alloc(Space.UB, lanes, lw.dtype)
     red = kb.alloc(Space.UB, lanes, lw.dtype)
-    scratch = kb.alloc(Space.UB, 2 * math.ceil(cols / lanes) + 2 * lanes, lw.dtype)
+    scratch = kb.alloc(Space.UB, 2 * math.ceil(chunk / lanes) + 2 * lanes, lw.dtype)
 
-    def row(first: int, last: bool = False) -> None:
+    def load(off: int, q: int) -> None:
+        """Elements [off, off + q) of the row (after the prologue) into ``xb``."""
         if prologue:
             for i, a in enumerate(srcs):
-                kb.copy(a, bufs[f"x{i}"], src_offset=first * cols, burst=cols)
+                kb.copy(a, bufs[f"x{i}"], src_offset=off, burst=q)
             for op, d, s0, *more in prologue:
                 s1 = more[0] if more else None
-                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=cols,
+                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=q,
                        scalar=more[1] if len(more) > 1 else 0.0)
         else:
-            kb.copy(srcs[0], xb, src_offset=first * cols, burst=cols)
+            kb.copy(srcs[0], xb, src_offset=off, burst=q)
+
+    def row(first: int, last: bool = False) -> None:
+        load(first * cols, cols)
         kb.emit(tile.ReduceOp(red, xb, scratch, count=cols, op="max"))
         kb.emit(tile.BroadcastOp(bc, red, count=1))
         kb.vec("sub", xb, xb, bc, count=cols, src1_stride=0)
@@ -271,7 +470,61 @@ def softmax(lw: Lowering, x: DevTensor, axis: int, loc, prologue: list[Step] | N
         kb.vec("div", xb, xb, bc, count=cols, src1_stride=0)
         kb.copy(xb, ya, dst_offset=first * cols, burst=cols)
 
-    kb.for_tiles(rows, row)
+    if chunk == cols:
+        kb.for_tiles(rows, row)
+        lw.launch(kb)
+        return y
+
+    cast = lw.dtype != f32
+    mx = kb.alloc(Space.UB, lanes, lw.dtype)
+    acc = kb.alloc(Space.UB, 64, f32)  # float32 running sum (element 0)
+    part = kb.alloc(Space.UB, 64, f32) if cast else red
+    inv = kb.alloc(Space.UB, lanes, lw.dtype)
+    full, tail = divmod(cols, chunk)
+
+    def chunks(first: int, each) -> None:
+        """``each(q)`` on every chunk of row ``first`` (loaded in ``xb``): the whole chunks as a
+        hardware loop moving the GM arguments, then the tail."""
+        with kb.loop(full, {a: chunk for a in (*srcs, ya)}):
+            load(first * cols, chunk)
+            each(first * cols, chunk)
+        if tail:
+            load(first * cols + full * chunk, tail)
+            each(first * cols + full * chunk, tail)
+
+    def running_max(off: int, q: int) -> None:
+        kb.emit(tile.ReduceOp(red, xb, scratch, count=q, op="max"))
+        kb.vec("max", mx, mx, red, count=1)
+
+    def exp_shifted(q: int) -> None:
+        kb.vec("sub", xb, xb, bc, count=q, src1_stride=0)
+        kb.vec("exp", xb, xb, count=q)
+
+    def running_sum(off: int, q: int) -> None:
+        exp_shifted(q)
+        kb.emit(tile.ReduceOp(red, xb, scratch, count=q, op="add"))
+        if cast:
+            kb.vec("cast", part, red, count=1)
+        kb.vec("add", acc, acc, part, count=1)
+
+    def normalize(off: int, q: int) -> None:
+        exp_shifted(q)
+        kb.vec("mul", xb, xb, inv, count=q, src1_stride=0)
+        kb.copy(xb, ya, dst_offset=off, burst=q)
+
+    def long_row(first: int, last: bool = False) -> None:
+        kb.vec("dup", mx, count=1, scalar=float(np.finfo(lw.dtype).min))
+        chunks(first, running_max)
+        kb.emit(tile.BroadcastOp(bc, mx, count=1))
+        kb.vec("dup", acc, count=1, scalar=0.0)
+        chunks(first, running_sum)
+        kb.vec("rec", acc, acc, count=1)
+        if cast:
+            kb.vec("cast", red, acc, count=1)
+        kb.emit(tile.BroadcastOp(inv, red if cast else acc, count=1))
+        chunks(first, normalize)
+
+    kb.for_tiles(rows, long_row)
     lw.launch(kb)
     return y
 

@@ -1,0 +1,67 @@
+// RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
+// RUN: cann-opt %s --split-input-file -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=FP32
+
+// Data-movement kernels (cann/lowering/data.py).
+//
+// trans_data float32 -> float16 of 811009 elements: 33 chunks of 25344 on 32 cores. The last,
+// partial round is guarded to core 0 and addresses its own chunk (element 811008 = 32 chunks on);
+// so does trans_data back (a guarded second round from element 573440 = 32 * 17920).
+// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 32 : i64, chunk = 25344 : i64}}
+// CHECK:        tile.block_offset %0 {stride = 25344}
+// CHECK:        tile.copy %0, %{{.*}} {src_offset = 0, dst_offset = 0, nburst = 1, burst = 25344,
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 1 : i64}
+// CHECK-NEXT:   tile.copy %0, %{{.*}} {src_offset = 811008, dst_offset = 0, nburst = 1, burst = 1,
+// CHECK-NEXT:   tile.vec {{.*}}count = 1, {{.*}}op = "cast"
+// CHECK-NEXT:   tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 811008, nburst = 1, burst = 1,
+// CHECK:      func.func @trans_data_1({{.*}}tile.tiling = {block_dim = 32 : i64, chunk = 17920 : i64}}
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 13 : i64}
+// CHECK-NEXT:   tile.copy %0, %{{.*}} {src_offset = 573440,
+// CHECK:        tile.block_if {lo = 13 : i64, hi = 14 : i64}
+// CHECK-NEXT:   tile.copy %0, %{{.*}} {src_offset = 573440, dst_offset = 0, nburst = 1, burst = 4609,
+// float32 on the device: no conversion kernels at all.
+// FP32-NOT:   func.func @trans_data
+// FP32:       func.func @relu_0
+
+builtin.module {
+  func.func @main(%0: tensor<811009xf32> {graph.name = "x"}) -> (tensor<811009xf32> {graph.name = "y"}) {
+    %1 = graph.relu %0 : tensor<811009xf32>
+    func.return %1 : tensor<811009xf32>
+  }
+}
+
+// -----
+// Transpose whose contiguous run (140000 elements) is longer than UB: a hardware loop over the
+// bursts, each run in UB-sized pieces (126976 + 13024 in float16, 63488-element pieces in float32).
+// CHECK:      func.func @transpose_0({{.*}}tile.tiling = {chunk = 126976 : i64}}
+// CHECK:        tile.loop_begin {count = 3 : i64}
+// CHECK:        tile.loop_begin {count = 2 : i64}
+// CHECK-NEXT:   tile.loop_offset %0 {stride = 420000}
+// CHECK-NEXT:   tile.loop_offset %1 {stride = 140000}
+// CHECK-NEXT:   tile.copy %0, %{{.*}} {src_offset = 0, dst_offset = 0, nburst = 1, burst = 126976,
+// CHECK-NEXT:   tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 126976,
+// CHECK-NEXT:   tile.copy %0, %{{.*}} {src_offset = 126976, dst_offset = 0, nburst = 1, burst = 13024,
+// CHECK-NEXT:   tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 126976, nburst = 1, burst = 13024,
+// CHECK-NEXT:   tile.loop_end
+// FP32:       func.func @transpose_0({{.*}}tile.tiling = {chunk = 63488 : i64}}
+// FP32:         tile.copy %0, %{{.*}} {src_offset = 126976, dst_offset = 0, nburst = 1, burst = 13024,
+
+builtin.module {
+  func.func @main(%0: tensor<2x3x140000xf32> {graph.name = "x"}) -> (tensor<3x2x140000xf32> {graph.name = "y"}) {
+    %1 = graph.transpose %0 {perm = array<i64: 1, 0, 2>} : tensor<2x3x140000xf32> -> tensor<3x2x140000xf32>
+    func.return %1 : tensor<3x2x140000xf32>
+  }
+}
+
+// -----
+// A run that fits: bursts of the run, no piece loop (must-not case).
+// CHECK:      func.func @transpose_0(
+// CHECK-NOT:    tile.loop_begin {count = 2 : i64}
+// CHECK:        tile.copy %0, %{{.*}} {src_offset = 0, dst_offset = 0, nburst = 2, burst = 5, src_stride = 15, dst_stride = 5}
+// CHECK:      func.func @main
+
+builtin.module {
+  func.func @main(%0: tensor<2x3x5xf32> {graph.name = "x"}) -> (tensor<3x2x5xf32> {graph.name = "y"}) {
+    %1 = graph.transpose %0 {perm = array<i64: 1, 0, 2>} : tensor<2x3x5xf32> -> tensor<3x2x5xf32>
+    func.return %1 : tensor<3x2x5xf32>
+  }
+}
