@@ -1,7 +1,8 @@
 """ONNX importers that decompose composite operators into existing ``graph`` ops.
 
-Registered in the importer's table of :mod:`cann.frontend.onnx` (imported at the end of that
-module); every op below is computed on the AI Core by the lowerings of the ops it decomposes to:
+Registered in the converter table of :mod:`cann.frontend.onnx_registry` when imported (the driver
+:mod:`cann.frontend.onnx` imports it); every op below is computed on the AI Core by the lowerings
+of the ops it decomposes to:
 
 * **RMSNormalization** (23): ``x / sqrt(mean(x^2) + eps) * scale`` over axes ``axis..rank-1``;
 * **GroupNormalization** (18, 21): x viewed as ``[N, G, C/G, S]``, mean and variance over the
@@ -25,14 +26,21 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from cann.dialects import graph as g
-from cann.frontend.onnx import (
+from cann.frontend.onnx_registry import (
+    _add,
     _bad_attr,
+    _const,
     _const_input,
     _converter,
     _emit_unary,
     _float_input,
+    _mul,
     _out_type,
+    _reduce,
+    _reshape,
     _scalar_const,
+    _sub,
+    _transpose,
     _Unsupported,
 )
 
@@ -40,44 +48,6 @@ from cann.frontend.onnx import (
 # exactly 0 in fp32 and fp16, and a fully masked row stays finite (it is then zeroed by the row
 # guard) where -inf - (-inf) would be NaN. 30000 fits fp16 with room for the scores added to it.
 _BIG = 30000.0
-
-
-def _add(imp, name, a, b):
-    return imp.emit(g.AddOp(a, b), name).results[0]
-
-
-def _sub(imp, name, a, b):
-    return imp.emit(g.SubOp(a, b), name).results[0]
-
-
-def _mul(imp, name, a, b):
-    return imp.emit(g.MulOp(a, b), name).results[0]
-
-
-def _div(imp, name, a, b):
-    return imp.emit(g.DivOp(a, b), name).results[0]
-
-
-def _reduce(imp, name, x, kind, axes, keepdims=True):
-    return imp.emit(g.ReduceOp(x, kind, list(axes), keepdims), name).results[0]
-
-
-def _reshape(imp, name, x, shape):
-    shape = [int(d) for d in shape]
-    if list(g._shape(x)) == shape:
-        return x
-    return imp.emit(g.ReshapeOp(x, shape), name).results[0]
-
-
-def _transpose(imp, name, x, perm):
-    if list(perm) == list(range(len(perm))):
-        return x
-    return imp.emit(g.TransposeOp(x, list(perm)), name).results[0]
-
-
-def _const(imp, name, arr, like):
-    arr = np.asarray(arr, dtype=g.numpy_dtype(g._elt(like)))
-    return imp.emit(g.make_constant(arr, name), name).results[0]  # rank 0 stays rank 0
 
 
 def _check_eltype(imp, node, v, x, what):
@@ -434,20 +404,3 @@ def _attention(imp, node, name, a):
             raise _Unsupported(f"Attention output {i} shape {list(g._shape(val))} differs from shape inference "
                                f"{list(_out_type(imp, node, i).get_shape())}")
     return outs[: len(node.output)]
-
-
-def _register_supported() -> None:
-    from cann.frontend import onnx as _onnx
-
-    names = {"RMSNormalization", "GroupNormalization", "InstanceNormalization", "LpNormalization",
-             "MeanVarianceNormalization", "Attention"}
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
-
-
-_register_supported()
-
-# more composites, in their own modules (they import this one)
-from cann.frontend import onnx_spatial  # noqa: E402,F401  (1-D / N-D Conv, pools, LpPool; Resize by matrices)
-from cann.frontend import onnx_rearrange  # noqa: E402,F401  (DepthToSpace, Tile, Trilu, CumSum, Einsum, ...)
-from cann.frontend import onnx_losses  # noqa: E402,F401  (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss)
-from cann.frontend import onnx_signal  # noqa: E402,F401  (DFT, STFT)

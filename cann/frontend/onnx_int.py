@@ -1,5 +1,7 @@
 """ONNX converters for comparisons, boolean logic, integer arithmetic, casts between integer,
-bool and float dtypes, and rounding (registered into :mod:`cann.frontend.onnx`).
+bool and float dtypes, and rounding (registered in the converter table of
+:mod:`cann.frontend.onnx_registry` when imported, several wrapping the float converters of
+:mod:`cann.frontend.onnx_core`; the driver :mod:`cann.frontend.onnx` imports it).
 
 Computed dtypes: float16 / float32 (the precision mode's dtype on the device), int32 and int64
 (int64 arithmetic is an ASSUMPTION of the core model, docs/core-model.md), bool (one byte 0/1).
@@ -14,8 +16,8 @@ import numpy as np
 
 from cann.dialects import graph as g
 from cann.dialects import graph_int as gi
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _CONVERTERS, _bad_attr, _const_input, _converter, _out_type, _Unsupported
+from cann.frontend import onnx_core  # noqa: F401  (registered first: the converters _install wraps)
+from cann.frontend.onnx_registry import _CONVERTERS, _bad_attr, _const_input, _converter, _out_type, _Unsupported
 
 #: dtypes the device computes on (besides float16/float32): int32, int64, bool
 INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -234,9 +236,6 @@ def _install() -> None:
         _CONVERTERS[t] = _bool_reduce(_CONVERTERS[t])
     for t in ("Cast", "CastLike"):
         _CONVERTERS[t] = _cast(_CONVERTERS[t])
-    names = set(_COMPARE) | {"And", "Or", "Xor", "Not", "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",
-                                  "ArgMax", "ArgMin", "Mod"}
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
 
 
 _install()

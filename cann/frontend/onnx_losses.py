@@ -1,7 +1,7 @@
 """ONNX NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss with constant targets.
 
-Registered in the importer's table of :mod:`cann.frontend.onnx` (through
-:mod:`cann.frontend.onnx_composite`). The class indices (``target`` / ``labels``) must be
+Registered in the converter table of :mod:`cann.frontend.onnx_registry` when imported (the driver
+:mod:`cann.frontend.onnx` imports it). The class indices (``target`` / ``labels``) must be
 constants; the scores and the optional ``weight`` are device tensors:
 
 * ``loss[n, d] = ReduceSum_c(x * O)`` with the compile-time ``O[n, c, d] = -w[c]`` where ``c`` is
@@ -22,17 +22,19 @@ import math
 import numpy as np
 
 from cann.dialects import graph as g
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import (
+from cann.frontend.onnx_registry import (
     _bad_attr,
+    _const,
     _const_input,
     _converter,
     _float_input,
+    _mul,
+    _reduce,
+    _reshape,
     _softmax_decomposed,
     _str_attr,
     _Unsupported,
 )
-from cann.frontend.onnx_composite import _const, _mul, _reduce, _reshape
 
 
 def _nll(imp, node, name, a, x, sce: bool):
@@ -127,10 +129,3 @@ def _sce_loss(imp, node, name, a):
                                                  name, True), list(xs))
     loss = _nll(imp, node, name, a, lp, True)
     return [loss, lp][: len(node.output)]
-
-
-def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"})
-
-
-_register_supported()

@@ -1,6 +1,6 @@
 """ONNX importers for the float math operators computed by the vector programs of
-:mod:`cann.lowering.transcendental` (registered in :mod:`cann.frontend.onnx`'s table, imported at
-the end of that module):
+:mod:`cann.lowering.transcendental` (registered in the converter table of
+:mod:`cann.frontend.onnx_registry` when imported; the driver :mod:`cann.frontend.onnx` imports it):
 
 * **Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh** -> ``graph.sin`` ... (one
   elementwise kernel each);
@@ -22,8 +22,15 @@ An attribute the operator does not define is an unsupported-attribute error nami
 from __future__ import annotations
 
 from cann.dialects import graph as g
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _bad_attr, _converter, _emit_unary, _float_input, _scalar_const, _single_axis, _Unsupported
+from cann.frontend.onnx_registry import (
+    _bad_attr,
+    _converter,
+    _emit_unary,
+    _float_input,
+    _scalar_const,
+    _single_axis,
+    _Unsupported,
+)
 
 _TRIG = {
     "Sin": g.SinOp, "Cos": g.CosOp, "Tan": g.TanOp, "Asin": g.AsinOp, "Acos": g.AcosOp, "Atan": g.AtanOp,
@@ -101,10 +108,3 @@ def _det(imp, node, name, a):
     if len(s) < 2 or s[-1] != s[-2]:
         raise _Unsupported(f"Det of shape {list(s)}: the last two dimensions must be equal")
     return [imp.emit(g.DetOp(x), name).results[0]]
-
-
-def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | set(_TRIG) | set(_ATTRS) | {"GlobalMaxPool", "GlobalLpPool", "Hardmax", "Det"})
-
-
-_register_supported()

@@ -1,7 +1,8 @@
 """ONNX importers for operators that are rearrangements or compositions of existing ``graph`` ops.
 
-Registered in the importer's table of :mod:`cann.frontend.onnx` (imported at the end of that
-module); every op below runs on the AI Core through the kernels of the ops it decomposes to:
+Registered in the converter table of :mod:`cann.frontend.onnx_registry` when imported (the driver
+:mod:`cann.frontend.onnx` imports it); every op below runs on the AI Core through the kernels of
+the ops it decomposes to:
 
 * **Gemm** with ``transA=1``: a Transpose (DMA) of A, then the Gemm kernel;
 * **DepthToSpace** (DCR and CRD) / **SpaceToDepth**: a 6-D Reshape + Transpose + Reshape;
@@ -35,17 +36,20 @@ import string
 import numpy as np
 
 from cann.dialects import graph as g
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import (
+from cann.frontend import onnx_core  # noqa: F401  (registered first: the Gemm here replaces the core one)
+from cann.frontend.onnx_registry import (
     _bad_attr,
+    _const,
     _const_input,
     _converter,
     _float_input,
     _out_type,
+    _reduce,
+    _reshape,
     _str_attr,
+    _transpose,
     _Unsupported,
 )
-from cann.frontend.onnx_composite import _const, _reduce, _reshape, _transpose
 
 
 def _check_out(imp, node, val):
@@ -604,12 +608,3 @@ def _tensor_scatter(imp, node, name, a):
     coords[axis] = seq
     targets = np.ravel_multi_index(tuple(coords), cs).reshape(-1)
     return [_check_out(imp, node, _scatter(imp, node, name, cache, upd, targets, "none"))]
-
-
-def _register_supported() -> None:
-    names = {"DepthToSpace", "SpaceToDepth", "Tile", "CenterCropPad", "Trilu", "CumSum", "Einsum", "GatherElements",
-             "GatherND", "ReverseSequence", "Compress", "ScatterElements", "Scatter", "ScatterND", "TensorScatter"}
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | names)
-
-
-_register_supported()

@@ -1,7 +1,7 @@
 """ONNX DFT and STFT as MatMuls on the cube with compile-time transform matrices.
 
-Registered in the importer's table of :mod:`cann.frontend.onnx` (through
-:mod:`cann.frontend.onnx_composite`). A DFT along one axis of the real representation
+Registered in the converter table of :mod:`cann.frontend.onnx_registry` when imported (the driver
+:mod:`cann.frontend.onnx` imports it). A DFT along one axis of the real representation
 (``[..., n, 1]`` real or ``[..., n, 2]`` complex) is a real-linear map, so it is one MatMul:
 the signal axis and the re/im axis are moved last (Transpose), flattened to ``n*c`` columns and
 multiplied by a constant ``[n*c, K*c_out]`` matrix built at compile time by applying numpy's
@@ -19,9 +19,17 @@ import math
 import numpy as np
 
 from cann.dialects import graph as g
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import _bad_attr, _const_input, _converter, _float_input, _out_type, _Unsupported
-from cann.frontend.onnx_composite import _const, _reshape, _transpose
+from cann.frontend.onnx_registry import (
+    _bad_attr,
+    _const,
+    _const_input,
+    _converter,
+    _float_input,
+    _out_type,
+    _reshape,
+    _transpose,
+    _Unsupported,
+)
 
 
 def dft_matrix(n: int, c: int, length: int, inverse: bool, onesided: bool) -> tuple[np.ndarray, int, int]:
@@ -120,10 +128,3 @@ def _stft(imp, node, name, a):
     if list(g._shape(y)) != want:
         raise _Unsupported(f"STFT result shape {list(g._shape(y))} differs from shape inference {want}")
     return [y]
-
-
-def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"DFT", "STFT"})
-
-
-_register_supported()

@@ -1,7 +1,8 @@
 """ONNX importers for spatial operators of other ranks than the 2-D kernels', written with them.
 
-Registered in the importer's table of :mod:`cann.frontend.onnx` (imported at the end of that
-module); 4-D (2-D spatial) nodes keep their own converters, everything below runs on the AI Core:
+Registered in the converter table of :mod:`cann.frontend.onnx_registry` when imported (the driver
+:mod:`cann.frontend.onnx` imports it); 4-D (2-D spatial) nodes keep their own converters
+(:mod:`cann.frontend.onnx_core`), everything below runs on the AI Core:
 
 * **Conv, ConvTranspose, MaxPool, AveragePool** with one spatial axis: ``[N, C, L]`` is viewed as
   ``[N, C, 1, L]`` and the 2-D kernel runs with a height-1 window (every attribute: ``auto_pad``,
@@ -38,28 +39,29 @@ from onnx import helper
 from xdsl.dialects.builtin import TensorType
 
 from cann.dialects import graph as g
-from cann.frontend import onnx as _onnx
-from cann.frontend.onnx import (
+from cann.frontend.onnx_core import _conv as _conv2d
+from cann.frontend.onnx_core import _conv_transpose as _conv_transpose2d
+from cann.frontend.onnx_core import _pool as _pool2d
+from cann.frontend.onnx_core import _resize as _resize2d
+from cann.frontend.onnx_registry import (
     _bad_attr,
     _check_unused_outputs,
+    _const,
     _const_input,
     _converter,
-    _CONVERTERS,
+    _dims,
     _emit_unary,
     _float_input,
+    _mul,
     _out_type,
+    _reshape,
     _scalar_const,
     _str_attr,
+    _transpose,
     _Unsupported,
     resize_scales,
 )
-from cann.frontend.onnx_composite import _const, _mul, _reshape, _transpose
 from cann.lowering.resize import nearest_upper, source_coords
-
-_conv2d = _CONVERTERS["Conv"]
-_pool2d = _CONVERTERS["MaxPool"]
-_conv_transpose2d = _CONVERTERS["ConvTranspose"]
-_resize2d = _CONVERTERS["Resize"]
 
 
 def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
@@ -174,7 +176,7 @@ def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
                 stale.update(o for o in node.output if o)
                 continue
             t = types.get(node.input[0]) if node.input else None
-            rep = floor_mode_equivalent(node, _onnx._dims(t) if t is not None else None)
+            rep = floor_mode_equivalent(node, _dims(t) if t is not None else None)
             if rep is not None:
                 node.CopyFrom(rep)
                 stale.update(o for o in node.output if o)
@@ -789,10 +791,3 @@ def _resize_nd(imp, node, name, a):
     if list(g._shape(y)) != out:
         raise _Unsupported(f"Resize result shape {list(g._shape(y))} differs from shape inference {out}")
     return [y]
-
-
-def _register_supported() -> None:
-    _onnx.SUPPORTED_OPS[:] = sorted(set(_onnx.SUPPORTED_OPS) | {"LpPool", "Col2Im", "AffineGrid", "MaxUnpool"})
-
-
-_register_supported()
