@@ -73,7 +73,7 @@ from cann.dialects.graph_base import (  # noqa: F401  (re-exported: the graph di
     _check_rank,
     _expect_shape,
     broadcast_shapes,
-    pool_output_dim,
+    pool_output_size,
     _check_window_fits,
     numpy_dtype,
     element_type,
@@ -283,8 +283,8 @@ class Conv2DOp(IRDLOperation):
             raise VerifyException("'graph.conv2d' expects positive strides and dilations and non-negative pads")
         if self.b is not None and _shape(self.b) != (o,):
             raise VerifyException(f"'graph.conv2d' bias must have shape {o}, got {'x'.join(map(str, _shape(self.b)))}")
-        ho = pool_output_dim(h, kh, s[0], p[0] + p[2], d[0], False)[0]
-        wo = pool_output_dim(w, kw, s[1], p[1] + p[3], d[1], False)[0]
+        ho = pool_output_size(h, kh, s[0], p[0], p[2], d[0], False)
+        wo = pool_output_size(w, kw, s[1], p[1], p[3], d[1], False)
         _check_window_fits(self, (h, w), (kh, kw), p, d, (ho, wo))
         _expect_shape(self, (n, o, ho, wo))
 
@@ -350,10 +350,10 @@ class _Pool(IRDLOperation):
         cm = self.ceil_mode.value.data
         if cm not in (0, 1):
             raise VerifyException(f"'{self.name}' expects ceil_mode 0 or 1")
-        hs = pool_output_dim(h, k[0], s[0], p[0] + p[2], d[0], bool(cm))
-        ws = pool_output_dim(w, k[1], s[1], p[1] + p[3], d[1], bool(cm))
-        _check_window_fits(self, (h, w), k, p, d, (max(hs), max(ws)))
-        _expect_shape(self, [(n, c, a, b) for a in hs for b in ws])
+        ho = pool_output_size(h, k[0], s[0], p[0], p[2], d[0], bool(cm))
+        wo = pool_output_size(w, k[1], s[1], p[1], p[3], d[1], bool(cm))
+        _check_window_fits(self, (h, w), k, p, d, (ho, wo))
+        _expect_shape(self, (n, c, ho, wo))
 
 
 def _pool_props(kernel_shape, strides, pads, dilations, ceil_mode) -> dict[str, Attribute]:

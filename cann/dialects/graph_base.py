@@ -109,13 +109,19 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | No
     return tuple(out)
 
 
-def pool_output_dim(size: int, k: int, s: int, pad: int, d: int, ceil_mode: bool) -> list[int]:
-    """Possible ONNX pooling output sizes (with ceil_mode two conventions exist)."""
-    eff = (k - 1) * d + 1
+def pool_output_size(size: int, k: int, s: int, pad_begin: int, pad_end: int, d: int, ceil_mode: bool) -> int:
+    """The specification's Conv / pooling output length of one axis: ``(size + pads - eff) / s + 1``
+    rounded down, or up with ``ceil_mode``, where a last window that would start inside the end
+    padding (at index ``size + pad_begin`` of the padded axis or later) is dropped (onnx's shape
+    inference applies that rule from opset 22 only; onnxruntime and the reference evaluator at every
+    opset). ``eff = (k - 1) * d + 1``. May be 0 or negative (a window longer than the padded input)."""
+    num = size + pad_begin + pad_end - ((k - 1) * d + 1)
     if not ceil_mode:
-        return [(size + pad - eff) // s + 1]
-    out = -(-(size + pad - eff) // s) + 1
-    return [out, out - 1]
+        return num // s + 1
+    out = -(-num // s) + 1
+    if out > 1 and (out - 1) * s >= size + pad_begin:
+        out -= 1
+    return out
 
 
 def _check_window_fits(op: IRDLOperation, hw: Sequence[int], k: Sequence[int], p: Sequence[int],
@@ -127,10 +133,6 @@ def _check_window_fits(op: IRDLOperation, hw: Sequence[int], k: Sequence[int], p
     eff = [(k[i] - 1) * d[i] + 1 for i in range(2)]
     raise VerifyException(f"'{op.name}' window {eff[0]}x{eff[1]} is larger than the padded input "
                           f"{hw[0] + p[0] + p[2]}x{hw[1] + p[1] + p[3]}: the output would be {out[0]}x{out[1]}")
-
-
-# --------------------------------------------------------------------------------------------
-# ops
 
 
 

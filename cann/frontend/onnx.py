@@ -56,7 +56,7 @@ from cann.options import resolve_out_nodes
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
 #: operators whose output shrinks by a sliding window: an empty output from a non-empty input means the
-#: window is longer than the padded input (onnx_spatial.check_window_fits reports it)
+#: window is longer than the padded input (onnx_registry.check_window_fits reports it)
 _WINDOW_OPS = frozenset({"Conv", "MaxPool", "AveragePool", "LpPool"})
 
 
@@ -213,12 +213,20 @@ class _Importer:
         for n in input_shape:
             if n not in names:
                 raise CannError(n, f"input_shape names no model input (inputs: {', '.join(sorted(names))})")
-        for vi in (*graph.input, *graph.output, *graph.value_info):  # onnx's shape inference aborts on them
+        for vi in graph.input:  # onnx's shape inference aborts on them
             for i, d in enumerate(_dims(vi.type) or ()):
                 if isinstance(d, int) and d < 0:
                     raise CannError(vi.name, f"dimension {i} is negative ({d})")
         fixed = onnx.ModelProto()
         fixed.CopyFrom(model)
+        negative = []  # declared negative dimensions of computed tensors, reported after the nodes
+        for vi in (*fixed.graph.output, *fixed.graph.value_info):
+            # (a window longer than its input, as onnx's own inference writes it): inference computes
+            # the shape again, and the node producing it reports the cause first
+            bad = [(i, d) for i, d in enumerate(_dims(vi.type) or ()) if isinstance(d, int) and d < 0]
+            if bad:
+                negative.append(Diagnostic(vi.name, f"dimension {bad[0][0]} is negative ({bad[0][1]})"))
+                vi.type.tensor_type.ClearField("shape")
         for vi in fixed.graph.input:
             if vi.name in init_names:
                 continue
@@ -291,8 +299,8 @@ class _Importer:
         for i, node in enumerate(graph.node):
             if i in needed:
                 self.convert_node(node, i)
-        if self.diags:
-            raise CannError.many(self.diags)
+        if self.diags or negative:
+            raise CannError.many(self.diags or negative)
 
         results = []
         for o in outputs:

@@ -21,6 +21,7 @@ from xdsl.ir import SSAValue
 from cann.dialects import graph as g
 from cann.frontend.onnx_registry import (
     Importer,
+    check_window_fits,
     _bad_attr,
     _check_unused_outputs,
     _const_input,
@@ -62,10 +63,7 @@ def _spatial(node: onnx.NodeProto, a: dict[str, Any], in_shape: Sequence[int], k
             pads[i], pads[i + 2] = (small, big) if auto == "SAME_UPPER" else (big, small)
     elif auto != "NOTSET":
         raise _bad_attr(node, "auto_pad", auto)
-    for i in range(2):  # (onnx's shape inference has checked the signs)
-        if (kernel[i] - 1) * dil[i] + 1 > in_shape[i] + pads[i] + pads[i + 2]:
-            raise _bad_attr(node, "kernel_shape", list(kernel), f"the (dilated) window is larger than the padded "
-                                                                f"input {list(in_shape)}")
+    check_window_fits(node, in_shape, kernel, strides, pads, dil)
     return strides, pads, dil
 
 

@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation, SSAValue
 
 from cann.dialects import graph as g
+from cann.dialects.graph_base import pool_output_size
 
 
 class Importer(Protocol):
@@ -238,3 +239,22 @@ def _transpose(imp, name, x, perm):
 def _const(imp, name, arr, like):
     arr = np.asarray(arr, dtype=g.numpy_dtype(g._elt(like)))
     return imp.emit(g.make_constant(arr, name), name).results[0]  # rank 0 stays rank 0
+
+
+def check_window_fits(node: onnx.NodeProto, in_spatial, ks, strides, pads, dil, ceil_mode: bool = False) -> list[int]:
+    """The spatial output sizes of a Conv / pool window over ``in_spatial`` (pads: begins then ends);
+    raises ``_Unsupported`` (one line: the window, the padded input and the output it would give) when
+    one is 0 or negative, i.e. the window is longer than the padded input: the feature map is
+    convolved or pooled away (onnx's inference then gives 0, or -1 after its C++ rounding)."""
+    r = len(ks)
+    out = [pool_output_size(in_spatial[i], ks[i], strides[i], pads[i], pads[i + r], dil[i], ceil_mode)
+           for i in range(r)]
+    if min(out) >= 1:
+        return out
+    x = lambda v: "x".join(map(str, v))
+    eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
+    padded = [in_spatial[i] + pads[i] + pads[i + r] for i in range(r)]
+    what = "pools the feature map away" if node.op_type != "Conv" else "convolves the feature map away"
+    ext = f" (extent {x(eff)} with dilations {x(dil)})" if eff != list(ks) else ""
+    raise _Unsupported(f"{node.op_type} {what}: its {x(ks)} window{ext} is larger than the padded input "
+                       f"{x(padded)} (input {x(in_spatial)}, pads {list(pads)}), so the output would be {x(out)}")

@@ -43,7 +43,9 @@ from cann.frontend.onnx_core import _conv as _conv2d
 from cann.frontend.onnx_core import _conv_transpose as _conv_transpose2d
 from cann.frontend.onnx_core import _pool as _pool2d
 from cann.frontend.onnx_core import _resize as _resize2d
+from cann.dialects.graph_base import pool_output_size  # noqa: F401  (the rule this module's shapes follow)
 from cann.frontend.onnx_registry import (
+    check_window_fits,
     _bad_attr,
     _check_unused_outputs,
     _const,
@@ -91,40 +93,6 @@ def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
 
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
-
-
-def pool_output_size(size: int, k: int, s: int, pad_begin: int, pad_end: int, d: int, ceil_mode: bool) -> int:
-    """The specification's pooling output length of one axis: ``(size + pads - eff) / s + 1`` rounded
-    down, or up with ``ceil_mode``, where a last window that would start inside the end padding (at
-    index ``size + pad_begin`` of the padded axis or later) is dropped. onnx's shape inference (1.23)
-    lacks the drop rule; onnxruntime and the reference evaluator apply it. May be 0 or negative (a
-    kernel longer than the padded input)."""
-    num = size + pad_begin + pad_end - ((k - 1) * d + 1)
-    if not ceil_mode:
-        return num // s + 1
-    out = -(-num // s) + 1
-    if out > 1 and (out - 1) * s >= size + pad_begin:
-        out -= 1
-    return out
-
-
-def check_window_fits(node: onnx.NodeProto, in_spatial, ks, strides, pads, dil, ceil_mode: bool = False) -> list[int]:
-    """The spatial output sizes of a Conv / pool window over ``in_spatial`` (pads: begins then ends);
-    raises ``_Unsupported`` (one line: the window, the padded input and the output it would give) when
-    one is 0 or negative, i.e. the window is longer than the padded input: the feature map is
-    convolved or pooled away (onnx's inference then gives 0, or -1 after its C++ rounding)."""
-    r = len(ks)
-    out = [pool_output_size(in_spatial[i], ks[i], strides[i], pads[i], pads[i + r], dil[i], ceil_mode)
-           for i in range(r)]
-    if min(out) >= 1:
-        return out
-    x = lambda v: "x".join(map(str, v))
-    eff = [(k - 1) * d + 1 for k, d in zip(ks, dil)]
-    padded = [in_spatial[i] + pads[i] + pads[i + r] for i in range(r)]
-    what = "pools the feature map away" if node.op_type != "Conv" else "convolves the feature map away"
-    ext = f" (extent {x(eff)} with dilations {x(dil)})" if eff != list(ks) else ""
-    raise _Unsupported(f"{node.op_type} {what}: its {x(ks)} window{ext} is larger than the padded input "
-                       f"{x(padded)} (input {x(in_spatial)}, pads {list(pads)}), so the output would be {x(out)}")
 
 
 def floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:

@@ -44,13 +44,13 @@ def test_initializer_data_of_another_size_than_its_dims():
 
 
 @pytest.mark.parametrize("attrs, message", [
-    (dict(kernel_shape=[2, 2**40]), f"kernel_shape=[2, {2**40}] of AveragePool: the (dilated) window is larger than "
-                                    f"the padded input [6, 6]"),
-    (dict(kernel_shape=[2, 9]), "kernel_shape=[2, 9] of AveragePool: the (dilated) window is larger than the padded "
-                                "input [6, 6]"),
+    (dict(kernel_shape=[2, 2**40]), f"its 2x{2**40} window is larger than the padded input 6x6 (input 6x6, pads "
+                                    f"[0, 0, 0, 0]), so the output would be 5x{7 - 2**40}"),
+    (dict(kernel_shape=[2, 9]), "its 2x9 window is larger than the padded input 6x6 (input 6x6, pads [0, 0, 0, 0]), "
+                                "so the output would be 5x-2"),
 ])
 def test_pool_window_larger_than_the_padded_input(attrs, message):
     m = _model([helper.make_node("AveragePool", ["x"], ["y"], name="pool", **attrs)],
                [helper.make_tensor_value_info("x", F, [1, 4, 6, 6])], [helper.make_tensor_value_info("y", F, ["n", "c", "h", "w"])])
-    assert _error(m) == [f"error: pool: unsupported attribute value {message}"]
+    assert _error(m) == [f"error: pool: AveragePool pools the feature map away: {message}"]
 
