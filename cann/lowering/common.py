@@ -85,6 +85,31 @@ def np_dtype(t: Attribute) -> np.dtype:
         raise CannError("", f"dtype {t} is not supported on the AI Core") from None
 
 
+def narrow(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` in the device dtype ``dtype``. Floats narrowed to a smaller float type saturate:
+    finite values beyond its range become its largest finite value of the same sign (float32's
+    -3.4e38 attention-mask constant is -65504 in float16, not -inf, so ``0 * mask`` stays 0), as
+    fp16 model converters do (onnxconverter-common's ``convert_float_to_float16`` clips to +-65504);
+    inf and NaN stay. Other dtypes are cast as they are."""
+    dtype = np.dtype(dtype)
+    array = np.asarray(array)
+    if array.dtype.kind == "f" and dtype.kind == "f" and dtype.itemsize < array.dtype.itemsize:
+        big = float(np.finfo(dtype).max)
+        finite = np.isfinite(array)
+        if finite.any() and np.abs(array[finite]).max() > big:
+            array = np.where(finite, np.clip(array, -big, big), array)
+    return array.astype(dtype)
+
+
+def narrow_scalar(value: float, dtype: np.dtype) -> float:
+    """A scalar operand of a vector instruction on ``dtype`` lanes, saturated as :func:`narrow`."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f" and math.isfinite(value):
+        big = float(np.finfo(dtype).max)
+        return max(-big, min(big, value))
+    return value
+
+
 @dataclass(frozen=True)
 class DevTensor:
     """A tensor in GM: ``mem`` (a flat memref value of @main), logical ``shape``, ``fmt``, ``dtype``."""
@@ -197,6 +222,8 @@ class KernelBuilder:
                                             f"operator on the AI Core (no '{op}' vector instruction for the dtype)")
         s0 = dst if src0 is None else src0
         s1 = s0 if src1 is None else src1
+        if scalar and not isinstance(dst.type.element_type, IntegerType):
+            scalar = narrow_scalar(scalar, np_dtype(dst.type.element_type))
         self.emit(tile.VecOp(dst, s0, s1, op=op, count=count, unit=unit, dst_offset=dst_offset,
                              src0_offset=src0_offset, src1_offset=src1_offset,
                              dst_stride=unit if dst_stride is None else dst_stride,
@@ -392,4 +419,4 @@ def unsupported(loc: Attribute | None, what: str) -> CannError:
 
 
 __all__ = ["ND", "NC1HWC0", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
-           "unsupported", "loc_name", "DiagnosticException"]
+           "unsupported", "loc_name", "narrow", "narrow_scalar", "DiagnosticException"]

@@ -33,7 +33,7 @@ from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
 from cann.lowering import cube, data, vector
 from cann.lowering import math as mathk
-from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, np_dtype
+from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
 
 #: device dtype of float tensors per precision mode
 PRECISION_MODES = {
@@ -87,7 +87,7 @@ class _Converter:
         if v in self.consts:  # a constant used as a tensor operand
             arr = self.consts[v]
             if arr.dtype.kind not in "iu":  # integer constants are moved as they are (DMA only)
-                arr = arr.astype(self.lw.dtype)
+                arr = narrow(arr, self.lw.dtype)
             t = self.lw.constant(arr.reshape(-1), ND, arr.shape)
             self.values[v] = t
             return t

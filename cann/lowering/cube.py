@@ -24,7 +24,7 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.hw.config import SocSpec
-from cann.lowering.common import ND, NC1HWC0, DevTensor, KernelBuilder, Lowering, unsupported
+from cann.lowering.common import ND, NC1HWC0, DevTensor, KernelBuilder, Lowering, narrow, unsupported
 
 
 def _ceil(a: int, b: int) -> int:
@@ -37,7 +37,7 @@ def fractal_z(bmat: np.ndarray, k0: int, dtype: np.dtype) -> np.ndarray:
     kp, np_ = _ceil(k, k0), _ceil(n, 16)
     padded = np.zeros((kp, np_), np.float32)
     padded[:k, :n] = bmat
-    return np.ascontiguousarray(padded.reshape(kp // k0, k0, np_ // 16, 16).transpose(0, 2, 3, 1)).astype(dtype)
+    return narrow(np.ascontiguousarray(padded.reshape(kp // k0, k0, np_ // 16, 16).transpose(0, 2, 3, 1)), dtype)
 
 
 def bias_table(bias: np.ndarray | None, n: int, lanes: int, dtype: np.dtype) -> np.ndarray:
@@ -46,7 +46,7 @@ def bias_table(bias: np.ndarray | None, n: int, lanes: int, dtype: np.dtype) -> 
     b = np.zeros(n1 * 16, np.float32)
     if bias is not None:
         b[:n] = bias.reshape(-1)
-    return np.ascontiguousarray(np.tile(b.reshape(n1, 1, 16), (1, lanes // 16, 1)).reshape(n1, lanes)).astype(dtype)
+    return narrow(np.ascontiguousarray(np.tile(b.reshape(n1, 1, 16), (1, lanes // 16, 1)).reshape(n1, lanes)), dtype)
 
 
 @dataclass

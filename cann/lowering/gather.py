@@ -25,7 +25,7 @@ import numpy as np
 
 from cann.dialects.tile import Space
 from cann.hw import isa
-from cann.lowering.common import ND, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.common import ND, DevTensor, Lowering, narrow, ub_chunk, unsupported
 
 
 def _align(lw: Lowering, elems: int, isz: int) -> int:
@@ -43,7 +43,7 @@ def lower_gather(conv, op) -> DevTensor:
     dshape = tuple(op.data.type.get_shape())
     if op.data in conv.consts:
         arr = np.asarray(conv.consts[op.data])
-        arr = arr.astype(lw.dtype) if arr.dtype.kind == "f" else arr
+        arr = narrow(arr, lw.dtype) if arr.dtype.kind == "f" else arr
         if arr.dtype not in (lw.dtype, np.dtype(np.int32), np.dtype(np.int64)):
             raise unsupported(loc, f"Gather of {arr.dtype} data is not supported")
         data = lw.constant(np.ascontiguousarray(arr).reshape(-1), ND, arr.shape)

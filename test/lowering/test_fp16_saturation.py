@@ -1,0 +1,71 @@
+"""Float constants narrowed to float16 saturate at +-65504 instead of overflowing to inf
+(cann.lowering.common.narrow / narrow_scalar): an attention mask built as (1 - m) * finfo(float32).min,
+as PyTorch exporters write it, gave 0 * -inf = NaN for every kept position under force_fp16."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import cann
+from cann.lowering.common import narrow, narrow_scalar
+
+F32_MIN = float(np.finfo(np.float32).min)
+
+
+def test_narrow_saturates_finite_values_and_keeps_inf_nan():
+    x = np.array([F32_MIN, -70000.0, -65504.0, 1.5, 65520.0, 3e38, np.inf, -np.inf, np.nan], np.float32)
+    y = narrow(x, np.float16)
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y[:6], np.array([-65504, -65504, -65504, 1.5, 65504, 65504], np.float16))
+    assert np.isposinf(y[6]) and np.isneginf(y[7]) and np.isnan(y[8])
+    # must not: widening, same dtype and integer casts are plain casts
+    assert narrow(np.array([60000], np.float16), np.float32)[0] == np.float32(np.float16(60000))
+    np.testing.assert_array_equal(narrow(np.array([F32_MIN], np.float32), np.float32), [F32_MIN])
+    np.testing.assert_array_equal(narrow(np.array([7, -3], np.int64), np.int32), [7, -3])
+
+
+def test_narrow_scalar():
+    assert narrow_scalar(F32_MIN, np.float16) == -65504.0
+    assert narrow_scalar(1e6, np.float16) == 65504.0
+    assert narrow_scalar(0.25, np.float16) == 0.25
+    assert narrow_scalar(F32_MIN, np.float32) == F32_MIN
+    assert narrow_scalar(float("-inf"), np.float16) == float("-inf")
+
+
+def _mask_model():
+    # bias = (1 - m) * finfo(float32).min; p = Softmax(s + bias): the masked positions get ~0
+    inits = [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+             numpy_helper.from_array(np.array(F32_MIN, np.float32), "big")]
+    nodes = [helper.make_node("Sub", ["one", "m"], ["inv"], name="inv"),
+             helper.make_node("Mul", ["inv", "big"], ["bias"], name="bias"),
+             helper.make_node("Add", ["s", "bias"], ["sc"], name="add"),
+             helper.make_node("Softmax", ["sc"], ["p"], name="softmax", axis=-1)]
+    g = helper.make_graph(nodes, "mask", [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 8]),
+                                          helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 8])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("precision_mode", ["force_fp16", "must_keep_origin_dtype"])
+def test_float32_min_attention_mask(precision_mode):
+    model = _mask_model()
+    feeds = {"s": np.linspace(-1, 1, 8, dtype=np.float32).reshape(1, 8),
+             "m": np.array([[1, 1, 1, 1, 1, 1, 0, 0]], np.float32)}
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    out = cann.compile(model, precision_mode=precision_mode).run(feeds)["p"]
+    assert np.isfinite(out).all()
+    tol = 1e-2 if precision_mode == "force_fp16" else 1e-5
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < tol
+    np.testing.assert_array_equal(out[0, 6:], [0, 0])
+
+
+def test_conv_weight_beyond_float16_range_saturates():
+    # a 1x1 conv weight of 1e5 (beyond float16) is stored as 65504: finite outputs, not inf
+    w = numpy_helper.from_array(np.array([[[[1e5]], [[1.0]]]], np.float32), "w")
+    g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "c",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])], [w])
+    x = np.full((1, 2, 2, 2), 0.5, np.float32)
+    out = cann.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])).run({"x": x})["y"]
+    np.testing.assert_array_equal(out, np.full((1, 1, 2, 2), np.float16(65504 * 0.5 + 0.5), np.float32))
