@@ -95,6 +95,12 @@ def _spatial_nd(node, a, in_shape, kernel, ceil_mode: bool = False):
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 
 
+def floor_mode_candidate(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is an ONNX-domain pool with ceil_mode=1 (one :func:`floor_mode_equivalent` may change)."""
+    return node.domain in ("", "ai.onnx") and node.op_type in _POOLS and any(
+        at.name == "ceil_mode" and helper.get_attribute_value(at) for at in node.attribute)
+
+
 def floor_mode_equivalent(node: onnx.NodeProto, in_shape) -> onnx.NodeProto | None:
     """For a ceil_mode pool whose last window onnx's shape inference keeps but the spec drops: the same
     node in floor mode with explicit pads, for which onnx infers the spec's output shape (used for shape
@@ -130,16 +136,26 @@ def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
     """``infer(model)`` (onnx's shape inference of the ``ModelProto`` ``model``), corrected for the
     ceil_mode drop rule of :func:`pool_output_size`: each pool that needs it is replaced *in model*
     (a copy made for inference; the importer converts the original nodes) by its floor-mode
-    equivalent, the shapes inferred or declared for every tensor it feeds are cleared, and inference
-    runs again, until no pool changes (a pool downstream of a changed one waits for the next round,
-    its input shape being stale)."""
-    inferred = infer(model)
+    equivalent, the shapes declared for every tensor it feeds are cleared (an exporter may have
+    written onnx's too-long ones), and inference runs again. The pools are found on a probe copy
+    without declared shapes, so a model that declares the spec's shapes (as onnxruntime accepts) is
+    not refused for disagreeing with onnx's inference; a pool downstream of a changed one waits for
+    the next round, its input shape being stale."""
+    if not any(floor_mode_candidate(n) for n in model.graph.node):
+        return infer(model)
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.value_info[:]
+    for vi in probe.graph.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+    all_stale: set[str] = set()
     while True:
-        ig = inferred.graph
+        ig = infer(probe).graph
         types = {vi.name: vi.type for vi in (*ig.input, *ig.value_info, *ig.output)}
         stale: set[str] = set()
         changed = False
-        for node in model.graph.node:
+        for node, pnode in zip(model.graph.node, probe.graph.node):
             if any(n in stale for n in node.input):
                 stale.update(o for o in node.output if o)
                 continue
@@ -147,17 +163,19 @@ def infer_shapes_pool_rule(model: onnx.ModelProto, infer) -> onnx.ModelProto:
             rep = floor_mode_equivalent(node, _dims(t) if t is not None else None)
             if rep is not None:
                 node.CopyFrom(rep)
+                pnode.CopyFrom(rep)
                 stale.update(o for o in node.output if o)
                 changed = True
+        all_stale |= stale
         if not changed:
-            return inferred
-        keep = [vi for vi in model.graph.value_info if vi.name not in stale]
-        del model.graph.value_info[:]
-        model.graph.value_info.extend(keep)
-        for vi in model.graph.output:
-            if vi.name in stale and vi.type.HasField("tensor_type"):
-                vi.type.tensor_type.ClearField("shape")
-        inferred = infer(model)
+            break
+    keep = [vi for vi in model.graph.value_info if vi.name not in all_stale]
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(keep)
+    for vi in model.graph.output:
+        if vi.name in all_stale and vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+    return infer(model)
 
 
 def _check_shape(imp, node, y):

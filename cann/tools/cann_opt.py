@@ -266,6 +266,9 @@ class CannOptMain(xDSLOptMain):
         """With ``-o``, buffer the output and write it atomically once everything succeeded."""
         if self.args.output_file is None:
             return sys.stdout
+        from cann.compiler import check_writable
+
+        check_writable(self.args.output_file)  # before the passes, naming the file asked for (not its .npz)
         self._buffer = _Buffer()
         return self._buffer
 

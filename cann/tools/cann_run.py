@@ -165,7 +165,8 @@ def summary(name: str, a: np.ndarray) -> str:
     line = f"{name}: shape={tuple(a.shape)} dtype={a.dtype}"
     if a.size:
         f = a.astype(np.float64)
-        line += f" min={f.min():.6g} max={f.max():.6g} mean={f.mean():.6g}"
+        with np.errstate(all="ignore"):  # +inf and -inf (an fp16 overflow) average to nan: no numpy warning
+            line += f" min={f.min():.6g} max={f.max():.6g} mean={f.mean():.6g}"
         if a.ndim == 2:
             am = np.argmax(a, axis=1).tolist()
             line += f" argmax={am[:8]}{'...' if len(am) > 8 else ''}"

@@ -112,6 +112,24 @@ def test_pool_ceil_mode_issue_example_shape_and_fp16():
     assert out["y"].min() > -10
 
 
+def test_pool_ceil_mode_model_declaring_spec_shapes_is_accepted():
+    """A model that declares the spec's shapes (as an exporter computing them the spec's way does)
+    for the corrected pool and a tensor after it: onnx's strict inference disagrees with them, but
+    the model is valid (onnxruntime runs it); it was refused with 'ONNX shape inference failed'."""
+    nodes = [helper.make_node("MaxPool", ["x"], ["a"], kernel_shape=[3] * 3, strides=[3] * 3, pads=[1] * 6,
+                              ceil_mode=1),
+             helper.make_node("Relu", ["a"], ["y"])]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", F, [1, 2, 3, 6, 5])],
+                          [helper.make_tensor_value_info("y", F, [1, 2, 2, 3, 2])],
+                          value_info=[helper.make_tensor_value_info("a", F, [1, 2, 2, 3, 2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+    x = _x(1, 2, 3, 6, 5)
+    out = _run(m, {"x": x})
+    ref = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert out["y"].shape == ref.shape == (1, 2, 2, 3, 2)
+    np.testing.assert_allclose(out["y"], ref, rtol=1e-6, atol=1e-6)
+
+
 def test_pool_ceil_mode_chain_reinfers_downstream_shapes():
     """A corrected pool feeds a Relu and a second ceil_mode pool whose own drop depends on the
     corrected length (and the model declares onnx's too-long shapes for all of them)."""

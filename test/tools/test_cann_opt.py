@@ -212,3 +212,26 @@ def test_bad_pass_option_names_the_pass_option(tmp_path):
     assert r.returncode == 2
     assert r.stderr == ("error: convert-graph-to-tile: bad pass option soc=Ascend999: unknown SoC 'Ascend999' "
                         "(known: Ascend310, Ascend910, Ascend910B1)\n")
+
+
+@pytest.mark.parametrize("passes", [(), ("-p", "cse")])
+def test_unwritable_output_with_weights_names_the_file_asked_for(tmp_path, passes):
+    """Graph IR with dense_resource weights, -o in a missing directory: the error names the .mlir
+    asked for (not its .npz sidecar, which was reported when the weights were written first)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from cann.compiler import emit
+
+    w = numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(8, 8), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [w])
+    src = tmp_path / "g.mlir"
+    emit(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), "graph", src)
+    assert "dense_resource<w>" in src.read_text() and (tmp_path / "g.mlir.npz").exists()
+    out = tmp_path / "no" / "out.mlir"
+    r = cann_opt(src, *passes, "-o", out)
+    assert r.returncode == 2
+    assert r.stderr == f"error: {out}: cannot write: No such file or directory\n"

@@ -470,3 +470,23 @@ def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs t
     assert re.fullmatch(r"error: <model>: the launches up to launch \d \('\w+'\) execute \d+ instructions in \d+ "
                         r"blocks, over the simulator's budget of 5 instructions \+ blocks \(docs/om-format.md, "
                         r"\"Running\"\)\n", r.stderr)
+
+
+def test_fp16_overflow_to_both_infinities_prints_no_numpy_warning(tmp_path):  # needs the compiler
+    """+inf and -inf in one output average to nan: the summary says mean=nan and stderr holds the one
+    overflow warning line only (numpy's 'invalid value encountered in reduce' came after it)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Mul", ["a", "b"], ["y"], name="prod")], "g",
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 16]) for n in "ab"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "p.onnx")
+    om = tmp_path / "p.om"
+    assert cli("cann_compile", tmp_path / "p.onnx", "-o", om).returncode == 0
+    np.save(tmp_path / "a.npy", np.full((2, 16), 300, np.float32))
+    np.save(tmp_path / "b.npy", np.where(np.arange(32).reshape(2, 16) % 2, 300, -300).astype(np.float32))
+    r = cli("cann_run", om, "--input", f"a={tmp_path / 'a.npy'}", "--input", f"b={tmp_path / 'b.npy'}")
+    assert r.returncode == 0, r.stderr
+    assert "min=-inf max=inf mean=nan" in r.stdout
+    assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("warning: kernel '"), r.stderr

@@ -224,6 +224,7 @@ def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[in
     from outside and its result). Work records are lists in :data:`FIELDS` order."""
     an = _Analysis(precision_mode)
     nodes: dict[str, _Work] = {}
+    node_ops: dict[str, list[Operation]] = {}
     groups: list[tuple[list[str], list[int]]] = []
     mains = [op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
     for op in (mains[0].body.block.ops if mains else ()):
@@ -235,6 +236,7 @@ def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[in
             w = an.node(m)
             if _node_name(m):  # ops the compiler made carry no node name: no kernel names them
                 nodes.setdefault(_node_name(m), _Work()).add(w)
+                node_ops.setdefault(_node_name(m), []).append(m)
             total.add(w, with_io=False)
         if op.name == "graph.fused":
             inside = {r for m in members for r in m.results}
@@ -242,6 +244,16 @@ def graph_work(module: ModuleOp, precision_mode: str) -> tuple[dict[str, list[in
             used = {v: n for m in members for v, n in an.used(m).items()}
             total.v[5] = an.io_bytes(reads, list(op.results), used)
             groups.append(([_node_name(m) for m in members if _node_name(m)], total.v))
+    for name, ops in node_ops.items():
+        if len(ops) > 1:  # one model node imported as several ops (e.g. Softmax of opset < 13: reshape,
+            # softmax, reshape): its values passed between them are not compulsory, as in a group
+            mine = set(ops)
+            inside = {r for o in ops for r in o.results}
+            reads = [v for o in ops for v in o.operands if v not in inside]
+            writes = [r for o in ops for r in o.results
+                      if not r.uses or any(u.operation not in mine for u in r.uses)]
+            used = {v: n for o in ops for v, n in an.used(o).items()}
+            nodes[name].v[5] = an.io_bytes(reads, writes, used)
     return {k: w.v for k, w in nodes.items()}, groups
 
 

@@ -112,6 +112,21 @@ def test_softmax_work():
     assert k.ideal_cycles == max(-(-(32000 + 4 * 8000) // 8192), -(-16000 // 1200)) == 14
 
 
+def test_node_imported_as_several_ops_counts_its_io_once():
+    """Softmax of opset 11 on [1, 1000, 1, 1] imports as reshape, softmax, reshape (one node name):
+    its compulsory bytes are its input and output once (2 x 2000 fp16 bytes), not every op's
+    operands and results summed (12000, which tripled SqueezeNet's softmax ideal cycles)."""
+    g = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1000, 1, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1000, 1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    m.ir_version = 8
+    _, (k,) = _run(m)
+    assert k.work == LaunchWork(vector_bytes=2 * 4 * 1000, vector_bytes_transcendental=2 * 1000,
+                                compulsory_bytes=2 * 2 * 1000)
+    assert k.ideal_cycles == max(-(-(8000 + 4 * 2000) // 8192), -(-4000 // 1200)) == 4
+
+
 @pytest.mark.parametrize("opt_level", [0, 1])
 def test_fused_group_intermediates_are_not_compulsory(opt_level):
     # Conv -> Relu: fused at -O1 (one launch, the Conv's output stays on chip), two launches at -O0
