@@ -52,8 +52,7 @@ class Model:
 
         Warns:
             cann.FloatOverflowWarning: a kernel produced inf/NaN from finite operands (float16
-                overflow under force_fp16), naming the kernel and, after ``cann.compile``, its
-                model nodes.
+                overflow under force_fp16), naming the kernel and its model nodes.
 
         Raises:
             CannError: a missing or unknown input, or a shape/dtype mismatch (naming the input, the
@@ -61,8 +60,7 @@ class Model:
         """
         from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS, run_model
 
-        nodes = {k["kernel"]: list(k.get("nodes", ())) for k in (self.fusion_report or {}).get("kernels", ())}
-        outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks, kernel_nodes=nodes,
+        outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks,
                                    max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS)
         self.last_run = stats
         return outputs

@@ -16,6 +16,7 @@ from xdsl.ir import SSAValue
 
 from cann.codegen.encode import module_kernels
 from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel
+from cann.codegen.report import fusion_report
 from cann.dialects import tile
 from cann.dialects.graph_base import numpy_dtype as np_dtype
 from cann.errors import CannError
@@ -51,7 +52,8 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
     if not mains:
         raise CannError("", "the module has no func.func @main")
     main = mains[0]
-    kernels = [Kernel(*k) for k in module_kernels(module)]
+    nodes = {r["kernel"]: tuple(r["nodes"]) for r in fusion_report(module)["kernels"]}
+    kernels = [Kernel(*k, nodes=nodes.get(k[0], ())) for k in module_kernels(module)]
     work = kernel_work(module)  # the model work of each kernel (the profile's ideal bound)
     index = {k.name: i for i, k in enumerate(kernels)}
     offset: dict[SSAValue, int] = {}

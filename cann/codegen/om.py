@@ -33,7 +33,7 @@ from cann.fileio import atomic_write_bytes
 from cann.hw.config import SocSpec
 
 MAGIC = b"CANNOM\0\0"
-VERSION = 2
+VERSION = 3
 ALIGN = 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, section count, gm_size, weights_offset
 SECTION = struct.Struct("<QQ")  # file offset, size
@@ -68,6 +68,7 @@ class Kernel:
     block_dim: int  # number of cores the kernel runs on (SPMD)
     num_args: int  # number of global-memory pointer arguments the code refers to
     code: bytes  # encoded instruction stream (see cann.hw.isa)
+    nodes: tuple[str, ...] = ()  # the model nodes the kernel computes (the fusion report's; for messages)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def encode_om(model: OfflineModel) -> bytes:
     tensors = _tensors(model.inputs) + _tensors(model.outputs)
     kernels = [struct.pack("<I", len(model.kernels))]
     for k in model.kernels:
-        kernels += [_str(k.name), struct.pack("<IIQ", k.block_dim, k.num_args, len(k.code)), k.code]
+        kernels += [_str(k.name), struct.pack("<IIQ", k.block_dim, k.num_args, len(k.code)), k.code,
+                    struct.pack("<I", len(k.nodes)), *(_str(n) for n in k.nodes)]
     launches = [struct.pack("<I", len(model.launches))]
     for la in model.launches:
         launches += [struct.pack("<II", la.kernel, len(la.args)), struct.pack(f"<{len(la.args)}Q", *la.args)]
@@ -272,10 +274,12 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     weights = sections["weights"].data
     r = sections["kernels"]
     kernels = []
-    for _ in range(r.count("kernels", 4 + 16)):
+    for _ in range(r.count("kernels", 4 + 16 + 4)):
         name = r.str()
         block_dim, num_args, size = r.unpack("IIQ")
-        kernels.append(Kernel(name, block_dim, num_args, r.take(size)))
+        code = r.take(size)
+        nodes = tuple(r.str() for _ in range(r.count("node names", 4)))
+        kernels.append(Kernel(name, block_dim, num_args, code, nodes))
     r.end()
     r = sections["launches"]
     launches = []

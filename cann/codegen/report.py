@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, NameLoc, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 
 from cann.dialects.ascend import kernels
+from cann.dialects.tile import fused_nodes
 
 
 def fusion_report(module: ModuleOp) -> dict:
@@ -19,11 +20,7 @@ def fusion_report(module: ModuleOp) -> dict:
     rows = []
     for k in kernels(module):
         kind = k.attributes.get("tile.fusion")
-        nodes = k.attributes.get("tile.fused_nodes")
-        if isinstance(nodes, ArrayAttr):
-            names = [n.data for n in nodes.data]
-        else:
-            names = [k.location.desc.data] if isinstance(k.location, NameLoc) else []
+        names = fused_nodes(k)
         rows.append({"kernel": k.kernel_name, "fusion": kind.data if isinstance(kind, StringAttr) else "none",
                      "nodes": names})
     fused = [r for r in rows if r["fusion"] != "none"]

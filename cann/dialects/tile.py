@@ -20,17 +20,19 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DenseIntOrFPElementsAttr,
     DenseResourceAttr,
     FloatAttr,
     IntegerAttr,
     MemRefType,
+    NameLoc,
     StringAttr,
     SymbolRefAttr,
     f64,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue, SpacedOpaqueSyntaxAttribute
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue, SpacedOpaqueSyntaxAttribute
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -80,6 +82,15 @@ def space_of(value: SSAValue) -> Space:
     if not isinstance(t, MemRefType) or not isinstance(t.memory_space, SpaceAttr):
         raise VerifyException(f"expected a memref in a #tile<space ...>, got {t}")
     return t.memory_space.data
+
+
+def fused_nodes(kernel: Operation) -> list[str]:
+    """The model nodes a kernel function (tile or ascend level) computes: its ``tile.fused_nodes``
+    (a fused group's, in order), else the one node of its location, else none."""
+    nodes = kernel.attributes.get("tile.fused_nodes")
+    if isinstance(nodes, ArrayAttr):
+        return [n.data for n in nodes.data]
+    return [kernel.location.desc.data] if isinstance(kernel.location, NameLoc) else []
 
 
 def buffer_type(space: Space, elem: Attribute, count: int) -> MemRefType:

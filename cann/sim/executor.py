@@ -280,9 +280,7 @@ def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, 
                        sum(r.executed_macs for r in runs), ideal_cycles(work, spec))
 
 
-def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats,
-                      kernel_nodes: dict[str, list[str]] | None) -> tuple[str, str]:
-    nodes = (kernel_nodes or {}).get(name)
+def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats, nodes: tuple[str, ...]) -> tuple[str, str]:
     where = f"kernel '{name}'" + (f" (model nodes {', '.join(nodes)})" if nodes else "")
     ins = run.program[run.overflow]
     msg = (f"float overflow: launch {li} wrote inf/NaN computed from finite operands (first at instruction "
@@ -294,8 +292,7 @@ def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats,
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
-              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS,
-              kernel_nodes: dict[str, list[str]] | None = None) -> tuple[dict[str, np.ndarray], RunStats]:
+              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
 
     Inputs must match the declared shape and dtype exactly (as onnxruntime requires).
@@ -303,11 +300,11 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     "warn" reports them as :class:`cann.sim.timing.SimWarning` warnings (also in
     ``RunStats.problems``) and goes on; "off" skips the race detector. ``max_instructions``: the
     most instructions the run may execute over all launches and blocks, plus one per block (its
-    setup), counted from the loop counts before anything runs. The first kernel producing inf/NaN from finite operands (float overflow) is reported as
-    a :class:`cann.errors.FloatOverflowWarning` (and in ``RunStats.overflow``), naming its model
-    nodes when ``kernel_nodes`` (kernel name -> node names, the fusion report's) has them: the first
-    kernel that writes inf/NaN to GM after one of its instructions turned finite operands into
-    inf/NaN, in a run whose inputs are all finite.
+    setup), counted from the loop counts before anything runs. The first kernel producing inf/NaN
+    from finite operands (float overflow) is reported as a :class:`cann.errors.FloatOverflowWarning`
+    (and in ``RunStats.overflow``), naming its model nodes (``Kernel.nodes``, recorded in the
+    ``.om``): the first kernel that writes inf/NaN to GM after one of its instructions turned finite
+    operands into inf/NaN, in a run whose inputs are all finite.
 
     Raises:
         CannError: an invalid model (:func:`cann.codegen.om.validate`), more than
@@ -373,7 +370,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
                                  checks=sim_checks, active_cores=active, detect_overflow=detect))
             stats.problems += runs[-1].problems
             if stats.overflow is None and runs[-1].overflow is not None:
-                stats.overflow = _overflow_message(om, li, k.name, runs[-1], kernel_nodes)
+                stats.overflow = _overflow_message(om, li, k.name, runs[-1], k.nodes)
         waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
         ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves, la.work)
         stats.kernels.append(ls)

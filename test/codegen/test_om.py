@@ -39,7 +39,7 @@ def small_model() -> OfflineModel:
         gm_size=4096,
         weights_offset=1024,
         weights=bytes(range(200)) * 3,
-        kernels=(Kernel("conv_0", 2, 3, CODE), Kernel("gemm_1", 1, 2, b"")),
+        kernels=(Kernel("conv_0", 2, 3, CODE, ("conv1", "relu1")), Kernel("gemm_1", 1, 2, b"")),
         launches=(Launch(0, (0, 1024, 2048), LaunchWork(2 ** 40 + 3, 2, 5, 6, 7, 2 ** 33)), Launch(1, (2048, 256)),
                   Launch(0, (2048, 1100, 3000), LaunchWork(model_macs=9, cube_itemsize=4))),
     )
@@ -299,35 +299,35 @@ def _entry(data: bytearray, i: int, off: int, size: int) -> None:
 
 
 def test_corrupt_header_is_reported_as_corrupt_not_as_a_version():
-    # flipping header bytes makes the version field 4294967293: the checksum tells it is corruption
+    # flipping header bytes makes the version field 4294967292: the checksum tells it is corruption
     data = bytearray(encode_om(small_model()))
     for i in range(8, 40):
         data[i] ^= 0xFF
     assert _reject(bytes(data)).lines() == [
         "error: m.om: corrupt .om: checksum mismatch (file truncated or modified; its header claims format "
-        "version 4294967293)"]
+        "version 4294967292)"]
     # a re-signed (well-formed) file of another version is an unsupported version
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        "error: m.om: unsupported .om format version 4294967293 (this cann reads version 2)"]
+        "error: m.om: unsupported .om format version 4294967292 (this cann reads version 3)"]
 
 
 @pytest.mark.parametrize("edit, message", [
-    # small_model's sections: strings (128, 27), tensors (155, 155), weights (320, 600), kernels (920, 114),
-    # launches (1034, 92), work (1126, 136), trailer at 1262
+    # small_model's sections: strings (128, 27), tensors (155, 155), weights (320, 600), kernels (920, 140),
+    # launches (1060, 92), work (1152, 136), trailer at 1288
     (lambda d: _entry(d, 0, 113, 25), "strings section at file offset 113 (+25 bytes), expected at 128"),
     (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 155"),
     (lambda d: _entry(d, 2, 256, 600), "weights section at file offset 256 (+600 bytes), expected at 320"),
-    (lambda d: _entry(d, 4, 1034, 2**64 - 1), f"launches section at file offset 1034 (+{2**64 - 1} bytes), expected at 1034"),
+    (lambda d: _entry(d, 4, 1060, 2**64 - 1), f"launches section at file offset 1060 (+{2**64 - 1} bytes), expected at 1060"),
 ])
 def test_sections_must_be_where_the_format_puts_them(edit, message):
     data = bytearray(encode_om(small_model()))
     edit(data)
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        f"error: m.om: corrupt .om: {message} inside [128, 1262) (docs/om-format.md)"]
+        f"error: m.om: corrupt .om: {message} inside [128, 1288) (docs/om-format.md)"]
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: _entry(d, 5, 1126, 124), "12 bytes between the last section and the trailer"),
+    (lambda d: _entry(d, 5, 1152, 124), "12 bytes between the last section and the trailer"),
     (lambda d: d.__setitem__(315, 7), "padding before the weights section is not zero"),
 ])
 def test_no_bytes_outside_the_sections(edit, message):
@@ -337,7 +337,7 @@ def test_no_bytes_outside_the_sections(edit, message):
 
 
 @pytest.mark.parametrize("section, count_at, message", [
-    (3, 0, "kernels section: 4294967295 kernels cannot fit in the 110 bytes left (truncated)"),
+    (3, 0, "kernels section: 4294967295 kernels cannot fit in the 136 bytes left (truncated)"),
     (4, 0, "launches section: 4294967295 launches cannot fit in the 88 bytes left (truncated)"),
     (1, 0, "tensors section: 4294967295 inputs cannot fit in the 151 bytes left (truncated)"),
 ])

@@ -456,8 +456,8 @@ def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs t
     np.save(tmp_path / "x.npy", np.full((2, 16), 300, np.float32))  # 90000 > 65504
     r = cli("cann_run", om, "--input", tmp_path / "x.npy")
     assert r.returncode == 0, r.stderr
-    assert re.fullmatch(  # the kernel's name and the instruction index are the lowering's
-        r"warning: kernel '\w+': float overflow: launch 1 wrote inf/NaN computed from finite operands \(first at "
+    assert re.fullmatch(  # the kernel's name and the instruction index are the lowering's; its node, the .om's
+        r"warning: kernel '\w+' \(model nodes square\): float overflow: launch 1 wrote inf/NaN computed from finite operands \(first at "
         r"instruction \d+ `vmul`\); precision_mode force_fp16 computes in float16 "
         r"\(largest finite value 65504\): compile with --precision_mode must_keep_origin_dtype to keep float32\n",
         r.stderr)

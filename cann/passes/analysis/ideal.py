@@ -51,6 +51,7 @@ from xdsl.ir import Operation, SSAValue
 
 from cann.codegen.om import LaunchWork
 from cann.dialects import graph
+from cann.dialects.tile import fused_nodes
 
 #: the module attribute holding the work table
 ATTR = "graph.work"
@@ -278,13 +279,6 @@ def _read_table(module: ModuleOp):
     return nodes, groups
 
 
-def _kernel_nodes(k) -> list[str]:
-    fused = k.attributes.get("tile.fused_nodes")
-    if isinstance(fused, ArrayAttr):
-        return [s.data for s in fused.data]
-    return [k.location.desc.data] if isinstance(k.location, NameLoc) else []
-
-
 def split(total: int, weights: list[int]) -> list[int]:
     """``total`` split into integers proportional to ``weights`` (largest remainder, ties to the
     first; equal shares when every weight is 0); the parts sum to ``total``."""
@@ -336,7 +330,7 @@ def kernel_work(module: ModuleOp) -> dict[str, LaunchWork]:
         return {}
     nodes, groups = table
     ks = kernels(module)
-    names = [[n for n in _kernel_nodes(k) if n in nodes] for k in ks]
+    names = [[n for n in fused_nodes(k) if n in nodes] for k in ks]
     # units: kernels connected by shared nodes (union-find over kernel indices)
     parent = list(range(len(ks)))
 
