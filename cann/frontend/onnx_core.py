@@ -21,6 +21,7 @@ from xdsl.ir import SSAValue
 from cann.dialects import graph as g
 from cann.frontend.onnx_registry import (
     Importer,
+    _softmax_axis,
     check_window_fits,
     _bad_attr,
     _check_unused_outputs,
@@ -553,10 +554,7 @@ def _log_softmax(imp, node, name, a):
     x = _float_input(imp, node)
     s = g._shape(x)
     r = len(s)
-    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
-    if not -r <= axis < r:
-        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
-    axis %= r
+    axis = _softmax_axis(imp, node, a, r)
     if imp.opset >= 13 or axis == r - 1:
         return [_softmax_decomposed(imp, x, axis, name, True)]
     flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]

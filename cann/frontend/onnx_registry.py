@@ -145,15 +145,21 @@ def _scalar_const(imp, name, value: float, like: SSAValue) -> SSAValue:
     return imp.emit(g.make_constant(arr, name), name).results[0]
 
 
+def _softmax_axis(imp: Importer, node: onnx.NodeProto, a: dict[str, Any], rank: int) -> int:
+    """The axis of a Softmax-family node (LogSoftmax, Hardmax), in [0, rank): default 1 before opset
+    13, -1 from 13. Raises ``_Unsupported`` naming the attribute when it is out of range."""
+    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
+    if not -rank <= axis < rank:
+        raise _bad_attr(node, "axis", axis, f"out of range for rank {rank}")
+    return axis % rank
+
+
 def _single_axis(imp, node, name, a, x: SSAValue, op_cls) -> list[SSAValue]:
     """Softmax / Hardmax: one axis from opset 13; before, over the flattened
     [prod(dims[:axis]), prod(dims[axis:])] matrix (the opset < 13 rule)."""
     s = g._shape(x)
     r = len(s)
-    axis = int(a.get("axis", 1 if imp.opset < 13 else -1))
-    if not -r <= axis < r:
-        raise _bad_attr(node, "axis", axis, f"out of range for rank {r}")
-    axis %= r
+    axis = _softmax_axis(imp, node, a, r)
     if imp.opset >= 13 or axis == r - 1:
         return [imp.emit(op_cls(x, axis), name).results[0]]
     flat = imp.emit(g.ReshapeOp(x, [math.prod(s[:axis]), math.prod(s[axis:])]), name).results[0]
