@@ -19,7 +19,9 @@ races, deadlocking waits, flags set twice (errors, or warnings with ``checks="wa
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
+from itertools import islice
 
 import ml_dtypes
 import numpy as np
@@ -39,6 +41,10 @@ _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 _F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
 _PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
 _UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
+#: per kernel run on one core, the instructions whose records (``KernelStats.program``, ``Timing``
+#: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
+RECORD_LIMIT = 1 << 16
+_RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
 _MAX_SLAB = 64 << 20  # bytes of the padded feature-map window one img2col may build (a simulator limit)
 #: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
 _EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
@@ -115,7 +121,8 @@ class KernelStats:
     ``cycles``: the parallel-pipe schedule's length; ``busy_by_pipe``: cycles each pipe is busy
     (S, V, M, MTE1, MTE2, MTE3); ``busy_full_by_pipe``: the same with GM copies at the full
     per-core rate (no sharing among cores: the compiled bound's pipe terms); ``serial_cycles``: the sum of
-    all costs (the fully serialized model); ``timing``: per-instruction start/end/pipe;
+    all costs (the fully serialized model); ``timing``: start/end/pipe of the first
+    :data:`RECORD_LIMIT` instructions;
     ``problems``: sync/race findings reported as warnings (``checks="warn"``);
     ``executed_macs``: the multiply-accumulates of the ``mmad`` instructions run (m*k*n each,
     padding included).
@@ -130,12 +137,14 @@ class KernelStats:
     serial_cycles: int = 0
     timing: Timing | None = field(default=None, repr=False)
     problems: list[tuple[str, str]] = field(default_factory=list)
-    program: list | None = field(default=None, repr=False)  # the instructions run (for traces)
+    #: the first :data:`RECORD_LIMIT` instructions run (for traces; ``timing`` holds as many records)
+    program: list | None = field(default=None, repr=False)
     executed_macs: int = 0  # m*k*n summed over the mmad instructions run (padding included)
     #: float overflow: index of the first instruction that produced inf/NaN from finite operands, when
     #: the kernel then wrote inf/NaN to GM (an inf that stays on chip, as exp(-x) in a sigmoid, is not
     #: reported); else None
     overflow: int | None = None
+    overflow_op: str | None = None  # the mnemonic of instruction ``overflow``
 
 
 def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
@@ -205,6 +214,9 @@ class AICore:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
+        ``instrs`` is iterated twice, one instruction at a time (execution, then timing): a list or
+        a re-iterable :class:`cann.sim.spmd.Stream`, never held whole in memory here.
+
         ``args[i]`` is the GM byte offset bound to kernel argument ``i``. ``checks``: "error"
         (default), "warn" (report races, deadlocks and double sets as :class:`SimWarning` and in
         ``KernelStats.problems``) or "off" (no race detector; sync errors still raise).
@@ -223,29 +235,42 @@ class AICore:
         self.reg_trace = []
         execs = self._exec
         i = -1
-        origin = overflow = None
+        ins = None
+        origin = overflow = overflow_op = None
+        macs = 0
+        program: list[isa.Instr] = []  # the first RECORD_LIMIT instructions (for traces)
+        recent: deque[isa.Instr] = deque(maxlen=_RECENT)  # the instructions before the current one
         self._ovf_watch, self._ovf_hit = detect_overflow, False
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
-                    execs[ins.defn.mnemonic](ins.values)
+                    m = ins.defn.mnemonic
+                    v = ins.values
+                    execs[m](v)
+                    if m == "mmad":
+                        macs += v[4] * v[5] * v[6]
                     if self._ovf_hit:
-                        origin, self._ovf_hit, self._ovf_watch = i, False, False
-                    elif origin is not None and overflow is None and ins.defn.mnemonic == "copy_ub_to_gm" and \
-                            self._writes_nonfinite(instrs, i):
+                        origin, overflow_op, self._ovf_hit, self._ovf_watch = i, m, False, False
+                    elif origin is not None and overflow is None and m == "copy_ub_to_gm" and \
+                            self._writes_nonfinite(ins, i, recent, instrs):
                         overflow = origin
+                    if detect_overflow:
+                        recent.append(ins)
+                    if i < RECORD_LIMIT:
+                        program.append(ins)
         except _Fault as e:
-            raise SimError(f"{kernel_name}: instruction {i} `{instrs[i].asm()}`", str(e)) from None
+            raise SimError(f"{kernel_name}: instruction {i} `{ins.asm()}`", str(e)) from None
         finally:
             self.gm = np.zeros(0, np.uint8)
             self._ovf_watch = False
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace)
-        macs = sum(v[4] * v[5] * v[6] for v in (ins.values for ins in instrs if ins.defn.mnemonic == "mmad"))
-        return KernelStats(int(t.cycles), len(instrs), dict(zip(_PIPE_NAMES, t.busy)),
+        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace,
+                     record=RECORD_LIMIT)
+        return KernelStats(int(t.cycles), i + 1, dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
-                           sum(t.busy), t, t.problems, instrs, macs, overflow)
+                           sum(t.busy), t, t.problems, program, macs, overflow,
+                           overflow_op if overflow is not None else None)
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -538,23 +563,31 @@ class AICore:
         np.copyto(d, s, casting="unsafe")
         self._watch(d, s)
 
-    def _writes_nonfinite(self, instrs: list[isa.Instr], i: int) -> bool:
-        """Whether copy_ub_to_gm ``instrs[i]`` copied inf/NaN out: its UB bytes read as the float dtype of
-        the latest earlier instruction writing them (none, or not a float: False)."""
-        _, _, src, nburst, burst, ss, _ = instrs[i].values
+    def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs) -> bool:
+        """Whether copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out: its UB
+        bytes read as the float dtype of the latest earlier instruction writing them (none, or not a
+        float: False). Searches ``recent`` (the instructions just before ``i``) first, and the stream
+        again from its start only when the writer is older than that window."""
+        _, _, src, nburst, burst, ss, _ = out.values
         hi = src + (nburst - 1) * ss + burst
         fps = footprints(self.spec)
-        for j in range(i - 1, -1, -1):
-            ins = instrs[j]
+
+        def writes(ins: isa.Instr) -> bool:
             accs = fps[ins.defn.mnemonic](ins.values, self.args)[0]
-            if not any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs):
-                continue
-            dt = _written_dtype(ins)
-            if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
-                return False
-            data = _view(self.bufs["ub"], src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt)
-            return nonfinite(data)
-        return False
+            return any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs)
+
+        writer = next((ins for ins in reversed(recent) if writes(ins)), None)
+        if writer is None and i > len(recent):
+            for ins in islice(iter(instrs), i - len(recent)):
+                if writes(ins):
+                    writer = ins
+        if writer is None:
+            return False
+        dt = _written_dtype(writer)
+        if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
+            return False
+        data = _view(self.bufs["ub"], src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt)
+        return nonfinite(data)
 
     def _watch(self, dst: np.ndarray, *srcs: np.ndarray) -> None:
         """Overflow detection: flag ``dst`` holding inf/NaN while no source does (sources not

@@ -27,7 +27,7 @@ from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES
 
-from cann.sim.spmd import check_control, dynamic_instructions, specialize
+from cann.sim.spmd import check_control, dynamic_instructions, stream
 
 #: the most instructions one run_model call executes, summed over launches and blocks (counted from
 #: the loop counts before anything runs: docs/om-format.md, "Running"); about 13 times the light
@@ -282,9 +282,8 @@ def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, 
 
 def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats, nodes: tuple[str, ...]) -> tuple[str, str]:
     where = f"kernel '{name}'" + (f" (model nodes {', '.join(nodes)})" if nodes else "")
-    ins = run.program[run.overflow]
     msg = (f"float overflow: launch {li} wrote inf/NaN computed from finite operands (first at instruction "
-           f"{run.overflow} `{ins.defn.mnemonic}`)")
+           f"{run.overflow} `{run.overflow_op}`)")
     if om.precision_mode in FP16_PRECISION_MODES:
         msg += (f"; precision_mode {om.precision_mode} computes in float16 (largest finite value 65504): "
                 f"compile with --precision_mode must_keep_origin_dtype to keep float32")
@@ -363,7 +362,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
                 core = cores[(kind, b % ncores)] = AICore(spec)
             core.block_idx = b
             try:
-                bprog, bargs = specialize(prog, b, tuple(la.args))
+                bprog, bargs = stream(prog, b, tuple(la.args))
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
             runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",

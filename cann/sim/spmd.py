@@ -11,7 +11,9 @@ instructions:
   stride`` in the body moves argument ``arg``'s GM addresses by ``i * stride`` bytes in iteration
   ``i``, so the body is written once however many tiles it walks over.
 
-The control instructions stay in the stream (they cost scalar cycles).
+The control instructions stay in the stream (they cost scalar cycles). :func:`stream` gives a core's
+instructions as a :class:`Stream` that walks the loop structure lazily, so a loop is never expanded
+into memory proportional to its trip count.
 
 :func:`check_control` validates a kernel's control structure and :func:`dynamic_instructions`
 counts the instructions a launch executes over all its blocks from the loop counts and block
@@ -21,6 +23,7 @@ an absurd amount of work before it allocates or expands anything.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cache
 
 from cann.hw import isa
@@ -44,8 +47,10 @@ def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
     return isa.Instr(ins.defn, tuple(values))
 
 
-def _expand_loops(prog: list[isa.Instr]) -> list[isa.Instr]:
-    out: list[isa.Instr] = []
+def _tree(prog: list[isa.Instr]) -> list:
+    """``prog`` (no block control) as a list of instructions and loops ``(loop_begin, its
+    loop_offset instructions, ((arg, stride), ...), body tree, loop_end)``; O(code size)."""
+    out: list = []
     i = 0
     while i < len(prog):
         ins = prog[i]
@@ -62,25 +67,54 @@ def _expand_loops(prog: list[isa.Instr]) -> list[isa.Instr]:
             j += 1
         if depth:
             raise ValueError(f"instruction {i}: loop_begin without loop_end")
-        body = prog[i + 1:j - 1]
         offsets: dict[int, int] = {}
-        inner, d = [], 0
-        for b in body:
+        offs, inner, d = [], [], 0
+        for b in prog[i + 1:j - 1]:
             bm = b.defn.mnemonic
             if bm == "loop_offset" and d == 0:
                 offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
-                out.append(b)  # costed once
+                offs.append(b)  # costed once
                 continue
             d += {"loop_begin": 1, "loop_end": -1}.get(bm, 0)
             inner.append(b)
-        flat = _expand_loops(inner)
-        out.append(ins)
-        for it in range(ins.count if flat else 0):  # an empty body: nothing to repeat, however many times
-            shift = {a: it * s for a, s in offsets.items()}
-            out.extend(flat if not shift or it == 0 else [_shifted(x, shift) for x in flat])
-        out.append(prog[j - 1])
+        out.append((ins, tuple(offs), tuple(offsets.items()), _tree(inner), prog[j - 1]))
         i = j
     return out
+
+
+def _walk(items: list, shift: dict[int, int] | None) -> Iterator[isa.Instr]:
+    for x in items:
+        if type(x) is not tuple:
+            yield x if not shift else _shifted(x, shift)
+            continue
+        begin, offs, strides, body, end = x
+        yield from offs  # the loop_offset instructions run once, before the loop
+        yield begin
+        if body:  # an empty body: nothing to repeat, however many times
+            if not strides:
+                for _ in range(begin.count):
+                    yield from _walk(body, shift)
+            else:
+                for it in range(begin.count):
+                    s = dict(shift) if shift else {}
+                    for a, st in strides:
+                        s[a] = s.get(a, 0) + it * st
+                    yield from _walk(body, s)
+        yield end
+
+
+class Stream:
+    """The instruction stream of one core, produced lazily: every iteration walks the loop
+    structure again (O(nesting depth) memory, never proportional to a trip count).
+
+    ``code``: the core's static instructions (block control resolved, loops not expanded)."""
+
+    def __init__(self, code: list[isa.Instr]):
+        self.code = code
+        self._tree = _tree(code)
+
+    def __iter__(self) -> Iterator[isa.Instr]:
+        return _walk(self._tree, None)
 
 
 _OPEN = {"loop_begin": "loop_end", "block_if": "block_endif"}
@@ -117,7 +151,7 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
 
 def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:
     """Instructions executed by a launch of ``prog`` on ``block_dim`` blocks, summed over the blocks
-    (what :func:`specialize` yields per block), computed from the loop counts and the block_if
+    (what :func:`stream` yields per block), computed from the loop counts and the block_if
     ranges in one pass over ``prog``. ``prog`` must pass :func:`check_control`."""
     total = 0
     mult, lo, hi = 1, 0, block_dim  # product of the enclosing loops' counts; blocks executing here
@@ -143,8 +177,11 @@ def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:
     return total
 
 
-def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> tuple[list[isa.Instr], tuple[int, ...]]:
-    """``(instructions, args)`` of core ``block_idx``, loops expanded.
+def stream(prog: list[isa.Instr], block_idx: int,
+           args: tuple[int, ...]) -> tuple[list[isa.Instr] | Stream, tuple[int, ...]]:
+    """``(instructions, args)`` of core ``block_idx``: ``prog`` itself when it has no SPMD control,
+    else a re-iterable :class:`Stream` expanding the loops lazily (block control resolved and
+    the structure checked here, in time proportional to the code).
 
     Raises:
         ValueError: unbalanced block_if/block_endif or loop_begin/loop_end, or a block_offset
@@ -180,5 +217,16 @@ def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> 
     if depth:
         raise ValueError("block_if without block_endif")
     if any(ins.defn.mnemonic in ("loop_begin", "loop_end") for ins in out):
-        out = _expand_loops(out)
+        return Stream(out), tuple(bases)
     return out, tuple(bases)
+
+
+def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> tuple[list[isa.Instr], tuple[int, ...]]:
+    """``(instructions, args)`` of core ``block_idx``, loops expanded into a list (:func:`stream`
+    materialized: for tests and small programs; the simulator runs the stream).
+
+    Raises:
+        ValueError: as :func:`stream`.
+    """
+    instrs, bases = stream(prog, block_idx, args)
+    return list(instrs), bases

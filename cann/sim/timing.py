@@ -29,8 +29,10 @@ Any overlapping pair, one of them a write, on different pipes with no happens-be
 
 from __future__ import annotations
 
+import sys
 import warnings
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +53,7 @@ _GM, _L1, _L0A, _L0B, _L0C, _UB, _SREG = range(7)
 #: checker modes: "error" raises, "warn" reports and continues, "off" skips the race detector
 CHECK_MODES = ("error", "warn", "off")
 _MAX_REPORTS = 20  # problems reported per kernel run in "warn" mode
+_PRUNE_EVERY = 4096  # instructions between two prunings of the race detector's access history
 
 
 class SimWarning(UserWarning):
@@ -66,9 +69,9 @@ class Timing:
     busy_full: list[int]  # per pipe, GM DMA at the full per-core rate (the roofline's pipe terms)
     gm_read_bytes: int
     gm_write_bytes: int
-    start: np.ndarray  # per instruction: start cycle
-    end: np.ndarray  # per instruction: end cycle
-    pipe: np.ndarray  # per instruction: pipe index (PIPES)
+    start: np.ndarray  # per recorded instruction (the first ``record``): start cycle
+    end: np.ndarray  # per recorded instruction: end cycle
+    pipe: np.ndarray  # per recorded instruction: pipe index (PIPES)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (location, message) in warn mode
 
 
@@ -239,15 +242,34 @@ def _range(buf: int, lo: int, hi: int) -> str:
     return f"{BUFS[buf].upper()} [{lo}, {hi})"
 
 
-def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
+def _prune(acc_w: list, acc_r: list, touched: set[tuple[int, int]], vc: list[list[int]],
+           accessing: list[int]) -> None:
+    """Drop the accesses of pipe ``q`` that every other accessing pipe ``p`` already knows happened
+    before (counter <= vc[p][q]): vector clocks only grow, so no later access compares with them."""
+    for b, q in touched:
+        known = min((vc[p][q] for p in accessing if p != q), default=None)
+        for lst in (acc_w[b][q], acc_r[b][q]):
+            cs = lst[0]
+            if not cs:
+                continue
+            cut = len(cs) if known is None else bisect_right(cs, known)
+            if cut:
+                for x in lst:
+                    del x[:cut]
+
+
+def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
              kernel_name: str = "kernel", checks: str = "error", SimError=CannError,
-             reg_values: list[int] | None = None) -> Timing:
+             reg_values: list[int] | None = None, record: int | None = None) -> Timing:
     """Time ``instrs`` (already executed and validated) on parallel in-order pipes and check sync.
 
     ``costs`` / ``full_costs``: mnemonic -> cost function of the field values, with the launch's
     shared GM bandwidth and at the full per-core rate. ``checks``: one of :data:`CHECK_MODES`.
     ``reg_values``: the register value each ``copy_gm_to_ub_reg`` used, in program order (recorded
-    by the functional run), so its GM footprint is the bytes it really read.
+    by the functional run), so its GM footprint is the bytes it really read. ``instrs`` is iterated
+    once (a list or a :class:`cann.sim.spmd.Stream`); ``record``: how many instructions' start/end/pipe
+    the returned :class:`Timing` keeps (None: all). Access history every other accessing pipe already
+    orders before its current point is dropped, so a synchronized loop keeps bounded history.
 
     Raises:
         SimError: (``checks != "warn"``) a race, a wait that can never be satisfied (deadlock) or a
@@ -260,10 +282,10 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
     problems: list[tuple[str, str]] = []
     fps = footprints(spec)
     scalar = spec.latency.scalar
-    n = len(instrs)
-    start = [0] * n
-    end = [0] * n
-    pipe_of = [0] * n
+    rec = sys.maxsize if record is None else record
+    start: list[int] = []
+    end: list[int] = []
+    pipe_of: list[int] = []
     free = [0] * NPIPES
     busy = [0] * NPIPES
     busy_full = [0] * NPIPES
@@ -271,31 +293,34 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
     flags: dict[tuple[int, int, int], tuple[int, list[int], int]] = {}
     cnt = [0] * NPIPES
     vc = [[0] * NPIPES for _ in range(NPIPES)]
-    # per buffer, per pipe: [counters, lo, hi, instr index] for writes and for reads
-    acc_w = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
-    acc_r = [[([], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
+    # per buffer, per pipe: [counters, lo, hi, instr index, instr] for writes and for reads
+    acc_w = [[([], [], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
+    acc_r = [[([], [], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
+    # the pipes that access any buffer: only they ever compare with another pipe's history
+    code = getattr(instrs, "code", instrs)
+    accessing = sorted({ins.defn.pipe for ins in code if ins.defn.group not in ("sync", "spmd")})
+    next_prune = _PRUNE_EVERY
     touched: set[tuple[int, int]] = set()
     owners: list[set[int]] = [set() for _ in BUFS]  # pipes with recorded accesses, per buffer
     fp_cache: dict[str, dict[tuple, tuple]] = {}
     reg_iter = iter(reg_values or ())
 
-    def loc(i: int) -> str:
-        return f"{kernel_name}: instruction {i} `{instrs[i].asm()}`"
-
-    def problem(i: int, msg: str) -> None:
+    def problem(i: int, ins: isa.Instr, msg: str) -> None:
+        where = f"{kernel_name}: instruction {i} `{ins.asm()}`"
         if not warn:
-            raise SimError(loc(i), msg)
+            raise SimError(where, msg)
         if len(problems) < _MAX_REPORTS:
-            problems.append((loc(i), msg))
-            warnings.warn(f"{loc(i)}: {msg}", SimWarning, stacklevel=4)
+            problems.append((where, msg))
+            warnings.warn(f"{where}: {msg}", SimWarning, stacklevel=4)
 
-    def race(i: int, p: int, buf: int, lo: int, hi: int, w: bool, j: int, q: int, lo2: int, hi2: int, w2: bool):
-        a = instrs[j]
-        problem(i, f"data race with instruction {j} `{a.asm()}` ({PIPES[q]}): {PIPES[p]} "
-                   f"{'writes' if w else 'reads'} {_range(buf, lo, hi)}, {PIPES[q]} {'writes' if w2 else 'reads'} "
-                   f"{_range(buf, lo2, hi2)}, overlapping {_range(buf, max(lo, lo2), min(hi, hi2))}, with no "
-                   f"happens-before path (missing set_flag/wait_flag or pipe_barrier)")
+    def race(i: int, ins: isa.Instr, p: int, buf: int, lo: int, hi: int, w: bool, j: int, a: isa.Instr, q: int,
+             lo2: int, hi2: int, w2: bool):
+        problem(i, ins, f"data race with instruction {j} `{a.asm()}` ({PIPES[q]}): {PIPES[p]} "
+                        f"{'writes' if w else 'reads'} {_range(buf, lo, hi)}, {PIPES[q]} {'writes' if w2 else 'reads'} "
+                        f"{_range(buf, lo2, hi2)}, overlapping {_range(buf, max(lo, lo2), min(hi, hi2))}, with no "
+                        f"happens-before path (missing set_flag/wait_flag or pipe_barrier)")
 
+    i = -1
     for i, ins in enumerate(instrs):
         d = ins.defn
         v = ins.values
@@ -307,8 +332,10 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                     t = max(free) + scalar
                     free = [t] * NPIPES
                     p = 0
-                    start[i] = t - scalar
-                    end[i] = t
+                    if i < rec:
+                        start.append(t - scalar)
+                        end.append(t)
+                        pipe_of.append(0)
                     busy[0] += scalar
                     busy_full[0] += scalar
                     cnt[0] += 1
@@ -323,7 +350,6 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                         touched.clear()
                         for o in owners:
                             o.clear()
-                    pipe_of[i] = 0
                     continue
                 p = x
             else:
@@ -334,8 +360,8 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                 key = (sp, dp, ev)
                 f = flags.pop(key, None)
                 if f is None:
-                    problem(i, f"deadlock: wait_flag {PIPES[sp]}->{PIPES[dp]} event {ev} waits for a flag that no "
-                               f"earlier set_flag sets (pipe {PIPES[dp]} would block forever)")
+                    problem(i, ins, f"deadlock: wait_flag {PIPES[sp]}->{PIPES[dp]} event {ev} waits for a flag "
+                                    f"that no earlier set_flag sets (pipe {PIPES[dp]} would block forever)")
                 else:
                     if f[0] > s:
                         s = f[0]
@@ -347,9 +373,10 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                                 row[q] = snap[q]
             e = s + scalar
             free[p] = e
-            start[i] = s
-            end[i] = e
-            pipe_of[i] = p
+            if i < rec:
+                start.append(s)
+                end.append(e)
+                pipe_of.append(p)
             busy[p] += scalar
             busy_full[p] += scalar
             cnt[p] += 1
@@ -357,8 +384,8 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
             if m == "set_flag":
                 key = (sp, dp, ev)
                 if key in flags:
-                    problem(i, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} is already set by instruction "
-                               f"{flags[key][2]} with no wait_flag in between (an event id set twice)")
+                    problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} is already set by instruction "
+                                    f"{flags[key][2]} with no wait_flag in between (an event id set twice)")
                 flags[key] = (e, list(vc[sp]), i)
             continue
 
@@ -367,9 +394,10 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
         s = free[p]
         e = s + c
         free[p] = e
-        start[i] = s
-        end[i] = e
-        pipe_of[i] = p
+        if i < rec:
+            start.append(s)
+            end.append(e)
+            pipe_of.append(p)
         busy[p] += c
         fn = fps[m]
         if d.group == "dma_reg":
@@ -397,6 +425,9 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
         k = cnt[p]
         row = vc[p]
         row[p] = k
+        if i >= next_prune:
+            next_prune = i + _PRUNE_EVERY
+            _prune(acc_w, acc_r, touched, vc, accessing)
         for buf, lo, hi, wr in accs:
             if hi <= lo:
                 continue
@@ -407,7 +438,7 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                 if q == p:
                     continue
                 known = row[q]
-                for (cs, los, his, idx), w2 in (((wb[q], True), (rb[q], False)) if wr else ((wb[q], True),)):
+                for (cs, los, his, idx, ins2), w2 in (((wb[q], True), (rb[q], False)) if wr else ((wb[q], True),)):
                     if not cs or cs[-1] <= known:
                         continue
                     first = bisect_right(cs, known)
@@ -415,19 +446,20 @@ def schedule(instrs: list[isa.Instr], spec: SocSpec, costs: dict, full_costs: di
                         hit = np.flatnonzero((np.asarray(los[first:]) < hi) & (np.asarray(his[first:]) > lo))
                         if hit.size:
                             t = first + int(hit[0])
-                            race(i, p, buf, lo, hi, wr, idx[t], q, los[t], his[t], w2)
+                            race(i, ins, p, buf, lo, hi, wr, idx[t], ins2[t], q, los[t], his[t], w2)
                         continue
                     for t in range(first, len(cs)):
                         if los[t] < hi and lo < his[t]:
-                            race(i, p, buf, lo, hi, wr, idx[t], q, los[t], his[t], w2)
+                            race(i, ins, p, buf, lo, hi, wr, idx[t], ins2[t], q, los[t], his[t], w2)
                             break
             lst = (wb if wr else rb)[p]
             lst[0].append(k)
             lst[1].append(lo)
             lst[2].append(hi)
             lst[3].append(i)
+            lst[4].append(ins)
             if p not in own:
                 own.add(p)
                 touched.add((buf, p))
-    return Timing(max(free) if n else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
+    return Timing(max(free) if i >= 0 else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
                   np.array(end, np.int64), np.array(pipe_of, np.int8), problems)
