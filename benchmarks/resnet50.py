@@ -7,8 +7,10 @@ input, same process; onnxruntime's session creation is reported separately from 
 execution provider), simulated cycles, instruction count, the compiled bound's and the ideal
 bound's share of the cycles (``ideal_pct``: Σ ideal ÷ Σ cycles over every launch;
 ``ideal_pct_conv_gemm``: over the launches with model MACs only; docs/core-model.md), model and
-executed MACs, and the error of every output (the probabilities and the exposed logits) against
-onnxruntime.
+executed MACs, the error of every output (the probabilities and the exposed logits) against
+onnxruntime, and ``run_seconds_vs_onnxruntime``: ``Model.run`` wall time over onnxruntime's
+``InferenceSession.run`` (session creation excluded), the median of 3 runs of each, interleaved in
+this process (the simulation-speed target of the pipelining and AutoTune issues).
 """
 
 from __future__ import annotations
@@ -63,6 +65,17 @@ def main() -> None:
     print(f"ideal_cycles: {run.ideal_cycles}")
     print(f"ideal_pct: {run.ideal_pct:.2f}")
     print(f"ideal_pct_conv_gemm: {run.ideal_pct_of(cube):.2f}")
+    sim_s, ort_s = [], []
+    for _ in range(3):  # interleaved, so both see the same machine load
+        t = time.perf_counter()
+        compiled.run(inputs)
+        sim_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        sess.run(names, inputs)
+        ort_s.append(time.perf_counter() - t)
+    print(f"run_seconds_median: {np.median(sim_s):.3f}")
+    print(f"onnxruntime_run_seconds_median: {np.median(ort_s):.4f}")
+    print(f"run_seconds_vs_onnxruntime: {np.median(sim_s) / np.median(ort_s):.1f}")
     for out in model.graph.output:
         y = outputs[out.name].astype(np.float64).reshape(-1)
         r = reference[out.name].astype(np.float64).reshape(-1)
