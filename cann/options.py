@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cann.codegen.om import PRECISION_MODES  # noqa: F401  (the modes an .om records: one list)
 from cann.errors import CannError, Diagnostic
 
-PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
 OPT_LEVELS = (0, 1)
 DEFAULT_SOC = "Ascend910"
 DEFAULT_PRECISION_MODE = "force_fp16"

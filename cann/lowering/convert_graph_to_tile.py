@@ -27,6 +27,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
+from cann.codegen.om import FP16_PRECISION_MODES
+from cann.codegen.om import PRECISION_MODES as OM_PRECISION_MODES
 from cann.dialects import graph
 from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
@@ -35,13 +37,8 @@ from cann.lowering import cube, data, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
 
-#: device dtype of float tensors per precision mode
-PRECISION_MODES = {
-    "force_fp16": np.float16,
-    "allow_fp32_to_fp16": np.float16,
-    "must_keep_origin_dtype": np.float32,
-    "force_fp32": np.float32,
-}
+#: device dtype of float tensors per precision mode (the modes of cann.codegen.om)
+PRECISION_MODES = {m: np.float16 if m in FP16_PRECISION_MODES else np.float32 for m in OM_PRECISION_MODES}
 
 
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
