@@ -46,7 +46,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import ml_dtypes
 import numpy as np
@@ -241,13 +241,56 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "convert", "dst = convert(src0) from src_dtype to dst_dtype with rounding mode round (VCONV_PAIRS, "
      "ROUND_MODES); 256 B / max(itemsize) elements per repeat, contiguous; element e of repeat r at "
      "base + r*rep*32 + e*itemsize"),
+    # buffer and event rotation in hardware loops (multi-buffering); appended: opcodes above are unchanged
+    ("loop_rotate", Pipe.S, _f("space", "base", "size", "copies", "step"), "spmd",
+     "in the enclosing loop, iteration i sees every on-chip address a of buffer space (SPACE_CODES) with "
+     "base <= a < base + copies*size in copy (c + i*step) mod copies, c = (a - base) // size, at the same "
+     "offset (a - base) % size within the copy: one body rotating through copies buffers"),
+    ("loop_rotate_event", Pipe.S, _f("src_pipe", "dst_pipe", "base", "copies", "step"), "spmd",
+     "in the enclosing loop, iteration i sees the event e of every set_flag / wait_flag src_pipe -> dst_pipe "
+     "with base <= e < base + copies as base + (e - base + i*step) mod copies (the events of rotated buffers)"),
 ]
+
+#: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
+SPACE_CODES: dict[str, int] = {"l1": 1, "l0a": 2, "l0b": 3, "l0c": 4, "ub": 5}
+SPACE_NAMES: dict[int, str] = {v: k for k, v in SPACE_CODES.items()}
+_UBF = SPACE_CODES["ub"]
+#: mnemonic -> ((field, on-chip space code), ...): the fields holding on-chip byte addresses;
+#: ``load2d``'s ``dst`` is in L0A or L0B by its ``dst_space`` (see :func:`address_fields`)
+_ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
+    "copy_gm_to_l1": (("dst", 1),), "copy_gm_to_ub": (("dst", _UBF),), "copy_gm_to_l1_nd2nz": (("dst", 1),),
+    "copy_ub_to_gm": (("src", _UBF),), "load2d": (("src", 1), ("dst", 0)), "img2col": (("src", 1), ("dst", 2)),
+    "mmad": (("dst", 4), ("a", 2), ("b", 3)), "copy_l0c_to_ub": (("src", 4), ("dst", _UBF)),
+    "ld_idx": (("src", _UBF),), "copy_gm_to_ub_reg": (("dst", _UBF),),
+    "vsel": (("dst", _UBF), ("cond", _UBF), ("src0", _UBF), ("src1", _UBF)),
+    "vcmpv": (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)), "vconv": (("dst", _UBF), ("src0", _UBF)),
+}
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
     InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
 )
 BY_MNEMONIC: dict[str, InstrDef] = {d.mnemonic: d for d in INSTRUCTIONS}
 BY_OPCODE: dict[int, InstrDef] = {d.opcode: d for d in INSTRUCTIONS}
+
+
+
+@cache
+def _address_fields(defn: InstrDef) -> tuple[tuple[int, int], ...]:
+    named = _ADDRESS_FIELDS.get(defn.mnemonic)
+    if named is None:  # the vector groups: dst, src0, src1 in UB
+        named = (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)) if defn.group in (
+            "vector", "vconv", "reduce", "broadcast") else ()
+    return tuple((defn.field_names.index(f), sp) for f, sp in named)
+
+
+def address_fields(ins: "Instr") -> tuple[tuple[int, int], ...]:
+    """``((field index, space code), ...)``: the on-chip byte-address fields of ``ins`` and the buffer
+    (:data:`SPACE_CODES`) each addresses; GM operands (``*_arg`` plus offset) are not listed."""
+    fields = _address_fields(ins.defn)
+    if ins.defn.mnemonic == "load2d":
+        dst_space = SPACE_CODES["l0a"] if ins.values[0] == L0A else SPACE_CODES["l0b"]
+        return tuple((i, dst_space if sp == 0 else sp) for i, sp in fields)
+    return fields
 
 
 @dataclass(frozen=True)
