@@ -157,6 +157,10 @@ def _int_vec_ok(op: str, buf: SSAValue) -> bool:
     return code is not None and code in isa.VEC_DTYPES.get("v" + op, isa.FLOAT_CODES)
 
 
+#: the buffers whose budget :meth:`Lowering.usable` divides by the planned buffer count
+_SPLIT_BUFFERS = frozenset({"l0a", "l0b", "ub"})
+
+
 class KernelBuilder:
     """Builds one kernel: a ``func.func`` marked ``tile.kernel`` over flat GM buffer arguments."""
 
@@ -320,13 +324,22 @@ class Lowering:
     #: the format / dtype conversion kernel builder (``cann.lowering.data.trans_data``, given by the
     #: driver: this toolkit imports none of the kernels built on it)
     convert: Callable[..., DevTensor] | None = None
+    #: copies of each refilled L0A / L0B / UB tile the tiling leaves room for (``tile-multi-buffer``
+    #: then multi-buffers them): the budgets of :meth:`usable` are divided by it
+    buffers: int = 1
     kernels: list[func.FuncOp] = field(default_factory=list)
     _names: dict[str, int] = field(default_factory=dict)
     _converted: dict[tuple[int, str, str], DevTensor] = field(default_factory=dict)
 
     # -- budgets (bytes) ------------------------------------------------------------------------
     def usable(self, buf: str) -> int:
-        return self.soc.buffer(buf).usable
+        """Bytes of on-chip buffer ``buf`` (l1, l0a, l0b, l0c, ub) one copy of a kernel's tiles may use:
+        the SoC's usable capacity, divided by :attr:`buffers` for L0A, L0B and UB (whose tiles are
+        refilled every step and double-buffered cheaply; L1 and L0C keep their whole capacity, since
+        halving them would re-read weights or feature maps: ``tile-multi-buffer`` doubles their
+        buffers only where they still fit)."""
+        cap = self.soc.buffer(buf).usable
+        return cap // self.buffers // 32 * 32 if buf in _SPLIT_BUFFERS else cap
 
     @property
     def lanes(self) -> int:

@@ -301,8 +301,9 @@ def _exceeding_device_memory(main_in: func.FuncOp, soc, float_dtype: np.dtype) -
 
 
 def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
-                   tiling: dict[str, dict[str, int]] | None = None, aicore_num: int = 0) -> None:
-    """Rewrite ``module`` (graph dialect) in place into the tile-level module.
+                   tiling: dict[str, dict[str, int]] | None = None, aicore_num: int = 0, buffers: int = 1) -> None:
+    """Rewrite ``module`` (graph dialect) in place into the tile-level module; ``buffers``: the copies of
+    each refilled L0A / L0B / UB tile the tilings leave room for (:attr:`Lowering.buffers`, 1 to 3).
 
     Raises:
         CannError: an op or configuration the lowering does not support (naming the ONNX node).
@@ -322,8 +323,10 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
     block = Block()
     if aicore_num < 0 or aicore_num > soc.ai_core_count:
         raise CannError("--aicore_num", f"{aicore_num} cores requested; {soc.name} has {soc.ai_core_count}")
+    if buffers not in (1, 2, 3):
+        raise CannError("convert-graph-to-tile", f"buffers = {buffers}: 1, 2 or 3 copies of a tile")
     lw = Lowering(soc, np.dtype(PRECISION_MODES[precision_mode]), block, tiling or {},
-                  cores=aicore_num or soc.ai_core_count, convert=data.trans_data)
+                  cores=aicore_num or soc.ai_core_count, convert=data.trans_data, buffers=buffers)
     conv = _Converter(lw, main_in)
     in_block = main_in.body.block
     oversized = _exceeding_device_memory(main_in, soc, lw.dtype)
@@ -392,7 +395,9 @@ class ConvertGraphToTilePass(ModulePass):
     Options: ``soc`` (SoC description name), ``precision-mode`` (force_fp16, allow_fp32_to_fp16,
     must_keep_origin_dtype, force_fp32), ``tiling`` (JSON: kernel name -> {field: value}, pins a
     kernel's tiling, e.g. ``{"conv2d_0": {"m": 64}}``), ``aicore_num`` (cores a kernel may use;
-    0: all of the SoC's, as ATC's ``--aicore_num``).
+    0: all of the SoC's, as ATC's ``--aicore_num``), ``buffers`` (1, 2 or 3: the copies of each
+    refilled L0A / L0B / UB tile the tilings leave room for, so that ``tile-multi-buffer`` can
+    multi-buffer them; -O1 plans 2).
     """
 
     name = "convert-graph-to-tile"
@@ -400,10 +405,11 @@ class ConvertGraphToTilePass(ModulePass):
     precision_mode: str = "force_fp16"
     tiling: str = ""
     aicore_num: int = 0
+    buffers: int = 1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         try:
             pins = json.loads(self.tiling) if self.tiling else {}
         except json.JSONDecodeError as e:
             raise CannError("tiling", f"not valid JSON: {e}") from None
-        convert_module(op, self.soc, self.precision_mode, pins, self.aicore_num)
+        convert_module(op, self.soc, self.precision_mode, pins, self.aicore_num, self.buffers)
