@@ -225,6 +225,10 @@ BlockOffsetOp = _instr("block_offset", ("buf",), ("stride",),
                       doc="SPMD: for the rest of the kernel, GM argument buf is seen block_idx * stride elements "
                           "further on each core.")
 
+BlockOffsetModOp = _instr("block_offset_mod", ("buf",), ("stride", "modulo"),
+                          doc="SPMD: for the rest of the kernel, GM argument buf is seen (block_idx mod modulo) * "
+                              "stride elements further on each core (cores split in groups of modulo).")
+
 LoadIndexOp = _instr("load_index", ("src",), ("src_offset", "reg", "bound"),
                      doc="Scalar register reg = element src_offset of the UB index buffer src (int32/int64), "
                          "negative values wrapped by + bound, outside [0, bound) an error (ld_idx).")
@@ -240,7 +244,7 @@ LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
                          "further on.")
 
-TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
                LoadIndexOp, CopyIndexedOp, SelectOp)
 
 

@@ -249,6 +249,9 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("loop_rotate_event", Pipe.S, _f("src_pipe", "dst_pipe", "base", "copies", "step"), "spmd",
      "in the enclosing loop, iteration i sees the event e of every set_flag / wait_flag src_pipe -> dst_pipe "
      "with base <= e < base + copies as base + (e - base + i*step) mod copies (the events of rotated buffers)"),
+    ("block_offset_mod", Pipe.S, _f("arg", "stride", "modulo"), "spmd",
+     "for the rest of the kernel, kernel argument arg's GM base is moved by (block_idx mod modulo) * stride "
+     "bytes (a two-level split: cores b and b + modulo work on the same channel tile of different rows)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)

@@ -173,6 +173,8 @@ class KernelBuilder:
         self.gm_args: list[DevTensor] = []
         self._arg_of: dict[int, SSAValue] = {}
         self.block_dim = 1
+        #: cores form groups of this many (0: one group): block offsets move by ``block_idx % block_modulo``
+        self.block_modulo = 0
         self._tile_strides: dict[SSAValue, int] = {}  # GM elements one for_tiles item moves each argument
 
     @property
@@ -250,7 +252,10 @@ class KernelBuilder:
         ``for_tiles`` become a hardware loop moving it by ``block_dim * stride`` per iteration."""
         self._tile_strides[buf] = stride
         if self.block_dim > 1 and stride:
-            self.emit(tile.BlockOffsetOp(buf, stride=stride))
+            if self.block_modulo:
+                self.emit(tile.BlockOffsetModOp(buf, stride=stride, modulo=self.block_modulo))
+            else:
+                self.emit(tile.BlockOffsetOp(buf, stride=stride))
 
     @contextlib.contextmanager
     def loop(self, count: int, offsets: dict[SSAValue, int]):

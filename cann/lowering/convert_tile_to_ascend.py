@@ -93,6 +93,11 @@ class _Kernel:
         buf = op.operand("buf")
         self.emit("block_offset", arg=self.args[buf], stride=op.field("stride") * self.isz(buf))
 
+    def _block_offset_mod(self, op) -> None:
+        buf = op.operand("buf")
+        self.emit("block_offset_mod", arg=self.args[buf], stride=op.field("stride") * self.isz(buf),
+                  modulo=op.field("modulo"))
+
     def _block_if(self, op) -> None:
         self.emit("block_if", lo=op.lo.value.data, hi=op.hi.value.data)
 

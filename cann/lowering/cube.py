@@ -222,23 +222,25 @@ class _ConvGeom:
 
 
 def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
-                 m_t: int, rounds: int) -> float:
-    """Estimated cycles of one image on one core for a tiling (the SoC's bandwidths, latencies and
-    cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads, img2col, mmad and
-    the per-tile epilogue. Used only to choose among the tilings that fit."""
+                 m_t: int, rounds: int, m_blocks: int = 1, active: int = 1) -> float:
+    """Estimated cycles of one image on the busiest core for a tiling (the SoC's bandwidths,
+    latencies and cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads,
+    img2col, mmad and the per-tile epilogue, the output tiles split over ``m_blocks`` groups of
+    cores and GM bandwidth shared by ``active`` cores. Used only to choose among the tilings that fit."""
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
+    gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
     groups = g.kh * g.kw if taps else 1
     kk = 16 if taps else g.kh * g.kw * 16
-    tiles = math.ceil(g.ho / rows) * math.ceil(g.wo / cols)
+    tiles = math.ceil(math.ceil(g.ho / rows) * math.ceil(g.wo / cols) / m_blocks)
     loads = groups * math.ceil(g.c1in / c1)
     fm = g.fm_bytes(taps, g.c1in, rows, cols, isz) * groups  # every channel of every group's window
-    fm_cycles = (1 if loads == 1 else rounds) * (fm / bw.gm_to_l1 + loads * lat.mte_startup)
+    fm_cycles = (1 if loads == 1 else rounds) * (fm / gm_bw + loads * lat.mte_startup)
     k_tiles = loads * math.ceil(c1 * kk / k_t)
     k_all = groups * g.c1in * kk
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
-    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / bw.gm_to_l1 + 1 / bw.l1_to_l0b)
+    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
                  + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
                  + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
                  + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
@@ -246,15 +248,19 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
 
 
 def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_budget: int, isz: int, m_t: int,
-               n_t: int, k_t: int, rounds: int, loc) -> tuple[bool, int, int, int]:
-    """``(taps, rows, cols, c1)``: whether the kernel runs as one 1x1 sub-convolution per kernel
-    tap, and the output rows, output columns and input C1 blocks of one L1 feature-map tile.
+               n_t: int, k_t: int, rounds: int, loc, m_blocks_cap: int = 1,
+               n_cores: int = 1) -> tuple[bool, int, int, int, int]:
+    """``(taps, rows, cols, c1, m_blocks)``: whether the kernel runs as one 1x1 sub-convolution per
+    kernel tap, the output rows, output columns and input C1 blocks of one L1 feature-map tile, and
+    the groups of cores the output tiles are split over (each group of ``n_cores`` cores computing
+    every output-channel tile of its share of the output tiles).
 
     Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
     ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks;
-    each with as many input C1 blocks per load as fit (more loads accumulate in L0C). The cheapest
-    by ``_conv_cycles`` wins. Kernel taps run one at a time only when a 16-column window of one C1
-    block overflows L1. Pinned values (``tiling``) fix their axis.
+    each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
+    many groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest by ``_conv_cycles``
+    wins. Kernel taps run one at a time only when a 16-column window of one C1 block overflows L1.
+    Pinned values (``tiling``) fix their axis.
 
     Raises:
         CannError: pinned values beyond the capacities.
@@ -301,12 +307,15 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
                            f"L0C positions ({m_cap} available) and {fm(c1, rows, cols)} bytes of L1 "
                            f"({l1_budget} available)")
                 continue
-            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds)
+            # groups only for tiles of at least one fractal's 16 positions (no padded M just to use cores)
+            blocks = min(m_blocks_cap, math.ceil(g.ho / rows) * math.ceil(g.wo / cols)) if rows * cols >= 16 or \
+                "m_blocks" in pins else 1
+            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds, blocks, blocks * n_cores)
             if best is None or cost < best[0]:
-                best = (cost, rows, cols, c1)
+                best = (cost, rows, cols, c1, blocks)
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
         raise unsupported(loc, refused)
-    return taps, best[1], best[2], best[3]
+    return taps, best[1], best[2], best[3], best[4]
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -357,10 +366,22 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     pins = dict(kb.tiling)
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
     n_tiles = _n_tiles(np_, n_t, loc)
-    kb.partition(n_tiles)  # SPMD over output-channel tiles
+    kb.partition(n_tiles)  # SPMD over output-channel tiles ...
+    cores = min(lw.cores, pins.get("block_dim", lw.cores))
+    m_blocks_cap = pins.get("m_blocks", max(1, cores // n_tiles) if n_tiles < cores else 1)
+    if m_blocks_cap < 1 or (m_blocks_cap > 1 and n_tiles * m_blocks_cap > cores):
+        raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_tiles} x {m_blocks_cap} cores, "
+                               f"{cores} available")
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
-    taps, rows, cols, c1c = _conv_plan(geo, pins, lw.soc, m_cap, lw.usable("l1") - k_t * n_t * isz, isz, m_t,
-                                       n_t, k_t, math.ceil(n_tiles / kb.block_dim), loc)
+    taps, rows, cols, c1c, m_blocks = _conv_plan(geo, pins, lw.soc, m_cap, lw.usable("l1") - k_t * n_t * isz, isz,
+                                                 m_t, n_t, k_t, math.ceil(n_tiles / kb.block_dim), loc,
+                                                 m_blocks_cap, kb.block_dim)
+    if m_blocks > 1:  # ... and over groups of output tiles: core b computes channel tile b % n_tiles
+        kb.block_dim = n_tiles * m_blocks
+        kb.block_modulo = n_tiles
+        kb.tiling["block_dim"] = kb.block_dim
+    if m_blocks > 1 or "m_blocks" in pins:
+        kb.tiling["m_blocks"] = m_blocks
     kb.tiling["rows"] = rows
     if cols < wo_ or "cols" in pins:
         kb.tiling["cols"] = cols
@@ -409,63 +430,75 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * 16, dst_offset=c * nr * nq * 16, nburst=nr,
                         burst=nq * 16, src_stride=w_ * 16, dst_stride=nq * 16)
 
-    with kb.loop(n_, per_image):  # image 0's code; the loop moves to the next image
-        n = 0
-        for ho0 in range(0, ho_, rows):
-            ho1 = min(ho_, ho0 + rows)
-            for wo0 in range(0, wo_, cols):
-                wo1 = min(wo_, wo0 + cols)
-                m_valid = (ho1 - ho0) * (wo1 - wo0)
-                m_pad = _ceil(m_valid, 16)
-                loads = []  # (group, row window, column window, C1 blocks ca..cb) reading real input
-                for gi, (oy, ox) in enumerate(groups):
-                    rw = _window(ho0, ho1, sh, geo.pt, oy, dh, khg, h_)
-                    cw = _window(wo0, wo1, sw, geo.pl, ox, dw, kwg, w_)
-                    if rw[3] > rw[2] and cw[3] > cw[2]:
-                        loads += [(gi, rw, cw, ca, min(c1in, ca + c1c)) for ca in range(0, c1in, c1c)]
-                shared = len(loads) == 1  # one L1 tile serves every output-channel tile
-                if shared:
-                    load_fm(loads[0])
+    out_tiles = [(ho0, wo0) for ho0 in range(0, ho_, rows) for wo0 in range(0, wo_, cols)]
+    per_block = [len(out_tiles) // m_blocks + (i < len(out_tiles) % m_blocks) for i in range(m_blocks)]
+    starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
+    n = 0  # image 0's code; the batch loop moves to the next image
 
-                def body(first: int, last: bool = False, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad,
-                         loads=loads, shared=shared) -> None:
-                    nt0, nt = first * n_t, n_t
-                    init = 1
-                    for ld in loads:
-                        gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb = ld
-                        if not shared:
-                            load_fm(ld)
-                        kbase, kc = (gi * c1in + ca) * kk, (cb - ca) * kk
-                        for kt0 in range(0, kc, k_t):
-                            kt = min(k_t, kc - kt0)
-                            tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
-                            for ms0 in range(0, m_pad, m_t):
-                                ms = min(m_t, m_pad - ms0)
-                                kb.emit(tile.Img2colOp(
-                                    l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
-                                    pad_b=re - r1, pad_l=q0 - qs, pad_r=qe - q1, stride_h=sh, stride_w=sw,
-                                    kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
-                                    k_start=kt0, k_count=kt))
-                                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
-                                                    init=init))
-                            init = 0
-                    tiles.load_bias(ba, nt0, nt)
-                    tiles.load_tables(nt0, nt)
-                    n1t = nt // 16
+    def tile_code(ho0: int, wo0: int) -> None:
+        """One output tile: its feature-map loads and every output-channel tile of this core."""
+        ho1 = min(ho_, ho0 + rows)
+        wo1 = min(wo_, wo0 + cols)
+        m_valid = (ho1 - ho0) * (wo1 - wo0)
+        m_pad = _ceil(m_valid, 16)
+        loads = []  # (group, row window, column window, C1 blocks ca..cb) reading real input
+        for gi, (oy, ox) in enumerate(groups):
+            rw = _window(ho0, ho1, sh, geo.pt, oy, dh, khg, h_)
+            cw = _window(wo0, wo1, sw, geo.pl, ox, dw, kwg, w_)
+            if rw[3] > rw[2] and cw[3] > cw[2]:
+                loads += [(gi, rw, cw, ca, min(c1in, ca + c1c)) for ca in range(0, c1in, c1c)]
+        shared = len(loads) == 1  # one L1 tile serves every output-channel tile
+        if shared:
+            load_fm(loads[0])
+
+        def body(first: int, last: bool = False, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad,
+                 loads=loads, shared=shared) -> None:
+            nt0, nt = first * n_t, n_t
+            init = 1
+            for ld in loads:
+                gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb = ld
+                if not shared:
+                    load_fm(ld)
+                kbase, kc = (gi * c1in + ca) * kk, (cb - ca) * kk
+                for kt0 in range(0, kc, k_t):
+                    kt = min(k_t, kc - kt0)
+                    tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
                     for ms0 in range(0, m_pad, m_t):
                         ms = min(m_t, m_pad - ms0)
-                        valid = min(ms, m_valid - ms0)
-                        if valid <= 0:
-                            continue
-                        out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + wo0 + ms0) * 16
-                        for i, ra in enumerate(tiles.residual_args):
-                            kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
-                                    src_stride=ho_ * wo_ * 16)
-                        tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
-                        kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
-                                dst_stride=ho_ * wo_ * 16)
+                        kb.emit(tile.Img2colOp(
+                            l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
+                            pad_b=re - r1, pad_l=q0 - qs, pad_r=qe - q1, stride_h=sh, stride_w=sw,
+                            kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
+                            k_start=kt0, k_count=kt))
+                        kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
+                                            init=init))
+                    init = 0
+            tiles.load_bias(ba, nt0, nt)
+            tiles.load_tables(nt0, nt)
+            n1t = nt // 16
+            for ms0 in range(0, m_pad, m_t):
+                ms = min(m_t, m_pad - ms0)
+                valid = min(ms, m_valid - ms0)
+                if valid <= 0:
+                    continue
+                out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + wo0 + ms0) * 16
+                for i, ra in enumerate(tiles.residual_args):
+                    kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
+                            src_stride=ho_ * wo_ * 16)
+                tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
+                kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
+                        dst_stride=ho_ * wo_ * 16)
 
-                kb.for_tiles(n_tiles, body)
+        if m_blocks > 1:  # one channel tile per core of the group (block_offset_mod moved the pointers)
+            body(0)
+        else:
+            kb.for_tiles(n_tiles, body)
+
+    with kb.loop(n_, per_image):
+        for grp in range(m_blocks):  # group grp of cores: blocks grp*n_tiles .. (grp+1)*n_tiles - 1
+            with kb.guard(grp * n_tiles, (grp + 1) * n_tiles):
+                for ho0, wo0 in out_tiles[starts[grp]:starts[grp + 1]]:
+                    tile_code(ho0, wo0)
     lw.launch(kb)
     return y
 

@@ -5,7 +5,7 @@ hardware loops are resolved by each core's scalar unit before the other pipes se
 instructions:
 
 * ``block_offset arg, stride`` moves kernel argument ``arg``'s GM base by ``block_idx * stride``
-  bytes; ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
+  bytes (``block_offset_mod arg, stride, modulo`` by ``(block_idx % modulo) * stride``); ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
   ``lo <= block_idx < hi``;
 * ``loop_begin count`` ... ``loop_end`` repeats its body ``count`` times; a ``loop_offset arg,
   stride`` in the body moves argument ``arg``'s GM addresses by ``i * stride`` bytes in iteration
@@ -125,7 +125,8 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
     """Check the SPMD control instructions of a kernel taking ``num_args`` GM arguments.
 
     ``loop_begin``/``loop_end`` and ``block_if``/``block_endif`` nest properly with each other,
-    loop counts are >= 0, and ``block_offset``/``loop_offset`` name an existing argument.
+    loop counts are >= 0, ``block_offset``/``block_offset_mod``/``loop_offset`` name an existing
+    argument and a ``block_offset_mod`` modulo is >= 1.
 
     Raises:
         ValueError: the first violation, naming the instruction index.
@@ -142,8 +143,10 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
                 inner = f" inside the {stack[-1][0]} of instruction {stack[-1][1]}" if stack else ""
                 raise ValueError(f"instruction {i}: {m} without a matching {_CLOSE[m]}{inner}")
             stack.pop()
-        elif m in ("block_offset", "loop_offset") and not 0 <= ins.arg < num_args:
+        elif m in ("block_offset", "block_offset_mod", "loop_offset") and not 0 <= ins.arg < num_args:
             raise ValueError(f"instruction {i}: {m} of kernel argument {ins.arg}, the kernel takes {num_args}")
+        elif m == "block_offset_mod" and ins.modulo < 1:
+            raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
     if stack:
         m, i = stack[-1]
         raise ValueError(f"instruction {i}: {m} without a matching {_OPEN[m]}")
@@ -209,10 +212,12 @@ def stream(prog: list[isa.Instr], block_idx: int,
                 continue
         elif skip_depth:
             continue
-        elif m == "block_offset":
+        elif m in ("block_offset", "block_offset_mod"):
             if not 0 <= ins.arg < len(bases):
-                raise ValueError(f"instruction {i}: block_offset of missing kernel argument {ins.arg}")
-            bases[ins.arg] += block_idx * ins.stride
+                raise ValueError(f"instruction {i}: {m} of missing kernel argument {ins.arg}")
+            if m == "block_offset_mod" and ins.modulo < 1:
+                raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
+            bases[ins.arg] += (block_idx if m == "block_offset" else block_idx % ins.modulo) * ins.stride
         out.append(ins)
     if depth:
         raise ValueError("block_if without block_endif")

@@ -1,5 +1,5 @@
-// RUN: cann-opt %s -p 'convert-graph-to-tile{tiling="{\"conv2d_0\": {\"cols\": 5, \"c1\": 1}, \"conv2d_1\": {\"taps\": 1, \"rows\": 3}, \"conv2d_3\": {\"rows\": 2}}"}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=AUTO
+// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"cols\": 5, \"c1\": 1}, \"conv2d_1\": {\"taps\": 1, \"rows\": 3}, \"conv2d_3\": {\"rows\": 2}}"}' | filecheck %s
+// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=AUTO
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"conv2d_0\": {\"k\": 40000}}"}' 2>&1 | filecheck %s --check-prefix=ERR
 
 // Conv tiling along every axis (cube.py _conv_plan). Pinned: conv2d_0 splits each output row

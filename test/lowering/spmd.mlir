@@ -1,5 +1,6 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
 // RUN: cann-opt %s -p 'convert-graph-to-tile,convert-tile-to-ascend' | filecheck %s --check-prefix=ASM
+// RUN: cann-opt %s -p 'convert-graph-to-tile{tiling="{\"conv2d_0\": {\"m_blocks\": 2, \"rows\": 2}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ROWS
 
 // SPMD: 64 output channels are 4 C0 blocks; the conv kernel spreads its 16-channel tiles over 4
 // cores; each core moves its weight, bias and output pointers by block_idx * tile. 4 planes of
@@ -24,6 +25,20 @@
 // ASM:        ascend.kernel @gemm_0 attributes {block_dim = 32 : i64
 // ASM:          ascend.block_if lo=30, hi=31
 // ASM:          ascend.block_endif
+
+// Pinned m_blocks = 2: two groups of 4 cores; core b computes channel tile b % 4 (block_offset_mod)
+// of its group's output rows (rows 0-1 on cores 0-3, rows 2-3 on cores 4-7, input row offset 2*4*16*2 B).
+// ROWS:       ascend.kernel @conv2d_0 attributes {block_dim = 8 : i64, {{.*}}m_blocks = 2 : i64
+// ROWS-NEXT:    ascend.block_offset_mod arg=1, stride=512, modulo=4
+// ROWS-NEXT:    ascend.block_offset_mod arg=2, stride=256, modulo=4
+// ROWS-NEXT:    ascend.block_offset_mod arg=3, stride=512, modulo=4
+// ROWS-NEXT:    ascend.block_if lo=0, hi=4
+// ROWS-NEXT:    ascend.copy_gm_to_l1 dst={{[0-9]+}}, src_arg=0, src=0, nburst=1, burst=256
+// ROWS:         ascend.block_endif
+// ROWS-NEXT:    ascend.block_if lo=4, hi=8
+// ROWS-NEXT:    ascend.copy_gm_to_l1 dst={{[0-9]+}}, src_arg=0, src=256, nburst=1, burst=256
+// ROWS:         ascend.block_endif
+// ROWS-NEXT:  }
 
 builtin.module {
   func.func @main(%x: tensor<1x1x4x4xf32> {graph.name = "x"}) -> (tensor<1x1000xf32> {graph.name = "y"}) {

@@ -126,8 +126,32 @@ GRID = [
 @pytest.mark.parametrize("cin,h,w,d,precision_mode,path", GRID,
                          ids=[f"{c}ch-{h}x{w}-d{d}-{m[:4]}" for c, h, w, d, m, _ in GRID])
 def test_conv_grid_matches_onnxruntime(cin, h, w, d, precision_mode, path):
-    tiling, _ = check(conv_model(cin, 32, h, w, d), precision_mode)
+    """The single-group planner's paths (m_blocks pinned to 1: every core takes every output tile of
+    its channel tile); the row split over groups of cores is tested below."""
+    tiling, _ = check(conv_model(cin, 32, h, w, d), precision_mode, {"conv2d_0": {"m_blocks": 1}})
     assert path(tiling), str(tiling)
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("cout,h,w,kw,pins,expect", [
+    # 2 channel tiles x 16 groups of 20 two-row tiles = all 32 cores; 3x3 pad 1 stride 1
+    (32, 40, 40, dict(k=3, pads=(1, 1, 1, 1)), {"rows": 2}, {"block_dim": 32, "m_blocks": 16}),
+    # strided 7x7 with uneven pads: groups at the borders read padding, inner ones real rows
+    (16, 30, 30, dict(k=7, stride=2, pads=(3, 2, 3, 2)), {"rows": 2}, {"m_blocks": 8, "block_dim": 8}),
+    # pinned: 3 groups of 2 channel tiles; 8 row tiles split 3 / 3 / 2
+    (32, 16, 16, dict(k=3, pads=(1, 1, 1, 1)), {"m_blocks": 3, "rows": 2}, {"m_blocks": 3, "block_dim": 6}),
+])
+def test_conv_rows_split_over_core_groups(precision_mode, cout, h, w, kw, pins, expect):
+    """Output tiles split over groups of cores (``m_blocks``; block_offset_mod moves the channel
+    pointers by block_idx % n_tiles): outputs match onnxruntime on every group, borders included."""
+    model = conv_model(16, cout, h, w, 1, **kw)
+    tiling, _ = check(model, precision_mode, {"conv2d_0": pins} if pins else None)
+    assert {k: tiling[k] for k in expect} == expect, tiling
+
+
+def test_conv_m_blocks_beyond_the_cores_is_an_error():
+    with pytest.raises(cann.CannError, match=r"Conv: tiling m_blocks = 40 needs 2 x 40 cores, 32 available"):
+        compile_pinned(conv_model(16, 32, 16, 16, 1), "force_fp16", {"conv2d_0": {"m_blocks": 40}})
 
 
 @pytest.mark.parametrize("precision_mode", TOL)
@@ -167,7 +191,8 @@ def test_pinned_tiling_beyond_l0c_is_an_error():
 def test_pinned_c1_takes_the_rows_that_fit():
     """All 128 C1 blocks of 2048 fp32 channels pinned in one load: at most 7 input rows (5 output
     rows) fit L1 (the tallest tile is not refused; 4 rows split the 16 evenly)."""
-    _, tilings = compile_pinned(conv_model(2048, 16, 16, 16, 1), "must_keep_origin_dtype", {"conv2d_0": {"c1": 128}})
+    _, tilings = compile_pinned(conv_model(2048, 16, 16, 16, 1), "must_keep_origin_dtype",
+                                {"conv2d_0": {"c1": 128, "m_blocks": 1}})
     assert (tilings["conv2d_0"]["c1"], tilings["conv2d_0"]["rows"]) == (128, 4)
 
 

@@ -70,3 +70,17 @@ def test_an_empty_loop_body_is_not_iterated():
     assert [i.mnemonic for i in specialize(prog, 0, ())[0]] == ["loop_begin", "loop_end"]
     assert time.perf_counter() - t < 0.5
     assert dynamic_instructions(prog, 1) == 2
+
+
+def test_block_offset_mod_moves_by_the_block_index_modulo():
+    """Two groups of 3 cores: core b's argument 0 moves by (b % 3) * 64 bytes, argument 1 by b * 8."""
+    prog = [isa.make("block_offset_mod", arg=0, stride=64, modulo=3), isa.make("block_offset", arg=1, stride=8)]
+    check_control(prog, 2)
+    assert [specialize(prog, b, (1000, 0))[1] for b in range(6)] == [
+        (1000, 0), (1064, 8), (1128, 16), (1000, 24), (1064, 32), (1128, 40)]
+
+
+@pytest.mark.parametrize("modulo", [0, -2])
+def test_block_offset_mod_needs_a_positive_modulo(modulo):
+    with pytest.raises(ValueError, match=rf"^instruction 0: block_offset_mod modulo {modulo} \(>= 1 expected\)$"):
+        check_control([isa.make("block_offset_mod", arg=0, stride=64, modulo=modulo)], 1)

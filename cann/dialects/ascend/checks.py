@@ -256,6 +256,9 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         elif g == "spmd":
             if defn.mnemonic == "block_offset":
                 _in(v, "arg", 0)
+            elif defn.mnemonic == "block_offset_mod":
+                _in(v, "arg", 0)
+                _in(v, "modulo", 1)
             elif defn.mnemonic == "block_if":
                 _in(v, "lo", 0)
                 _in(v, "hi", v["lo"])

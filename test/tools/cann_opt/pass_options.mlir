@@ -16,7 +16,7 @@
 // OK:         builtin.module
 
 // HELP:       cann passes (options in braces, shown with their defaults):
-// HELP:         convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling='' aicore_num=0}
+// HELP:         convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling='' aicore_num=0 buffers=1}
 // HELP:         graph-fuse-ub{cube_epilogue=true elementwise=true reduction=true max_ops=8 ub_bytes={{[0-9]+}}}
 // HELP:         graph-recompose{layer_norm=true gelu=true}
 // HELP:       xDSL passes that apply to any IR: canonicalize, cse, dce
