@@ -45,6 +45,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from cann.dialects import tile
 from cann.dialects.graph_base import numpy_dtype
+from cann.lowering import rolling
 from cann.dialects.tile import Space
 from cann.errors import CannError
 from cann.hw.config import SocSpec
@@ -175,7 +176,8 @@ class KernelBuilder:
         self.block_dim = 1
         #: cores form groups of this many (0: one group): block offsets move by ``block_idx % block_modulo``
         self.block_modulo = 0
-        self._tile_strides: dict[SSAValue, int] = {}  # GM elements one for_tiles item moves each argument
+        self._tile_strides: dict[SSAValue, int] = {}
+        self._sink: list | None = None  # ops emitted while capturing an iteration (see roll)  # GM elements one for_tiles item moves each argument
 
     @property
     def soc(self) -> SocSpec:
@@ -202,8 +204,31 @@ class KernelBuilder:
         return op.res
 
     def emit(self, op):
-        self.block.add_op(op)
+        if self._sink is not None:
+            self._sink.append(op)
+        else:
+            self.block.add_op(op)
         return op
+
+    def roll(self, count: int, body: Callable[[int], None]) -> None:
+        """Emit ``body(i)`` for ``i`` in ``range(count)``, the runs of iterations that are one code moved
+        through GM as hardware loops (:mod:`cann.lowering.rolling`): the kernel's code grows with its
+        tiling, not with its tensors. Buffers must be allocated before (``alloc`` is not captured)."""
+        iterations = []
+        outer = self._sink
+        try:
+            for i in range(count):
+                self._sink = []
+                body(i)
+                iterations.append(self._sink)
+        finally:
+            self._sink = outer
+        for first, n, step in rolling.runs(iterations):
+            with self.loop(n, step) if n > 1 else contextlib.nullcontext():
+                for op in iterations[first]:
+                    self.emit(op)
+            for k in range(first + 1, first + n):
+                rolling.discard(iterations[k])
 
     # -- shorthand for the common tile ops ------------------------------------------------------
     def copy(self, src: SSAValue, dst: SSAValue, *, src_offset: int = 0, dst_offset: int = 0, nburst: int = 1,

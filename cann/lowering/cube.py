@@ -497,8 +497,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     with kb.loop(n_, per_image):
         for grp in range(m_blocks):  # group grp of cores: blocks grp*n_tiles .. (grp+1)*n_tiles - 1
             with kb.guard(grp * n_tiles, (grp + 1) * n_tiles):
-                for ho0, wo0 in out_tiles[starts[grp]:starts[grp + 1]]:
-                    tile_code(ho0, wo0)
+                mine = out_tiles[starts[grp]:starts[grp + 1]]
+                by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
+                # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop
+                kb.roll(len(by_row), lambda i, by_row=by_row: [tile_code(*t) for t in by_row[i]])
     lw.launch(kb)
     return y
 

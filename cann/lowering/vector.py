@@ -204,26 +204,33 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
                            src0_offset=ho * wc * 16, src1_offset=((ho * sh + i * dh) * win + j * dw) * 16,
                            src1_stride=sw * 16)
 
+    out_tiles = [(ho0, wo0) for ho0 in range(0, ho_, rows) for wo0 in range(0, wo_, cols)]
+
     def body(first: int, last: bool = False, n: int = 0) -> None:
         c = first
         plane = (n * c1 + c) * h_ * w_ * 16
-        for ho0 in range(0, ho_, rows):
+
+        def tile_code(ho0: int, wo0: int) -> None:
             r = min(rows, ho_ - ho0)
-            for wo0 in range(0, wo_, cols):
-                wc = min(cols, wo_ - wo0)
-                kb.vec("dup", outb, count=r * wc, unit=16, scalar=fill)
-                for i0 in range(0, kh_, krows):
-                    for j0 in range(0, kw_, kcols):
-                        window_block(plane, ho0, r, wo0, wc, i0, min(krows, kh_ - i0), j0, min(kcols, kw_ - j0))
-                if kind == "avg":
-                    if uniform:
-                        kb.vec("muls", outb, outb, count=r * wc, unit=16, scalar=1.0 / (kh_ * kw_))
-                    else:
-                        kb.copy(dtab, divb, src_offset=(ho0 * wo_ + wo0) * 16, nburst=r, burst=wc * 16,
-                                src_stride=wo_ * 16, dst_stride=wc * 16)
-                        kb.vec("mul", outb, outb, divb, count=r * wc, unit=16)
-                kb.copy(outb, ya, dst_offset=(((n * c1 + c) * ho_ + ho0) * wo_ + wo0) * 16, nburst=r,
-                        burst=wc * 16, src_stride=wc * 16, dst_stride=wo_ * 16)
+            wc = min(cols, wo_ - wo0)
+            kb.vec("dup", outb, count=r * wc, unit=16, scalar=fill)
+            for i0 in range(0, kh_, krows):
+                for j0 in range(0, kw_, kcols):
+                    window_block(plane, ho0, r, wo0, wc, i0, min(krows, kh_ - i0), j0, min(kcols, kw_ - j0))
+            if kind == "avg":
+                if uniform:
+                    kb.vec("muls", outb, outb, count=r * wc, unit=16, scalar=1.0 / (kh_ * kw_))
+                else:
+                    kb.copy(dtab, divb, src_offset=(ho0 * wo_ + wo0) * 16, nburst=r, burst=wc * 16,
+                            src_stride=wo_ * 16, dst_stride=wc * 16)
+                    kb.vec("mul", outb, outb, divb, count=r * wc, unit=16)
+            kb.copy(outb, ya, dst_offset=(((n * c1 + c) * ho_ + ho0) * wo_ + wo0) * 16, nburst=r,
+                    burst=wc * 16, src_stride=wc * 16, dst_stride=wo_ * 16)
+
+        ncols = len(range(0, wo_, cols))
+        for_rows = [out_tiles[i:i + ncols] for i in range(0, len(out_tiles), ncols)]
+        # one iteration per row of tiles: the inner rows (no padding, full height) are one hardware loop
+        kb.roll(len(for_rows), lambda i: [tile_code(*t) for t in for_rows[i]])
 
     with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
         kb.for_tiles(c1, lambda first, last=False: body(first, last, 0))
