@@ -48,13 +48,13 @@ def _gemm() -> onnx.ModelProto:
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 256])], [w, c])
 
 
-def _compile(model: onnx.ModelProto, buffers: int, pin: dict | None = None):
+def _compile(model: onnx.ModelProto, buffers: int, pin: dict | None = None, segment: int = 0):
     """(Model, its ascend module, its tile-level buffer counts per kernel) with tile-multi-buffer."""
     module = lower(model, until="graph")
     ctx = make_context()
     tiling = '{tiling="%s"}' % json.dumps(pin).replace('"', '\\"') if pin else ""
-    PassPipeline.parse_spec(ALL_PASSES, f"convert-graph-to-tile{tiling},tile-multi-buffer{{buffers={buffers}}}").apply(
-        ctx, module)
+    PassPipeline.parse_spec(ALL_PASSES, f"convert-graph-to-tile{tiling},tile-multi-buffer{{buffers={buffers} "
+                                        f"first_segment_bytes={segment}}}").apply(ctx, module)
     counts = {fn.sym_name.data: [a.copies for a in fn.body.block.ops if isinstance(a, tile.AllocOp)]
               for fn in module.body.block.ops if "tile.kernel" in fn.attributes}
     PassPipeline.parse_spec(ALL_PASSES, "convert-tile-to-ascend,ascend-insert-sync").apply(ctx, module)
@@ -136,3 +136,34 @@ def test_chunks_filling_the_ub_keep_one_copy():
     # the default chunk gives the three buffers all of UB: a second copy of any does not fit
     _, _, counts = _compile(_add(1 << 16), 2, {"add_0": {"block_dim": 1}})
     assert counts["add_0"] == [1, 1, 1]
+
+
+def _channel_add(c: int, hw: int) -> onnx.ModelProto:
+    bias = numpy_helper.from_array(np.linspace(-1, 1, c, dtype=np.float16).reshape(1, c, 1, 1), "bias")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, [1, c, hw, hw])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, c, hw, hw])
+    return _model([helper.make_node("Add", ["x", "bias"], ["y"], name="add")], [x], [y], [bias])
+
+
+@pytest.mark.parametrize("make, pin, segment, dma", [
+    # the default rule: the first of two straight-line 70.5 KiB chunks in 4 segments (3 more loads of
+    # each input, 3 more stores)
+    (lambda: _add(1 << 16), {"add_0": {"block_dim": 1}}, 0, 9),
+    # 8 KiB segments of the 32 KiB chunks of a rotated double-buffered loop
+    (lambda: _add(1 << 16), {"add_0": {"block_dim": 1, "chunk": 16384}}, 8192, 9),
+    # a per-channel table (its small load is skipped), then 16 KiB segments of a 64x64 plane
+    (lambda: _channel_add(32, 64), {"add_0": {"block_dim": 1}}, 16384, None),
+])
+def test_segmented_first_load_computes_the_same(make, pin, segment, dma):
+    model = make()
+    inputs = {i.name: np.random.default_rng(3).standard_normal(
+        [d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float16) for i in model.graph.input}
+    base, base_mod, _ = _compile(model, 1, pin, segment=1 << 30)  # one segment: left as it is
+    m, mod, _ = _compile(model, 2, pin, segment)
+    dmas = [o for o in _mnemonics(mod, "add_0") if o.startswith("ascend.copy_")]
+    base_dmas = [o for o in _mnemonics(base_mod, "add_0") if o.startswith("ascend.copy_")]
+    assert len(dmas) > len(base_dmas)
+    if dma is not None:
+        assert len(dmas) - len(base_dmas) == dma
+    np.testing.assert_array_equal(_run(m, inputs), _run(base, inputs))
+    np.testing.assert_array_equal(_run(m, inputs), _reference(model, inputs))

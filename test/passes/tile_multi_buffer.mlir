@@ -2,6 +2,8 @@
 // RUN: cann-opt %s -p 'tile-multi-buffer{buffers=1}' | filecheck %s --check-prefix=ONE
 // RUN: cann-opt %s -p 'tile-multi-buffer{buffers=3}' | filecheck %s --check-prefix=THREE
 // RUN: not cann-opt %s -p 'tile-multi-buffer{buffers=4}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=1024}' | filecheck %s --check-prefix=SEG
+// RUN: not cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=-1}' 2>&1 | filecheck %s --check-prefix=BADSEG
 
 // tile-multi-buffer gives 2 copies (the rule; `buffers` option: 1 none, 3 three) to each buffer a
 // kernel refills, where renaming its generations is legal and the copies fit; a kernel's tiling
@@ -115,3 +117,87 @@ func.func @pinned_three(%a: memref<1024xf16, #tile<space gm>>) attributes {tile.
 }
 
 // BAD: error: tile-multi-buffer: buffers = 4: 0 (the rule), 1, 2 or 3 expected
+// BADSEG: error: tile-multi-buffer: first_segment_bytes = -1: 0 (the rule) or a positive byte count expected
+
+// Segmented first load: first_segment_bytes=1024 cuts the 2048-element loads into 4 segments of
+// 512 fp16 elements, loads by segment, each vector op into the same ranges (a broadcast source,
+// stride 0, stays), the store by segment. The default rule leaves this 4 KiB load alone (less
+// than 32 KiB).
+// CHECK-LABEL: func.func @segments
+// CHECK-COUNT-2: tile.copy {{.*}}burst = 2048
+// CHECK-NEXT:    tile.vec {{.*}}count = 2048
+// SEG-LABEL: func.func @segments
+// SEG:         tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %b, %y {src_offset = 0, dst_offset = 0, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %a, %x {src_offset = 512, dst_offset = 512, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %b, %y {src_offset = 512, dst_offset = 512, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %a, %x {src_offset = 1024, dst_offset = 1024,
+// SEG-NEXT:    tile.copy %b, %y {src_offset = 1024, dst_offset = 1024,
+// SEG-NEXT:    tile.copy %a, %x {src_offset = 1536, dst_offset = 1536,
+// SEG-NEXT:    tile.copy %b, %y {src_offset = 1536, dst_offset = 1536,
+// SEG-NEXT:    tile.vec %x, %x, %y {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 512,
+// SEG-NEXT:    tile.vec %x, %x, %y {dst_offset = 512, src0_offset = 512, src1_offset = 512, count = 512,
+// SEG-NEXT:    tile.vec %x, %x, %y {dst_offset = 1024, src0_offset = 1024, src1_offset = 1024, count = 512,
+// SEG-NEXT:    tile.vec %x, %x, %y {dst_offset = 1536, src0_offset = 1536, src1_offset = 1536, count = 512,
+// SEG-NEXT:    tile.vec %x, %x, %t {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 4, unit = 128, dst_stride = 128, src0_stride = 128, src1_stride = 0,
+// SEG-NEXT:    tile.vec %x, %x, %t {dst_offset = 512, src0_offset = 512, src1_offset = 0, count = 4,
+// SEG-NEXT:    tile.vec %x, %x, %t {dst_offset = 1024, src0_offset = 1024, src1_offset = 0, count = 4,
+// SEG-NEXT:    tile.vec %x, %x, %t {dst_offset = 1536, src0_offset = 1536, src1_offset = 0, count = 4,
+// SEG-NEXT:    tile.copy %x, %a {src_offset = 0, dst_offset = 4096, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %x, %a {src_offset = 512, dst_offset = 4608, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %x, %a {src_offset = 1024, dst_offset = 5120, nburst = 1, burst = 512,
+// SEG-NEXT:    tile.copy %x, %a {src_offset = 1536, dst_offset = 5632, nburst = 1, burst = 512,
+// SEG-NEXT:    func.return
+func.func @segments(%a: memref<8192xf16, #tile<space gm>>, %b: memref<2048xf16, #tile<space gm>>, %c: memref<128xf16, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {}} {
+  %x = tile.alloc : memref<2048xf16, #tile<space ub>>
+  %y = tile.alloc : memref<2048xf16, #tile<space ub>>
+  %t = tile.alloc : memref<128xf16, #tile<space ub>>
+  tile.copy %c, %t {src_offset = 0, dst_offset = 0, nburst = 1, burst = 128, src_stride = 128, dst_stride = 128} : memref<128xf16, #tile<space gm>>, memref<128xf16, #tile<space ub>>
+  tile.vec %t, %t, %t {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 128, unit = 1, dst_stride = 1, src0_stride = 1, src1_stride = 1, scalar = 0.0, op = "relu"} : memref<128xf16, #tile<space ub>>, memref<128xf16, #tile<space ub>>, memref<128xf16, #tile<space ub>>
+  tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<8192xf16, #tile<space gm>>, memref<2048xf16, #tile<space ub>>
+  tile.copy %b, %y {src_offset = 0, dst_offset = 0, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<2048xf16, #tile<space gm>>, memref<2048xf16, #tile<space ub>>
+  tile.vec %x, %x, %y {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 2048, unit = 1, dst_stride = 1, src0_stride = 1, src1_stride = 1, scalar = 0.0, op = "add"} : memref<2048xf16, #tile<space ub>>, memref<2048xf16, #tile<space ub>>, memref<2048xf16, #tile<space ub>>
+  tile.vec %x, %x, %t {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 16, unit = 128, dst_stride = 128, src0_stride = 128, src1_stride = 0, scalar = 0.0, op = "mul"} : memref<2048xf16, #tile<space ub>>, memref<2048xf16, #tile<space ub>>, memref<128xf16, #tile<space ub>>
+  tile.copy %x, %a {src_offset = 0, dst_offset = 4096, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<2048xf16, #tile<space ub>>, memref<8192xf16, #tile<space gm>>
+  func.return
+}
+
+// Must not: the vector op reads its own buffer at another offset (a shifted in-place op), so
+// splitting it would read elements an earlier piece already overwrote.
+// SEG-LABEL: func.func @shifted
+// SEG:         tile.copy %a, %x {{.*}}burst = 2048
+// SEG-NEXT:    tile.vec %x, %x, %x {{.*}}count = 2048
+func.func @shifted(%a: memref<8192xf16, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {}} {
+  %x = tile.alloc : memref<4096xf16, #tile<space ub>>
+  tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<8192xf16, #tile<space gm>>, memref<4096xf16, #tile<space ub>>
+  tile.vec %x, %x, %x {dst_offset = 0, src0_offset = 1024, src1_offset = 1024, count = 2048, unit = 1, dst_stride = 1, src0_stride = 1, src1_stride = 1, scalar = 0.0, op = "add"} : memref<4096xf16, #tile<space ub>>, memref<4096xf16, #tile<space ub>>, memref<4096xf16, #tile<space ub>>
+  tile.copy %x, %a {src_offset = 0, dst_offset = 4096, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<4096xf16, #tile<space ub>>, memref<8192xf16, #tile<space gm>>
+  func.return
+}
+
+// The default rule: a straight-line first load of at least 32 KiB is cut into 4 segments (here of
+// 4096 fp16 elements); the same load in a hardware loop is not (every iteration would pay).
+// CHECK-LABEL: func.func @default_rule
+// CHECK:         tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 4096,
+// CHECK-NEXT:    tile.copy %a, %x {src_offset = 4096, dst_offset = 4096, nburst = 1, burst = 4096,
+// CHECK-NEXT:    tile.copy %a, %x {src_offset = 8192, dst_offset = 8192, nburst = 1, burst = 4096,
+// CHECK-NEXT:    tile.copy %a, %x {src_offset = 12288, dst_offset = 12288, nburst = 1, burst = 4096,
+// CHECK-COUNT-4: tile.vec %x, %x, %x {{.*}}count = 4096,
+// CHECK-COUNT-4: tile.copy %x, %a {{.*}}burst = 4096,
+// CHECK:         tile.loop_begin
+// CHECK-NEXT:    tile.loop_offset
+// CHECK-NEXT:    tile.copy %a, %x {{.*}}burst = 16384,
+// CHECK-NEXT:    tile.vec %x, %x, %x {{.*}}count = 16384,
+func.func @default_rule(%a: memref<32768xf16, #tile<space gm>>) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {}} {
+  %x = tile.alloc : memref<16384xf16, #tile<space ub>>
+  tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 16384, src_stride = 16384, dst_stride = 16384} : memref<32768xf16, #tile<space gm>>, memref<16384xf16, #tile<space ub>>
+  tile.vec %x, %x, %x {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 16384, unit = 1, dst_stride = 1, src0_stride = 1, src1_stride = 1, scalar = 0.0, op = "relu"} : memref<16384xf16, #tile<space ub>>, memref<16384xf16, #tile<space ub>>, memref<16384xf16, #tile<space ub>>
+  tile.copy %x, %a {src_offset = 0, dst_offset = 16384, nburst = 1, burst = 16384, src_stride = 16384, dst_stride = 16384} : memref<16384xf16, #tile<space ub>>, memref<32768xf16, #tile<space gm>>
+  tile.loop_begin {count = 2 : i64}
+  tile.loop_offset %a {stride = 16384} : memref<32768xf16, #tile<space gm>>
+  tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 16384, src_stride = 16384, dst_stride = 16384} : memref<32768xf16, #tile<space gm>>, memref<16384xf16, #tile<space ub>>
+  tile.vec %x, %x, %x {dst_offset = 0, src0_offset = 0, src1_offset = 0, count = 16384, unit = 1, dst_stride = 1, src0_stride = 1, src1_stride = 1, scalar = 0.0, op = "relu"} : memref<16384xf16, #tile<space ub>>, memref<16384xf16, #tile<space ub>>, memref<16384xf16, #tile<space ub>>
+  tile.copy %x, %a {src_offset = 0, dst_offset = 0, nburst = 1, burst = 16384, src_stride = 16384, dst_stride = 16384} : memref<16384xf16, #tile<space ub>>, memref<32768xf16, #tile<space gm>>
+  tile.loop_end
+  func.return
+}
