@@ -26,6 +26,7 @@ an absurd amount of work before it allocates or expands anything.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import cache
 
@@ -157,20 +158,23 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) ->
                 for _ in range(begin.count):
                     yield from _walk(body, shift, rot, cache)
             else:
-                base = dict(rot)
+                states = [rot]
+                if rots:  # the rotation state repeats with the copies' lcm: computed once per entry
+                    period = math.lcm(*(k[4] for k, _ in rots))
+                    states = []
+                    for it in range(min(begin.count, period)):
+                        ph = dict(rot)
+                        for k, st in rots:
+                            ph[k] = (ph.get(k, 0) + it * st) % k[4]
+                        states.append(tuple(sorted((k, p) for k, p in ph.items() if p)))
+                period = len(states)
                 for it in range(begin.count):
                     s = shift
                     if strides:
                         s = dict(shift) if shift else {}
                         for a, st in strides:
                             s[a] = s.get(a, 0) + it * st
-                    r = rot
-                    if rots:
-                        ph = dict(base)
-                        for k, st in rots:
-                            ph[k] = (ph.get(k, 0) + it * st) % k[4]
-                        r = tuple(sorted((k, p) for k, p in ph.items() if p))
-                    yield from _walk(body, s, r, cache)
+                    yield from _walk(body, s, states[it % period], cache)
         yield end
 
 
