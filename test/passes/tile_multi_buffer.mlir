@@ -4,6 +4,7 @@
 // RUN: not cann-opt %s -p 'tile-multi-buffer{buffers=4}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=1024}' | filecheck %s --check-prefix=SEG
 // RUN: not cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=-1}' 2>&1 | filecheck %s --check-prefix=BADSEG
+// RUN: not cann-opt %S/Inputs/multi_buffer_bad_pin.mlir -p tile-multi-buffer 2>&1 | filecheck %s --check-prefix=BADPIN
 
 // tile-multi-buffer gives 2 copies (the rule; `buffers` option: 1 none, 3 three) to each buffer a
 // kernel refills, where renaming its generations is legal and the copies fit; a kernel's tiling
@@ -117,6 +118,7 @@ func.func @pinned_three(%a: memref<1024xf16, #tile<space gm>>) attributes {tile.
 }
 
 // BAD: error: tile-multi-buffer: buffers = 4: 0 (the rule), 1, 2 or 3 expected
+// BADPIN: error: @k: tiling buffers = 7: 0 (the rule), 1, 2 or 3 expected
 // BADSEG: error: tile-multi-buffer: first_segment_bytes = -1: 0 (the rule) or a positive byte count expected
 
 // Segmented first load: first_segment_bytes=1024 cuts the 2048-element loads into 4 segments of
