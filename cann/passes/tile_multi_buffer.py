@@ -25,7 +25,7 @@ every iteration would pay the extra DMA startups) and at least 32 KiB; else none
 
 Options: ``buffers`` (0: the rule, 2 copies; 1: no multi-buffering; 2 or 3: that many where legal
 and fitting), ``first_segment_bytes`` (0: the rule above; N > 0: segments of N bytes for the
-first load group, wherever it is). A kernel's ``tile.tiling`` entry ``buffers`` (pinned through
+first load group of more than N bytes, wherever it is, so a large N turns segmentation off). A kernel's ``tile.tiling`` entry ``buffers`` (pinned through
 ``convert-graph-to-tile{tiling=...}``, e.g. ``{"add_0": {"buffers": 1}}``) overrides the option
 for that kernel.
 """
