@@ -299,18 +299,32 @@ class BlockEndifOp(IRDLOperation):
 
 @irdl_op_definition
 class AllocOp(IRDLOperation):
-    """``%b = tile.alloc : memref<N x T, #tile<space ub>>``: an on-chip buffer for the whole kernel."""
+    """``%b = tile.alloc : memref<N x T, #tile<space ub>>``: an on-chip buffer for the whole kernel.
+
+    Optional property ``buffers`` (``%b = tile.alloc {buffers = 2 : i64} : ...``, default 1): the
+    copies of the buffer ``convert-tile-to-ascend`` allocates, successive generations of its
+    contents rotating through them (multi-buffering, set by ``tile-multi-buffer``)."""
 
     name = "tile.alloc"
+    buffers = opt_prop_def(IntegerAttr)
     res = result_def(MemRefType)
+    irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict `:` type($res)"
 
-    def __init__(self, space: Space, elem: Attribute, count: int):
-        super().__init__(result_types=[buffer_type(space, elem, count)])
+    def __init__(self, space: Space, elem: Attribute, count: int, buffers: int = 1):
+        props = {"buffers": IntegerAttr(buffers, i64)} if buffers != 1 else {}
+        super().__init__(result_types=[buffer_type(space, elem, count)], properties=props)
+
+    @property
+    def copies(self) -> int:
+        """The buffer count (``buffers``, 1 when absent)."""
+        return 1 if self.buffers is None else self.buffers.value.data
 
     def verify_(self) -> None:
         if space_of(self.res) == Space.GM:
             raise VerifyException("tile.alloc allocates on-chip buffers; use tile.gm_alloc in @main for GM")
+        if self.copies < 1:
+            raise VerifyException(f"tile.alloc buffers must be >= 1, got {self.copies}")
 
 
 @irdl_op_definition

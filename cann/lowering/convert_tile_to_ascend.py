@@ -1,7 +1,9 @@
 """``convert-tile-to-ascend``: tile-level kernels -> ``ascend.kernel`` instruction streams.
 
 Per kernel: on-chip buffers get addresses (bump allocation per buffer, aligned as the SoC
-description demands, checked against capacity); each tile op becomes instructions: DMA paths are
+description demands, checked against capacity; a ``tile.alloc`` with ``buffers = n`` gets ``n``
+copies, its generations renamed into them and hardware loops rotating them with ``loop_rotate``,
+:mod:`cann.lowering.generations`); each tile op becomes instructions: DMA paths are
 chosen by the buffers' spaces, vector ops are encoded into repeats of 256 B with masks and
 block/repeat strides (at most ``max_repeat`` repeats per instruction), reductions become trees
 of ``vcmax``/``vcadd``. The host program (``func.func @main``) is kept as it is.
@@ -26,6 +28,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
 from cann.lowering.common import np_dtype
+from cann.lowering.generations import rename
 
 _BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin",
            "and": "vand", "or": "vor", "xor": "vxor"}
@@ -36,33 +39,65 @@ _DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to
         (Space.UB, Space.GM): "copy_ub_to_gm"}
 
 
+@dataclass(frozen=True)
+class Layout:
+    """On-chip addresses of a kernel's buffers: per ``tile.alloc`` (in order) its ``base`` byte
+    address and the ``pitch`` between its copies (its byte size rounded up to the space's alignment),
+    and the bytes ``used`` per space."""
+
+    base: tuple[int, ...]
+    pitch: tuple[int, ...]
+    used: dict[Space, int]
+
+
+def layout(allocs: list[tile.AllocOp], soc: SocSpec, copies: list[int] | None = None) -> Layout:
+    """Bump allocation of ``allocs`` per space, each aligned to ``max(space align, vector block)``
+    and taking ``copies[k]`` (default: its ``buffers``) copies of its size, copy pitch aligned too.
+    The one allocation rule: ``convert-tile-to-ascend`` places buffers with it and
+    ``tile-multi-buffer`` checks capacities with it."""
+    top = {s: 0 for s in Space if s != Space.GM}
+    base, pitch = [], []
+    for k, op in enumerate(allocs):
+        space = space_of(op.res)
+        align = max(soc.buffer(space.value).align, soc.vector.block_bytes)
+        b = -(-top[space] // align) * align
+        size = op.res.type.get_shape()[0] * np_dtype(op.res.type.element_type).itemsize
+        n = op.copies if copies is None else copies[k]
+        p = -(-size // align) * align if n > 1 else size
+        top[space] = b + (n - 1) * p + size
+        base.append(b)
+        pitch.append(p)
+    return Layout(tuple(base), tuple(pitch), top)
+
+
 class _Kernel:
-    def __init__(self, fn: func.FuncOp, soc: SocSpec):
-        self.fn, self.soc = fn, soc
+    """One kernel's lowering; ``single``: every buffer with one copy, whatever its ``buffers`` (the
+    code ``tile-multi-buffer`` analyses)."""
+
+    def __init__(self, fn: func.FuncOp, soc: SocSpec, single: bool = False):
+        self.fn, self.soc, self.single = fn, soc, single
         self.name = fn.sym_name.data
         self.args = {a: i for i, a in enumerate(fn.body.block.args)}
         self.addr: dict[SSAValue, int] = {}
         self.out: list[isa.Instr] = []
         self.vec = soc.vector
+        self.regions: list[tuple[int, int, int, int, str]] = []  # multi-buffered: (space, base, pitch, copies, name)
 
     def error(self, msg: str) -> CannError:
         return CannError(f"@{self.name}", msg)
 
     def allocate(self) -> None:
-        top = {s: 0 for s in Space if s != Space.GM}
-        for op in self.fn.body.block.ops:
-            if isinstance(op, tile.AllocOp):
-                space = space_of(op.res)
-                spec = self.soc.buffer(space.value)
-                align = max(spec.align, self.vec.block_bytes)
-                base = -(-top[space] // align) * align
-                size = op.res.type.get_shape()[0] * np_dtype(op.res.type.element_type).itemsize
-                top[space] = base + size
-                self.addr[op.res] = base
-        for space, used in top.items():
+        allocs = [op for op in self.fn.body.block.ops if isinstance(op, tile.AllocOp)]
+        lay = layout(allocs, self.soc, [1] * len(allocs) if self.single else None)
+        for space, used in lay.used.items():
             cap = self.soc.buffer(space.value).usable
             if used > cap:
                 raise self.error(f"buffers in {space.value.upper()} need {used} bytes, capacity is {cap}")
+        for k, op in enumerate(allocs):
+            self.addr[op.res] = lay.base[k]
+            if op.copies > 1 and not self.single:
+                self.regions.append((isa.SPACE_CODES[space_of(op.res).value], lay.base[k], lay.pitch[k], op.copies,
+                                     f"tile.alloc #{k} ({space_of(op.res).value.upper()}, {lay.pitch[k]} bytes)"))
 
     # -- helpers ----------------------------------------------------------------------------
     def isz(self, v: SSAValue) -> int:
@@ -87,6 +122,11 @@ class _Kernel:
             if handler is None:
                 raise self.error(f"cannot lower {op.name}")
             handler(op)
+        if self.regions:
+            try:
+                self.out = rename(self.out, self.soc, self.regions, f"@{self.name}")
+            except ValueError as e:
+                raise CannError(f"@{self.name}", str(e).split(": ", 1)[1]) from None
         return self.out
 
     def _block_offset(self, op) -> None:
@@ -391,11 +431,25 @@ class _Kernel:
                   src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
 
 
+def single_buffered_code(fn: func.FuncOp, soc: SocSpec) -> tuple[list[isa.Instr], Layout]:
+    """The instructions of tile kernel ``fn`` with one copy of every buffer, and their layout.
+
+    Raises:
+        CannError: as :func:`convert_module`.
+    """
+    k = _Kernel(fn, soc, single=True)
+    code = k.lower()
+    allocs = [op for op in fn.body.block.ops if isinstance(op, tile.AllocOp)]
+    return code, layout(allocs, soc, [1] * len(allocs))
+
+
 def convert_module(module: ModuleOp, soc_name: str | None = None) -> None:
     """Replace every ``tile.kernel`` function of ``module`` by an ``ascend.kernel`` in place.
 
     Raises:
-        CannError: a kernel whose buffers exceed the SoC's capacities, or an unsupported tile op.
+        CannError: a kernel whose buffers exceed the SoC's capacities, an unsupported tile op, or a
+            multi-buffered ``tile.alloc`` whose generations cannot be renamed (naming the kernel,
+            the buffer and the first offending instruction).
     """
     soc_attr = module.attributes.get("tile.soc")
     soc = load_soc(soc_name or (soc_attr.data if isinstance(soc_attr, StringAttr) else "Ascend910"))

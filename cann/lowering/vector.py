@@ -43,6 +43,8 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
     temps = sorted(n for n in names if n[0] not in "xcy")  # intermediates: UB only, never GM
     nbuf = len(ins) + len(temps) + 1
     chunk = ub_chunk(lw, nbuf * lw.dtype.itemsize + 1, 256)
+    if kb.tiling.get("chunk"):  # a pinned chunk (convert-graph-to-tile's tiling pin) may only shrink it
+        chunk = min(chunk, max(256, kb.tiling["chunk"] // 256 * 256))
     if fmt == NC1HWC0:
         plane = out.storage_shape[2] * out.storage_shape[3] * 16
         nplanes = out.storage_shape[0] * out.storage_shape[1]

@@ -9,7 +9,10 @@ instructions:
   ``lo <= block_idx < hi``;
 * ``loop_begin count`` ... ``loop_end`` repeats its body ``count`` times; a ``loop_offset arg,
   stride`` in the body moves argument ``arg``'s GM addresses by ``i * stride`` bytes in iteration
-  ``i``, so the body is written once however many tiles it walks over.
+  ``i``, so the body is written once however many tiles it walks over; a ``loop_rotate space, base,
+  size, copies, step`` remaps the on-chip addresses of a multi-buffered region to copy
+  ``(c + i*step) % copies`` and a ``loop_rotate_event`` the event ids of flags in the same way
+  (several levels of nesting add their ``i*step``).
 
 The control instructions stay in the stream (they cost scalar cycles). :func:`stream` gives a core's
 instructions as a :class:`Stream` that walks the loop structure lazily, so a loop is never expanded
@@ -23,6 +26,7 @@ an absurd amount of work before it allocates or expands anything.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from functools import cache
 
@@ -47,9 +51,51 @@ def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
     return isa.Instr(ins.defn, tuple(values))
 
 
+_CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event")  # run once per loop entry
+_FLAGS = ("set_flag", "wait_flag")
+
+
+def _rotation_key(ins: isa.Instr) -> tuple[tuple, int]:
+    """``(key, step)`` of a loop_rotate (``("a", space, base, size, copies)``) or a
+    loop_rotate_event (``("e", src_pipe, dst_pipe, base, copies)``)."""
+    v = ins.values
+    if ins.defn.mnemonic == "loop_rotate":
+        return ("a", v[0], v[1], v[2], v[3]), v[4]
+    return ("e", v[0], v[1], v[2], v[3]), v[4]
+
+
+def _rotated(ins: isa.Instr, rot: tuple) -> isa.Instr:
+    """``ins`` with its on-chip addresses (or its flag's event) remapped by the active rotations
+    ``rot`` (``((key, phase), ...)``, phase in 0..copies-1): the first rotation whose region holds
+    an address moves it to copy ``(c + phase) % copies``."""
+    m = ins.defn.mnemonic
+    v = ins.values
+    if m in _FLAGS:
+        sp, dp, e = v
+        for (kind, a, b, base, copies), ph in rot:
+            if kind == "e" and a == sp and b == dp and base <= e < base + copies:
+                return isa.Instr(ins.defn, (sp, dp, base + (e - base + ph) % copies))
+        return ins
+    fields = isa.address_fields(ins)
+    if not fields:
+        return ins
+    values = None
+    for fi, space in fields:
+        addr = v[fi]
+        for (kind, sp, base, size, copies), ph in rot:
+            if kind == "a" and sp == space and base <= addr < base + copies * size:
+                c, off = divmod(addr - base, size)
+                if values is None:
+                    values = list(v)
+                values[fi] = base + (c + ph) % copies * size + off
+                break
+    return ins if values is None else isa.Instr(ins.defn, tuple(values))
+
+
 def _tree(prog: list[isa.Instr]) -> list:
     """``prog`` (no block control) as a list of instructions and loops ``(loop_begin, its
-    loop_offset instructions, ((arg, stride), ...), body tree, loop_end)``; O(code size)."""
+    loop_offset / loop_rotate instructions, ((arg, stride), ...), ((rotation key, step), ...),
+    body tree, loop_end)``; O(code size)."""
     out: list = []
     i = 0
     while i < len(prog):
@@ -68,38 +114,67 @@ def _tree(prog: list[isa.Instr]) -> list:
         if depth:
             raise ValueError(f"instruction {i}: loop_begin without loop_end")
         offsets: dict[int, int] = {}
+        rotations: dict[tuple, int] = {}
         offs, inner, d = [], [], 0
         for b in prog[i + 1:j - 1]:
             bm = b.defn.mnemonic
-            if bm == "loop_offset" and d == 0:
-                offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
+            if bm in _CONTROL and d == 0:
+                if bm == "loop_offset":
+                    offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
+                else:
+                    key, step = _rotation_key(b)
+                    rotations[key] = rotations.get(key, 0) + step
                 offs.append(b)  # costed once
                 continue
             d += {"loop_begin": 1, "loop_end": -1}.get(bm, 0)
             inner.append(b)
-        out.append((ins, tuple(offs), tuple(offsets.items()), _tree(inner), prog[j - 1]))
+        rots = tuple((k, st % k[4]) for k, st in rotations.items() if st % k[4])
+        out.append((ins, tuple(offs), tuple(offsets.items()), rots, _tree(inner), prog[j - 1]))
         i = j
     return out
 
 
-def _walk(items: list, shift: dict[int, int] | None) -> Iterator[isa.Instr]:
+def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) -> Iterator[isa.Instr]:
+    """The instructions of ``items`` with GM ``shift`` (arg -> bytes) and active rotations ``rot``
+    (sorted ``((key, phase), ...)``); ``cache``: rotation state -> {id(instruction): rotated one},
+    so a rotated body builds each of its instructions once per state, not once per iteration."""
+    rc = cache.get(rot) if rot else None
+    if rot and rc is None:
+        rc = cache[rot] = {}
     for x in items:
         if type(x) is not tuple:
+            if rc is not None:
+                y = rc.get(id(x))
+                if y is None:
+                    y = rc[id(x)] = _rotated(x, rot)
+                x = y
             yield x if not shift else _shifted(x, shift)
             continue
-        begin, offs, strides, body, end = x
-        yield from offs  # the loop_offset instructions run once, before the loop
+        begin, offs, strides, rots, body, end = x
+        yield from offs  # the loop_offset / loop_rotate instructions run once, before the loop
         yield begin
         if body:  # an empty body: nothing to repeat, however many times
-            if not strides:
+            if not strides and not rots:
                 for _ in range(begin.count):
-                    yield from _walk(body, shift)
+                    yield from _walk(body, shift, rot, cache)
             else:
+                states = [rot]
+                if rots:  # the rotation state repeats with the copies' lcm: computed once per entry
+                    period = math.lcm(*(k[4] for k, _ in rots))
+                    states = []
+                    for it in range(min(begin.count, period)):
+                        ph = dict(rot)
+                        for k, st in rots:
+                            ph[k] = (ph.get(k, 0) + it * st) % k[4]
+                        states.append(tuple(sorted((k, p) for k, p in ph.items() if p)))
+                period = len(states)
                 for it in range(begin.count):
-                    s = dict(shift) if shift else {}
-                    for a, st in strides:
-                        s[a] = s.get(a, 0) + it * st
-                    yield from _walk(body, s)
+                    s = shift
+                    if strides:
+                        s = dict(shift) if shift else {}
+                        for a, st in strides:
+                            s[a] = s.get(a, 0) + it * st
+                    yield from _walk(body, s, states[it % period], cache)
         yield end
 
 
@@ -112,13 +187,34 @@ class Stream:
     def __init__(self, code: list[isa.Instr]):
         self.code = code
         self._tree = _tree(code)
+        self._cache: dict = {}  # rotation state -> {id(static instruction): its rotated form}
 
     def __iter__(self) -> Iterator[isa.Instr]:
-        return _walk(self._tree, None)
+        return _walk(self._tree, None, (), self._cache)
 
 
 _OPEN = {"loop_begin": "loop_end", "block_if": "block_endif"}
 _CLOSE = {v: k for k, v in _OPEN.items()}
+
+
+def _rotation_problem(ins: isa.Instr) -> str | None:
+    v = dict(zip(ins.defn.field_names, ins.values))
+    if v["copies"] < 1:
+        return f"copies {v['copies']} (at least 1)"
+    if v["step"] < 0:
+        return f"step {v['step']} is negative"
+    if v["base"] < 0:
+        return f"base {v['base']} is negative"
+    if ins.defn.mnemonic == "loop_rotate":
+        if v["space"] not in isa.SPACE_NAMES:
+            return f"space {v['space']} is not an on-chip buffer code {sorted(isa.SPACE_NAMES)}"
+        if v["size"] < 1:
+            return f"size {v['size']} (at least 1)"
+        return None
+    pipes = {int(p) for p in isa.Pipe if p not in (isa.Pipe.ALL,)}
+    if v["src_pipe"] not in pipes or v["dst_pipe"] not in pipes or v["src_pipe"] == v["dst_pipe"]:
+        return f"pipes {v['src_pipe']} -> {v['dst_pipe']} (two different single pipes expected)"
+    return None
 
 
 def check_control(prog: list[isa.Instr], num_args: int) -> None:
@@ -126,7 +222,11 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
 
     ``loop_begin``/``loop_end`` and ``block_if``/``block_endif`` nest properly with each other,
     loop counts are >= 0, ``block_offset``/``block_offset_mod``/``loop_offset`` name an existing
-    argument and a ``block_offset_mod`` modulo is >= 1.
+    argument, a ``block_offset_mod`` modulo is >= 1, and
+    ``loop_rotate``/``loop_rotate_event`` are inside a loop with ``copies >= 1``, ``step >= 0``,
+    ``base >= 0`` and (loop_rotate) a known space (:data:`cann.hw.isa.SPACE_CODES`) and
+    ``size >= 1``, (loop_rotate_event) two different single pipes. Whether a rotated window fits
+    its buffer is checked by the simulator's bounds checks on the addresses it produces.
 
     Raises:
         ValueError: the first violation, naming the instruction index.
@@ -147,6 +247,12 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
             raise ValueError(f"instruction {i}: {m} of kernel argument {ins.arg}, the kernel takes {num_args}")
         elif m == "block_offset_mod" and ins.modulo < 1:
             raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
+        elif m in ("loop_rotate", "loop_rotate_event"):
+            problem = _rotation_problem(ins)
+            if problem is None and not any(o == "loop_begin" for o, _ in stack):
+                problem = "outside a loop_begin .. loop_end"
+            if problem is not None:
+                raise ValueError(f"instruction {i}: {m} {problem}")
     if stack:
         m, i = stack[-1]
         raise ValueError(f"instruction {i}: {m} without a matching {_OPEN[m]}")
@@ -173,7 +279,7 @@ def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:
         elif m in _CLOSE:
             mult, lo, hi, once = stack.pop()
             total += mult * max(0, hi - lo) if m == "loop_end" else mult * blocks
-        elif m == "loop_offset":
+        elif m in _CONTROL:
             total += once * blocks
         else:
             total += mult * blocks

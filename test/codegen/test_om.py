@@ -45,6 +45,17 @@ def small_model() -> OfflineModel:
     )
 
 
+def test_rotations_in_a_loop_are_valid_code(tmp_path):
+    rotated = isa.encode([isa.make("loop_begin", count=4),
+                          isa.make("loop_rotate", space=isa.SPACE_CODES["ub"], base=0, size=512, copies=2, step=1),
+                          isa.make("loop_rotate_event", src_pipe=4, dst_pipe=1, base=0, copies=2, step=1),
+                          isa.make("pipe_barrier", pipe=6), isa.make("loop_end")])
+    m = small_model()
+    m = replace(m, kernels=(replace(m.kernels[0], code=rotated), *m.kernels[1:]))
+    write_om(m, tmp_path / "r.om")
+    assert read_om(tmp_path / "r.om") == m
+
+
 def test_round_trip(tmp_path):
     m = small_model()
     p = tmp_path / "m.om"
@@ -194,6 +205,12 @@ BAD = "inconsistent .om: "
         (dict(kernels=(Kernel("k", 1, 3, _code(("loop_begin", dict(count=2)), ("loop_offset", dict(arg=3)),
                                               ("loop_end", {}))), K1)),
          "kernel 0 'k': instruction 1: loop_offset of kernel argument 3, the kernel takes 3"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("loop_rotate", dict(space=5, size=64, copies=2, step=1)))), K1)),
+         "kernel 0 'k': instruction 0: loop_rotate outside a loop_begin .. loop_end"),
+        (dict(kernels=(Kernel("k", 1, 3, _code(("loop_begin", dict(count=2)),
+                                              ("loop_rotate_event", dict(src_pipe=4, dst_pipe=1, copies=0, step=1)),
+                                              ("loop_end", {}))), K1)),
+         "kernel 0 'k': instruction 1: loop_rotate_event copies 0 (at least 1)"),
     ],
 )
 def test_inconsistent_tables_rejected(change, message, tmp_path):

@@ -215,6 +215,23 @@ def _check_barrier(v: dict) -> None:
         raise _Bad("pipe_barrier does not support pipe S (0): the scalar pipe is in order")
 
 
+def _check_rotate(v: dict) -> None:
+    if v["space"] not in isa.SPACE_NAMES:
+        raise _Bad(f"space must be an on-chip buffer code {sorted(isa.SPACE_NAMES)} "
+                   f"({', '.join(f'{c} = {n}' for c, n in sorted(isa.SPACE_NAMES.items()))}), got {v['space']}")
+    _in(v, "base", 0)
+    _in(v, "size", 1)
+    _in(v, "copies", 1)
+    _in(v, "step", 0)
+
+
+def _check_rotate_event(v: dict) -> None:
+    _check_flag({"src_pipe": v["src_pipe"], "dst_pipe": v["dst_pipe"], "event": 0})
+    _in(v, "base", 0, limits().event_ids - 1)
+    _in(v, "copies", 1, limits().event_ids - v["base"])
+    _in(v, "step", 0)
+
+
 def instr_error(defn: isa.InstrDef, values) -> str | None:
     """The first problem of instruction ``defn`` with field ``values`` (in field order), or None."""
     v = dict(zip(defn.field_names, values))
@@ -266,6 +283,10 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
                 _in(v, "count", 0)
             elif defn.mnemonic == "loop_offset":
                 _in(v, "arg", 0)
+            elif defn.mnemonic == "loop_rotate":
+                _check_rotate(v)
+            elif defn.mnemonic == "loop_rotate_event":
+                _check_rotate_event(v)
         else:  # a new group in the table without checks here is a bug
             raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
     except _Bad as e:

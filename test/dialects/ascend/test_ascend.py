@@ -53,6 +53,10 @@ def _valid_values(d: isa.InstrDef) -> dict:
         v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), event=7)
     if d.mnemonic == "pipe_barrier":
         v["pipe"] = int(isa.Pipe.ALL)
+    if d.mnemonic == "loop_rotate":
+        v.update(space=isa.SPACE_CODES["ub"], base=0, size=512, copies=2, step=1)
+    if d.mnemonic == "loop_rotate_event":
+        v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), base=0, copies=2, step=1)
     if d.mnemonic in isa.VEC_DTYPES:  # a dtype the instruction computes on
         v["dtype"] = min(isa.VEC_DTYPES[d.mnemonic])
     return v
@@ -141,6 +145,20 @@ def test_make_op_rejects_unknown_fields():
 def test_verifier_rejects_bad_values():
     with pytest.raises(VerifyException, match="repeat must be in 1..255"):
         make_op("vadd", repeat=0, mask=1).verify()
+
+
+@pytest.mark.parametrize("mnemonic, fields, message", [
+    ("loop_rotate", dict(space=0, size=64, copies=2), "space must be an on-chip buffer code [1, 2, 3, 4, 5] "
+                                                      "(1 = l1, 2 = l0a, 3 = l0b, 4 = l0c, 5 = ub), got 0"),
+    ("loop_rotate", dict(space=5, size=0, copies=2), "size must be >= 1, got 0"),
+    ("loop_rotate", dict(space=5, size=64, copies=0), "copies must be >= 1, got 0"),
+    ("loop_rotate", dict(space=5, size=64, copies=2, step=-1), "step must be >= 0, got -1"),
+    ("loop_rotate_event", dict(src_pipe=4, dst_pipe=4, copies=2), "src_pipe and dst_pipe must differ, both are MTE2"),
+    ("loop_rotate_event", dict(src_pipe=4, dst_pipe=1, base=7, copies=2), "copies must be in 1..1, got 2"),
+])
+def test_rotation_operand_checks(mnemonic, fields, message):
+    ins = isa.make(mnemonic, **fields)
+    assert instr_error(ins.defn, ins.values) == message
 
 
 def test_kernel_builds_and_prints():

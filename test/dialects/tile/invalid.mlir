@@ -5,6 +5,11 @@
 
 // -----
 
+%0 = tile.alloc {buffers = 0 : i64} : memref<16xf16, #tile<space ub>>
+// CHECK: tile.alloc buffers must be >= 1, got 0
+
+// -----
+
 %0 = "test.op"() : () -> memref<16xf16>
 %1 = tile.alloc : memref<16xf16, #tile<space ub>>
 tile.copy %0, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 16, src_stride = 16, dst_stride = 16} : memref<16xf16>, memref<16xf16, #tile<space ub>>

@@ -8,6 +8,7 @@ builtin.module {
     %a = tile.alloc : memref<256xf16, #tile<space l0a>>
     %b = tile.alloc : memref<256xf16, #tile<space l0b>>
     %c = tile.alloc : memref<256xf32, #tile<space l0c>>
+    %d = tile.alloc {buffers = 2 : i64} : memref<256xf16, #tile<space ub>>
     tile.copy %x, %ub {src_offset = 0, dst_offset = 0, nburst = 1, burst = 256, src_stride = 256, dst_stride = 256} : memref<256xf16, #tile<space gm>>, memref<256xf16, #tile<space ub>>
     tile.copy_nd2nz %x, %l1 {src_offset = 0, dst_offset = 0, rows = 1, cols = 16, src_row_stride = 16} : memref<256xf16, #tile<space gm>>, memref<256xf16, #tile<space l1>>
     tile.load2d %l1, %b {src_offset = 0, dst_offset = 0, count = 1, src_stride = 256, dst_stride = 256} : memref<256xf16, #tile<space l1>>, memref<256xf16, #tile<space l0b>>
@@ -30,6 +31,7 @@ builtin.module {
 }
 
 // CHECK:      %{{.*}} = tile.alloc : memref<256xf16, #tile<space ub>>
+// CHECK:      %{{.*}} = tile.alloc {buffers = 2 : i64} : memref<256xf16, #tile<space ub>>
 // CHECK:      tile.copy %{{.*}}, %{{.*}} {src_offset = 0, dst_offset = 0, nburst = 1, burst = 256, src_stride = 256, dst_stride = 256} : memref<256xf16, #tile<space gm>>, memref<256xf16, #tile<space ub>>
 // CHECK-NEXT: tile.copy_nd2nz {{.*}}rows = 1, cols = 16, src_row_stride = 16}
 // CHECK-NEXT: tile.load2d {{.*}}count = 1,

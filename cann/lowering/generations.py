@@ -1,0 +1,197 @@
+"""Generations of an on-chip buffer in a kernel's instructions: what multi-buffering may rename.
+
+A *generation* of a buffer (a byte region ``[base, base + size)`` of one on-chip space) is a
+maximal run of accesses that starts with an instruction writing the buffer without reading it,
+after the buffer has been read since the current generation began, or after a control boundary
+(``loop_begin``, ``loop_end``, ``block_if``, ``block_endif``); consecutive writes of different
+parts belong to one generation and an in-place read-modify-write stays in it. Accesses are the
+byte ranges the race checker uses (:func:`cann.sim.timing.footprints`); an ``mmad`` with
+``init = 0`` also reads the L0C range it accumulates into.
+
+Generations are numbered by a counter that follows execution: a hardware loop of ``count``
+iterations whose body starts ``G`` generations per iteration is walked once (iteration 0's
+numbers) and the counter then advances to ``start + count*G``. With ``copies`` copies of the
+buffer, generation ``g`` uses copy ``g % copies``; a loop with ``G % copies != 0`` rotates its
+body by ``G % copies`` copies per iteration (``loop_rotate``).
+
+Renaming is *legal* when every read reads only bytes written in its own generation, and no read
+depends on which copy a skipped ``block_if`` section or an earlier loop iteration left behind:
+a read after a ``block_endif`` whose section started generations, before the next fresh write, and a
+read at the start of a loop body (before its first fresh write) in a loop that starts
+generations, are illegal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cann.hw import isa
+from cann.hw.config import SocSpec
+from cann.sim.timing import footprints
+
+_BOUNDARIES = ("loop_begin", "loop_end", "block_if", "block_endif")
+
+
+class _ZeroArgs:
+    """GM argument bases for footprints: on-chip ranges do not depend on them."""
+
+    def __getitem__(self, i: int) -> int:
+        return 0
+
+
+_ARGS = _ZeroArgs()
+
+
+@dataclass
+class Generations:
+    """The generation analysis of one buffer region.
+
+    ``gen[i]``: the generation counter at instruction ``i`` when it accesses the buffer (absent
+    otherwise); ``loop_gens[i]``: for the ``loop_begin`` at index ``i``, the generations its body
+    starts per iteration; ``total``: generations the kernel runs (over all loop iterations);
+    ``problem``: why renaming is illegal (None: legal)."""
+
+    gen: dict[int, int] = field(default_factory=dict)
+    loop_gens: dict[int, int] = field(default_factory=dict)
+    total: int = 0
+    problem: str | None = None
+
+
+def accesses(ins: isa.Instr, spec: SocSpec) -> tuple[tuple[int, int, int, bool], ...]:
+    """``((space code, lo, hi, is_write), ...)``: the on-chip byte ranges ``ins`` reads and writes
+    (the race checker's footprints, GM and scalar registers dropped; an accumulating ``mmad`` reads
+    its L0C range too)."""
+    accs = footprints(spec)[ins.defn.mnemonic](ins.values, _ARGS)[0]
+    out = tuple(a for a in accs if 1 <= a[0] <= 5 and a[2] > a[1])
+    if ins.defn.mnemonic == "mmad" and ins.values[7] == 0:
+        out += tuple((b, lo, hi, False) for b, lo, hi, w in out if w)
+    return out
+
+
+def _covered(lo: int, hi: int, written: list[tuple[int, int]]) -> bool:
+    pos = lo
+    for a, b in sorted(written):
+        if a > pos:
+            break
+        pos = max(pos, b)
+        if pos >= hi:
+            return True
+    return pos >= hi
+
+
+def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size: int,
+            accs: list | None = None) -> Generations:
+    """The generations of buffer ``[base, base + size)`` of on-chip ``space`` (:data:`isa.SPACE_CODES`)
+    in ``instrs`` (a kernel's static code, loops not expanded; ``accs``: :func:`accesses` of each
+    instruction, when the caller has them)."""
+    res = Generations()
+    end = base + size
+    cur = -1  # the current generation's number
+    read_since = False
+    boundary = True  # the next pure write starts a generation
+    written: list[tuple[int, int]] = []
+    post_block = False  # a block section started generations: reads before a fresh write are illegal
+    loops: list[tuple[int, int, bool]] = []  # (loop_begin index, counter at entry, crossing read)
+    blocks: list[int] = []  # counter at each open block_if
+    counts: list[int] = []
+
+    def illegal(i: int, why: str) -> None:
+        if res.problem is None:
+            res.problem = f"instruction {i} `{instrs[i].asm()}` {why}"
+
+    for i, ins in enumerate(instrs):
+        m = ins.defn.mnemonic
+        if m in _BOUNDARIES:
+            boundary = True
+            if m == "loop_begin":
+                loops.append((i, cur, False))
+                counts.append(ins.count)
+            elif m == "loop_end":
+                j, cur0, crossing = loops.pop()
+                count = counts.pop()
+                g = cur - cur0
+                res.loop_gens[j] = g
+                if g and crossing:
+                    illegal(j, "starts a loop whose body reads the buffer before refilling it")
+                cur = cur0 + count * g
+            elif m == "block_if":
+                blocks.append(cur)
+            else:
+                post_block = post_block or cur != blocks.pop()
+            continue
+        mine = [(lo, hi, w) for sp, lo, hi, w in (accs[i] if accs is not None else accesses(ins, spec))
+                if sp == space and lo < end and hi > base]
+        if not mine:
+            continue
+        reads = [(lo, hi) for lo, hi, w in mine if not w]
+        writes = [(lo, hi) for lo, hi, w in mine if w]
+        if writes and not reads and (read_since or boundary):
+            cur += 1
+            read_since = boundary = post_block = False
+            written = []
+        if reads:
+            if post_block:
+                illegal(i, "reads the buffer after a block_if section that refilled it")
+            for k in range(len(loops) - 1, -1, -1):  # loops whose body has not started a generation yet
+                if loops[k][1] != cur:
+                    break
+                loops[k] = (loops[k][0], cur, True)
+            for lo, hi in reads:
+                if not _covered(lo, hi, written):
+                    illegal(i, f"reads bytes [{lo}, {hi}) not written in its generation")
+            read_since = True
+        written.extend(writes)
+        res.gen[i] = cur
+    res.total = cur + 1
+    return res
+
+
+def rename(instrs: list[isa.Instr], spec: SocSpec, regions: list[tuple[int, int, int, int, str]],
+           where: str) -> list[isa.Instr]:
+    """``instrs`` with each multi-buffered region renamed: ``regions`` lists ``(space, base, size,
+    copies, name)`` (the region holds ``copies`` consecutive copies of ``size`` bytes from ``base``;
+    ``instrs`` address copy 0). Generation ``g`` of a region uses copy ``g % copies``; a loop whose
+    body starts ``G`` generations with ``G % copies != 0`` gets ``loop_rotate space, base, size,
+    copies, G % copies`` after its ``loop_begin`` (and its ``loop_offset`` instructions).
+
+    Raises:
+        ValueError: renaming a region is illegal (see the module docstring), naming ``where``, the
+            buffer and the first offending instruction.
+    """
+    accs = [accesses(ins, spec) for ins in instrs]
+    shifts: dict[int, list[tuple[int, int, int, int]]] = {}  # instr -> (field, space, lo, hi, delta)
+    rotates: dict[int, list[isa.Instr]] = {}
+    for space, base, size, copies, name in regions:
+        if copies <= 1:
+            continue
+        g = analyse(instrs, spec, space, base, size, accs)
+        if g.problem is not None:
+            raise ValueError(f"{where}: buffer {name} cannot have {copies} copies: {g.problem}")
+        for i, gen in g.gen.items():
+            c = gen % copies
+            if c:
+                shifts.setdefault(i, []).append((space, base, base + size, c * size))
+        for j, n in g.loop_gens.items():
+            if n % copies:
+                rotates.setdefault(j, []).append(isa.make("loop_rotate", space=space, base=base, size=size,
+                                                          copies=copies, step=n % copies))
+    out: list[isa.Instr] = []
+    pending: list[isa.Instr] = []
+    for i, ins in enumerate(instrs):
+        if pending and ins.defn.mnemonic != "loop_offset":
+            out.extend(pending)
+            pending = []
+        sh = shifts.get(i)
+        if sh:
+            values = list(ins.values)
+            for fi, sp in isa.address_fields(ins):
+                for space, lo, hi, delta in sh:
+                    if sp == space and lo <= ins.values[fi] < hi:
+                        values[fi] += delta
+                        break
+            ins = isa.Instr(ins.defn, tuple(values))
+        out.append(ins)
+        if i in rotates:
+            pending = rotates[i]
+    out.extend(pending)
+    return out
