@@ -57,6 +57,8 @@ def _valid_values(d: isa.InstrDef) -> dict:
         v.update(space=isa.SPACE_CODES["ub"], base=0, size=512, copies=2, step=1)
     if d.mnemonic == "loop_rotate_event":
         v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), base=0, copies=2, step=1)
+    if d.mnemonic == "block_offset_mod":
+        v.update(modulo=4)
     if d.mnemonic in isa.VEC_DTYPES:  # a dtype the instruction computes on
         v["dtype"] = min(isa.VEC_DTYPES[d.mnemonic])
     return v
@@ -151,6 +153,7 @@ def test_verifier_rejects_bad_values():
     ("loop_rotate", dict(space=0, size=64, copies=2), "space must be an on-chip buffer code [1, 2, 3, 4, 5] "
                                                       "(1 = l1, 2 = l0a, 3 = l0b, 4 = l0c, 5 = ub), got 0"),
     ("loop_rotate", dict(space=5, size=0, copies=2), "size must be >= 1, got 0"),
+    ("block_offset_mod", dict(stride=64, modulo=0), "modulo must be >= 1, got 0"),
     ("loop_rotate", dict(space=5, size=64, copies=0), "copies must be >= 1, got 0"),
     ("loop_rotate", dict(space=5, size=64, copies=2, step=-1), "step must be >= 0, got -1"),
     ("loop_rotate_event", dict(src_pipe=4, dst_pipe=4, copies=2), "src_pipe and dst_pipe must differ, both are MTE2"),
