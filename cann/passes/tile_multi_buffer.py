@@ -25,7 +25,7 @@ every iteration would pay the extra DMA startups) and at least 32 KiB; else none
 
 Options: ``buffers`` (0: the rule, 2 copies; 1: no multi-buffering; 2 or 3: that many where legal
 and fitting), ``first_segment_bytes`` (0: the rule above; N > 0: segments of N bytes for the
-first load group of more than N bytes, wherever it is, so a large N turns segmentation off). A kernel's ``tile.tiling`` entry ``buffers`` (pinned through
+first load group of more than N bytes, wherever it is; -1: no segmentation). A kernel's ``tile.tiling`` entry ``buffers`` (pinned through
 ``convert-graph-to-tile{tiling=...}``, e.g. ``{"add_0": {"buffers": 1}}``) overrides the option
 for that kernel.
 """
@@ -212,7 +212,7 @@ class TileMultiBufferPass(ModulePass):
 
     Options: ``buffers`` (0 = the rule, 2 copies; 1 = none; 2 or 3 = that many where legal and
     fitting; a kernel's ``tile.tiling`` ``buffers`` overrides it), ``first_segment_bytes`` (0 = the
-    rule; N = segments of N bytes)."""
+    rule; N = segments of N bytes; -1 = no segmentation)."""
 
     name = "tile-multi-buffer"
     buffers: int = 0
@@ -221,16 +221,17 @@ class TileMultiBufferPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if not 0 <= self.buffers <= MAX_BUFFERS:
             raise CannError("tile-multi-buffer", f"buffers = {self.buffers}: 0 (the rule), 1, 2 or 3 expected")
-        if self.first_segment_bytes < 0:
-            raise CannError("tile-multi-buffer", f"first_segment_bytes = {self.first_segment_bytes}: 0 (the rule) "
-                                                 "or a positive byte count expected")
+        if self.first_segment_bytes < -1:
+            raise CannError("tile-multi-buffer", f"first_segment_bytes = {self.first_segment_bytes}: 0 (the rule), "
+                                                 "a positive byte count or -1 (no segmentation) expected")
         soc_attr = op.attributes.get("tile.soc")
         soc = load_soc(soc_attr.data if isinstance(soc_attr, StringAttr) else "Ascend910")
         for fn in list(op.body.block.ops):
             if not (isinstance(fn, func.FuncOp) and "tile.kernel" in fn.attributes):
                 continue
             n = _pinned(fn, self.buffers) or DEFAULT_BUFFERS
-            segment_first_load(fn, self.first_segment_bytes)
+            if self.first_segment_bytes >= 0:
+                segment_first_load(fn, self.first_segment_bytes)
             allocs = [a for a in fn.body.block.ops if isinstance(a, tile.AllocOp)]
             for a, c in zip(allocs, kernel_buffers(fn, soc, n)):
                 if c > 1:

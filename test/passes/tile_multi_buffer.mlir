@@ -3,7 +3,8 @@
 // RUN: cann-opt %s -p 'tile-multi-buffer{buffers=3}' | filecheck %s --check-prefix=THREE
 // RUN: not cann-opt %s -p 'tile-multi-buffer{buffers=4}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=1024}' | filecheck %s --check-prefix=SEG
-// RUN: not cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=-1}' 2>&1 | filecheck %s --check-prefix=BADSEG
+// RUN: cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=-1}' | filecheck %s --check-prefix=NOSEG
+// RUN: not cann-opt %s -p 'tile-multi-buffer{first_segment_bytes=-2}' 2>&1 | filecheck %s --check-prefix=BADSEG
 // RUN: not cann-opt %S/Inputs/multi_buffer_bad_pin.mlir -p tile-multi-buffer 2>&1 | filecheck %s --check-prefix=BADPIN
 
 // tile-multi-buffer gives 2 copies (the rule; `buffers` option: 1 none, 3 three) to each buffer a
@@ -119,7 +120,7 @@ func.func @pinned_three(%a: memref<1024xf16, #tile<space gm>>) attributes {tile.
 
 // BAD: error: tile-multi-buffer: buffers = 4: 0 (the rule), 1, 2 or 3 expected
 // BADPIN: error: @k: tiling buffers = 7: 0 (the rule), 1, 2 or 3 expected
-// BADSEG: error: tile-multi-buffer: first_segment_bytes = -1: 0 (the rule) or a positive byte count expected
+// BADSEG: error: tile-multi-buffer: first_segment_bytes = -2: 0 (the rule), a positive byte count or -1 (no segmentation) expected
 
 // Segmented first load: first_segment_bytes=1024 cuts the 2048-element loads into 4 segments of
 // 512 fp16 elements, loads by segment, each vector op into the same ranges (a broadcast source,
@@ -128,6 +129,10 @@ func.func @pinned_three(%a: memref<1024xf16, #tile<space gm>>) attributes {tile.
 // CHECK-LABEL: func.func @segments
 // CHECK-COUNT-2: tile.copy {{.*}}burst = 2048
 // CHECK-NEXT:    tile.vec {{.*}}count = 2048
+// first_segment_bytes=-1: no segmentation
+// NOSEG-LABEL: func.func @segments
+// NOSEG-COUNT-2: tile.copy {{.*}}burst = 2048
+// NOSEG-NEXT:    tile.vec {{.*}}count = 2048
 // SEG-LABEL: func.func @segments
 // SEG:         tile.copy %a, %x {src_offset = 0, dst_offset = 0, nburst = 1, burst = 512,
 // SEG-NEXT:    tile.copy %b, %y {src_offset = 0, dst_offset = 0, nburst = 1, burst = 512,
