@@ -52,24 +52,32 @@ def make_context() -> Context:
 
 
 def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
-                    aicore_num: int = 0, fusion: dict[str, bool] | None = None) -> list[tuple[str, str]]:
+                    aicore_num: int = 0, fusion: dict[str, bool] | None = None,
+                    first_load_segment: int = 0) -> list[tuple[str, str]]:
     """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
 
-    ``-O0`` is the conservative baseline: one kernel per op, barrier synchronization. ``-O1`` adds
-    graph fusion (BatchNormalization folding) and UB fusion (``graph.fused`` kernels), each of
-    which ``fusion`` (from an ATC fusion switch file, :mod:`cann.passes.fusion_switch`) can turn off.
+    ``-O0`` is the conservative baseline: one kernel per op, one copy of each buffer, barrier
+    synchronization. ``-O1`` adds graph fusion (BatchNormalization folding) and UB fusion
+    (``graph.fused`` kernels), each of which ``fusion`` (from an ATC fusion switch file,
+    :mod:`cann.passes.fusion_switch`) can turn off, and task auto-pipelining (docs/pipelining.md):
+    tilings planned for two copies of each refilled tile (``buffers=2``), ``tile-multi-buffer``
+    (``first_load_segment``: its ``first_segment_bytes``, 0 the rule, -1 none) and flag
+    synchronization (``ascend-insert-sync{mode=flags}``).
     """
     from cann.passes.fusion_switch import PASSES, graph_pipeline
 
     graph_passes = ["graph-fold-transposes"]
     if opt_level >= 1:
         graph_passes += graph_pipeline(fusion or {name: True for name in PASSES})
-    return [
-        ("graph", ",".join(graph_passes)),
-        ("tile", f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
-                 + (f" aicore_num={aicore_num}" if aicore_num else "") + "}"),
-        ("ascend", "convert-tile-to-ascend,ascend-insert-sync"),
-    ]
+    tile = (f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
+            + (f" aicore_num={aicore_num}" if aicore_num else "") + (" buffers=2" if opt_level >= 1 else "") + "}")
+    if opt_level >= 1:
+        tile += f",tile-multi-buffer{{first_segment_bytes={first_load_segment}}}"
+    sync = "ascend-insert-sync{mode=flags}" if opt_level >= 1 and _HAS_FLAGS else "ascend-insert-sync"
+    return [("graph", ",".join(graph_passes)), ("tile", tile), ("ascend", f"convert-tile-to-ascend,{sync}")]
+
+
+_HAS_FLAGS = False  # set when ascend-insert-sync{mode=flags} lands
 
 
 def model_framework(model, framework: int | str | None = None) -> str:
@@ -168,8 +176,9 @@ def _text_module(model, opts: CompileOptions) -> tuple[ModuleOp, str]:
             if name in opts.given and value is not None and getattr(opts, name) != value:
                 raise CannError(OPTIONS[name].flag, f"{where} was lowered for {attr} = {value!r}, "
                                                     f"not {getattr(opts, name)!r}")
-        if "aicore_num" in opts.given:
-            raise CannError("--aicore_num", f"does not apply to {where}: its {stage} IR is already lowered")
+        for name in ("aicore_num", "first_load_segment"):
+            if name in opts.given:
+                raise CannError(OPTIONS[name].flag, f"does not apply to {where}: its {stage} IR is already lowered")
     return module, stage
 
 
@@ -177,7 +186,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
           precision_mode: str | None = None, input_shape: dict[str, tuple[int, ...]] | str | None = None,
           out_nodes: list[str] | str | None = None, opt_level: int | None = None, until: str = "ascend",
           fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
-          framework: int | str | None = None) -> ModuleOp:
+          framework: int | str | None = None, first_load_segment: int | str | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
 
     ``framework``: 3 / ``"tensorflow"`` or 5 / ``"onnx"``; by default a ``.pb`` path, bytes or a
@@ -192,7 +201,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
 
     opts = validate_options(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                             out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                            aicore_num=aicore_num, framework=framework)
+                            aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment)
     last = until if until != "asm" else "ascend"
     if model_framework(model, framework) == "mlir":
         module, done = _text_module(model, opts)
@@ -203,7 +212,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
                                     out_nodes=opts.out_nodes), None
     ctx = make_context()
     for stage, spec in stage_pipelines(opts.soc_version, opts.precision_mode, opts.opt_level,
-                                       opts.aicore_num or 0, opts.fusion):
+                                       opts.aicore_num or 0, opts.fusion, opts.first_load_segment):
         if done is not None and STAGES.index(stage) <= STAGES.index(done):
             continue
         if STAGES.index(stage) > STAGES.index(last):
@@ -247,7 +256,8 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
             precision_mode: str | None = None, input_shape: dict[str, tuple[int, ...]] | str | None = None,
             out_nodes: list[str] | str | None = None, opt_level: int | None = None,
             fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
-            framework: int | str | None = None, fusion_report: str | os.PathLike | None = None):
+            framework: int | str | None = None, fusion_report: str | os.PathLike | None = None,
+            first_load_segment: int | str | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``), a frozen TensorFlow GraphDef (a ``.pb``
     path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) or the text IR of a stage
     (a ``.mlir`` path: the remaining stages run) for the modeled AI Core.
@@ -257,7 +267,8 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     (default ``"force_fp16"``), ``input_shape`` (``{"x": (1, 3, 224, 224)}`` or ``"x:1,3,224,224"``),
     ``out_nodes`` (tensor names or ATC's ``node:output_index``), ``opt_level`` (0 or 1, default 1),
     ``fusion_switch_file`` (a path), ``aicore_num`` (cores each kernel is spread over, 1 to the
-    SoC's count; default all). ``fusion_report``: a path where the fusion report (JSON,
+    SoC's count; default all), ``first_load_segment`` (bytes of the first segment of each kernel's
+    first load at ``-O1``: 0 the default rule, -1 no segmentation). ``fusion_report``: a path where the fusion report (JSON,
     :mod:`cann.codegen.report`) is written; the report is also ``Model.fusion_report``.
 
     Returns:
@@ -272,7 +283,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
 
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                   aicore_num=aicore_num, framework=framework)
+                   aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment)
     check_core_types(module)
     from cann.codegen.report import fusion_report as make_report, report_json
 

@@ -68,6 +68,16 @@ def _opt_level(value) -> int:
     return value
 
 
+def _first_load_segment(value) -> int:
+    """Bytes of the first segment of a kernel's first load (``tile-multi-buffer``'s
+    ``first_segment_bytes``): 0 the rule, -1 none."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise BadValue(f"expected a byte count (0: the default rule, -1: no segmentation), got {value!r}")
+    return value
+
+
 def _aicore_num(value) -> int:
     """ATC's ``N`` or ``N|`` (cube cores; the vector count after '|' is ignored on a coupled core)."""
     if isinstance(value, str):
@@ -163,7 +173,10 @@ class Option:
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("soc_version", "--soc_version", _soc, "target SoC (a file of cann/hw/socs)", "soc"),
     Option("precision_mode", "--precision_mode", _precision_mode, ", ".join(PRECISION_MODES), "precision_mode"),
-    Option("opt_level", "-O", _opt_level, "0: one kernel per op, barrier sync; 1: fusion"),
+    Option("opt_level", "-O", _opt_level, "0: one kernel per op, barrier sync, one copy of each buffer; 1: fusion, "
+           "flag sync, multi-buffering and segmented first loads"),
+    Option("first_load_segment", "--first-load-segment", _first_load_segment,
+           "bytes of the first segment of a kernel's first load at -O1 (0: the rule, -1: none)", "first_segment_bytes"),
     Option("aicore_num", "--aicore_num", _aicore_num, "AI cores a kernel may use (N or N|)", "aicore_num"),
     Option("input_shape", "--input_shape", _input_shape, "static input shapes"),
     Option("out_nodes", "--out_nodes", _out_nodes, "model outputs (tensor names or node:output_index)"),
@@ -179,6 +192,7 @@ class CompileOptions:
     soc_version: str = DEFAULT_SOC
     precision_mode: str = DEFAULT_PRECISION_MODE
     opt_level: int = DEFAULT_OPT_LEVEL
+    first_load_segment: int = 0
     aicore_num: int | None = None
     input_shape: dict[str, tuple[int, ...]] | None = None
     out_nodes: list[str] | None = None
@@ -216,6 +230,9 @@ def validate_options(**values) -> CompileOptions:
             _check_core_count(out["aicore_num"], soc)
         except BadValue as e:
             problems.append(Diagnostic("--aicore_num", str(e)))
+    if out.get("first_load_segment") is not None and out.get("opt_level", DEFAULT_OPT_LEVEL) == 0:
+        problems.append(Diagnostic("--first-load-segment", "applies at -O1 (task auto-pipelining); -O0 keeps one "
+                                                           "copy of every buffer and whole loads"))
     if problems:
         raise CannError.many(problems)
     given = frozenset(out)

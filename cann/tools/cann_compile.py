@@ -75,9 +75,13 @@ def _configure_logging(level: str) -> None:
               help="Write which model nodes each kernel runs (fusion groups) as JSON.")
 @click.option("--aicore_num", metavar="N|", help="AI cores a kernel may use (ATC form 'N' or 'N|'; default: all).")
 @click.option("--emit", type=click.Choice(STAGES), help="Write this stage's text instead of an .om.")
-@click.option("-O", "opt_level", metavar="0|1", help="-O0: conservative baseline code; -O1 (default): optimized.")
+@click.option("-O", "opt_level", metavar="0|1", help="-O0: conservative baseline code; -O1 (default): optimized "
+              "(fusion, task auto-pipelining).")
+@click.option("--first-load-segment", "first_load_segment", metavar="BYTES",
+              help="-O1: bytes of the first segment of each kernel's first load, so compute starts when it has "
+                   "landed (0: the default rule, -1: no segmentation).")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
-        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level) -> int:
+        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -95,7 +99,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         raise CannError(model, "is a directory, not a model file")
     options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                   aicore_num=aicore_num, framework=fw)
+                   aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
     validate_options(**options)  # every flag's error before any work
     if emit:
         from cann.compiler import emit as emit_stage

@@ -120,7 +120,7 @@ func.func @pinned_three(%a: memref<1024xf16, #tile<space gm>>) attributes {tile.
 
 // BAD: error: tile-multi-buffer: buffers = 4: 0 (the rule), 1, 2 or 3 expected
 // BADPIN: error: @k: tiling buffers = 7: 0 (the rule), 1, 2 or 3 expected
-// BADSEG: error: tile-multi-buffer: first_segment_bytes = -2: 0 (the rule), a positive byte count or -1 (no segmentation) expected
+// BADSEG: error: tile-multi-buffer: bad pass option first_segment_bytes=-2: expected a byte count (0: the default rule, -1: no segmentation), got -2
 
 // Segmented first load: first_segment_bytes=1024 cuts the 2048-element loads into 4 segments of
 // 512 fp16 elements, loads by segment, each vector op into the same ranges (a broadcast source,

@@ -188,7 +188,8 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     # the flags' text goes to the API, which validates it (cann.options: one validation for both)
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
                         input_shape="x:0:1,3;data:1,3,16,16", out_nodes="prob;logits",
-                        opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5")
+                        opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5",
+                        first_load_segment=None)
     out = tmp_path / "net.om"
     size = out.stat().st_size
     assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
@@ -356,6 +357,13 @@ def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_pa
     (dict(input_shape={"data": (1, 3, -1, 16)}), ["--input_shape", "data:1,3,-1,16"],
      "error: --input_shape: 'data:1,3,-1,16': dimensions must be positive (dynamic shapes are not supported)"),
     (dict(out_nodes=[]), ["--out_nodes", ";"], "error: --out_nodes: no output given"),
+    (dict(first_load_segment=-5), ["--first-load-segment", "-5"],
+     "error: --first-load-segment: expected a byte count (0: the default rule, -1: no segmentation), got -5"),
+    (dict(first_load_segment="4k"), ["--first-load-segment", "4k"],
+     "error: --first-load-segment: expected a byte count (0: the default rule, -1: no segmentation), got '4k'"),
+    (dict(first_load_segment=4096, opt_level=0), ["--first-load-segment", "4096", "-O0"],
+     "error: --first-load-segment: applies at -O1 (task auto-pipelining); -O0 keeps one copy of every buffer and "
+     "whole loads"),
     (dict(fusion_switch_file="/nonexistent/sw.json"), ["--fusion_switch_file", "/nonexistent/sw.json"],
      "error: /nonexistent/sw.json: cannot read fusion switch file: No such file or directory"),
 ])
