@@ -1,0 +1,527 @@
+"""``ascend-insert-sync{mode=flags}``: set_flag / wait_flag pairs only where a dependence crosses pipes.
+
+The kernel's existing synchronisation (``set_flag``, ``wait_flag``, ``pipe_barrier``,
+``loop_rotate_event``) is dropped and recomputed, so the mode is idempotent.
+
+**Dependences** come from each instruction's byte footprints, the table the race checker uses
+(:func:`cann.hw.footprint.footprints`): two instructions on different pipes whose footprints in one
+buffer overlap, one of them writing (RAW, WAR, WAW). Global memory is addressed per kernel argument
+(arguments are distinct buffers; a ``copy_gm_to_ub_reg`` reads anywhere in its argument, and an
+argument moved by ``block_offset`` after it was accessed is treated as overlapping everywhere); the
+scalar registers (``ld_idx`` -> ``copy_gm_to_ub_reg``) are a buffer as in the race checker.
+
+**Placement**: for a consumer B on pipe q and its most recent conflicting producer A on pipe p,
+``set_flag p->q`` goes right after A and ``wait_flag p->q`` right before B, unless q already knows
+A happened before: every pipe carries a vector clock of what it knows of every other pipe, and a
+wait imports the setter's clock (transitively), so a dependence implied by earlier pairs gets none.
+
+**Event ids** per (p, q) pipe pair are ``0 .. event_ids - reserved_event_ids - 1`` (the SoC's
+``[sync]`` table), the lowest id free over the pair's program-order lifetime (from its set to its
+wait; an id is reused once its previous wait is done). When none is free the set moves later (to
+the first point where an id is free, still after A); when that is impossible a ``pipe_barrier``
+(PIPE_ALL) goes before B instead.
+
+**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if`` /
+``block_endif`` (no pair crosses a fence). Inside a loop body, besides the dependences within an
+iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
+there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
+to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
+on the same bytes (distance 1 for unmoved buffers). Such a loop-carried pair uses ``d`` event ids
+(``d + 1`` when A precedes B in the body) rotating with ``loop_rotate_event ... copies step=1``
+(none for one id), pre-set before the loop and drained after it, so every set is waited.
+A ``loop_rotate`` region must not partially overlap another one of the same buffer (CannError).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from cann.dialects.ascend import AscendInstrOp, KernelOp, make_op, op_to_instr
+from cann.errors import CannError
+from cann.hw import isa
+from cann.hw.config import SocSpec
+from cann.hw.footprint import BUFS, footprints
+
+_NP = len(isa.Pipe) - 1  # pipes S .. MTE3
+_ALL = int(isa.Pipe.ALL)
+_GM = BUFS.index("gm")
+_GM_KEY = 100  # access buffer key of kernel argument a: _GM_KEY + a
+_SPAN = 1 << 40  # synthetic GM distance between two kernel arguments
+_BIG = 1 << 62  # "anywhere in the argument"
+_NONE = (1 << 30, -1)  # knowledge of nothing: (iterations back, body position)
+_SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
+
+
+# ------------------------------------------------------------------------------------------ items
+
+@dataclass
+class _Ins:
+    op: AscendInstrOp
+    pipe: int
+    accs: list  # (buffer key, lo, hi, is_write)
+
+
+@dataclass
+class _Region:
+    """A fenced region: a hardware loop (``ctrl``: its loop_offset / loop_rotate) or a block_if."""
+
+    open: AscendInstrOp
+    ctrl: list
+    body: list
+    close: AscendInstrOp
+
+    @property
+    def is_loop(self) -> bool:
+        return self.open.DEFN.mnemonic == "loop_begin"
+
+
+@dataclass
+class _Ctrl:  # other SPMD control (block_offset): passes through
+    op: AscendInstrOp
+
+
+@dataclass
+class _Loop:
+    """What the analysis of one loop body needs: trip count, GM strides per argument, rotations."""
+
+    count: int
+    strides: dict
+    rots: dict  # (space, base, size, copies) -> step % copies (nonzero)
+
+
+@dataclass
+class _Pair:
+    p: int
+    q: int
+    a: int  # producer position in the scope
+    b: int  # consumer position
+    d: int  # iteration distance
+    gs: int = 0  # set gap (set before item gs)
+    base: int = -1  # event id (a group's first id)
+    barrier: bool = False  # replaced by a pipe_barrier before b
+
+    @property
+    def copies(self) -> int:
+        return self.d if self.a > self.b else self.d + 1
+
+
+@dataclass
+class _Ctx:
+    spec: SocSpec
+    nids: int
+    regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
+
+
+def _parse(ops: list, where: str) -> list:
+    """The flat instruction list as items (instructions, fenced regions, control)."""
+    stack: list[tuple[AscendInstrOp | None, list, list]] = [(None, [], [])]
+    for op in ops:
+        m = op.DEFN.mnemonic
+        top = stack[-1]
+        if m in ("loop_begin", "block_if"):
+            stack.append((op, [], []))
+        elif m in ("loop_end", "block_endif"):
+            want = "loop_begin" if m == "loop_end" else "block_if"
+            if top[0] is None or top[0].DEFN.mnemonic != want:
+                raise CannError(where, f"{m} without a matching {want}")
+            stack.pop()
+            stack[-1][2].append(_Region(top[0], top[1], top[2], op))
+        elif m in ("loop_offset", "loop_rotate"):
+            if top[0] is None or top[0].DEFN.mnemonic != "loop_begin":
+                raise CannError(where, f"{m} outside a loop_begin .. loop_end")
+            top[1].append(op)
+        elif op.DEFN.group == "spmd":
+            top[2].append(_Ctrl(op))
+        else:
+            top[2].append(_Ins(op, int(op.DEFN.pipe), []))
+    if len(stack) > 1:
+        raise CannError(where, f"{stack[-1][0].DEFN.mnemonic} without its end")
+    return stack[0][2]
+
+
+def _walk_ins(items: list):
+    for it in items:
+        if isinstance(it, _Region):
+            yield from _walk_ins(it.body)
+        else:
+            yield it
+
+
+def _fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
+    """Each instruction's footprints, GM keyed by argument (:data:`_GM_KEY` + arg, byte offsets)."""
+    fps = footprints(spec)
+    args = tuple(i * _SPAN + _SPAN // 2 for i in range(max(nargs, 1)))
+    seen: set[int] = set()
+    unbounded: set[int] = set()
+    flat = list(_walk_ins(items))
+    for it in flat:  # an argument moved after it was accessed: its offsets no longer compare
+        if isinstance(it, _Ctrl):
+            if it.op.DEFN.mnemonic == "block_offset" and it.op.field("arg") in seen:
+                unbounded.add(it.op.field("arg"))
+            continue
+        for f in ("src_arg", "dst_arg"):
+            if f in it.op.DEFN.field_names:
+                seen.add(it.op.field(f))
+    for it in flat:
+        if isinstance(it, _Ctrl):
+            continue
+        ins = op_to_instr(it.op)
+        fn = fps[ins.mnemonic]
+        reg = ins.defn.group == "dma_reg"
+        accs = fn(ins.values, args, 0)[0] if reg else fn(ins.values, args)[0]
+        for buf, lo, hi, w in accs:
+            if hi <= lo:
+                continue
+            if buf == _GM:
+                arg = lo // _SPAN
+                base = arg * _SPAN + _SPAN // 2
+                if reg or arg in unbounded:
+                    it.accs.append((_GM_KEY + arg, -_BIG, _BIG, w))
+                else:
+                    it.accs.append((_GM_KEY + arg, lo - base, hi - base, w))
+            else:
+                it.accs.append((buf, lo, hi, w))
+
+
+# -------------------------------------------------------------------------------- distances
+
+def _view(acc: tuple, loop: _Loop | None, ctx: _Ctx) -> tuple:
+    """An access as the analysis of one scope sees it: ``("g", key, lo, hi, w, stride)`` (GM moving
+    by ``stride`` per iteration), ``("r", key, lo, hi, w, rot, copy, rlo, rhi)`` (in a region the
+    loop rotates) or ``("p", key, lo, hi, w)`` (fixed; an access straddling a rotated copy is widened
+    to every position it can take)."""
+    buf, lo, hi, w = acc
+    if buf >= _GM_KEY:
+        return ("g", buf, lo, hi, w, loop.strides.get(buf - _GM_KEY, 0) if loop else 0)
+    for space, base, size, copies in ctx.regions:
+        if space == buf and base <= lo < base + copies * size:
+            c, rlo = divmod(lo - base, size)
+            rhi = rlo + (hi - lo)
+            if rhi > size:  # straddles its copy: every copy it can be rotated to
+                return ("p", buf, base, base + (copies - 1) * size + rhi, w)
+            key = (space, base, size, copies)
+            if loop is not None and key in loop.rots:
+                return ("r", buf, lo, hi, w, key, c, rlo, rhi)
+            return ("p", buf, lo, hi, w)
+    return ("p", buf, lo, hi, w)
+
+
+def _hull(v: tuple) -> tuple[int, int]:
+    if v[0] == "r":
+        space, base, size, copies = v[5]
+        return base, base + copies * size
+    return v[2], v[3]
+
+
+def _distance(x: tuple, y: tuple, dmin: int, dmax: int, loop: _Loop | None) -> int | None:
+    """The smallest d in [dmin, dmax] at which access ``x`` of iteration k - d and access ``y`` of
+    iteration k conflict (same bytes, one of them a write), or None."""
+    if dmin > dmax or x[1] != y[1] or not (x[4] or y[4]):
+        return None
+    if x[0] == "g":
+        s = x[5]
+        if s == 0 or x[2] == -_BIG or y[2] == -_BIG:
+            return dmin if x[2] < y[3] and y[2] < x[3] else None
+        # x shifted by -d*s overlaps y: x.lo - d*s < y.hi and y.lo < x.hi - d*s
+        if s > 0:
+            lo_d = (x[2] - y[3]) // s + 1
+            hi_d = -((y[2] - x[3]) // s) - 1  # ceil((x.hi - y.lo) / s) - 1
+        else:
+            t = -s
+            lo_d = (y[2] - x[3]) // t + 1
+            hi_d = -((x[2] - y[3]) // t) - 1
+        d = max(dmin, lo_d)
+        return d if d <= min(dmax, hi_d) else None
+    if x[0] == "r" and y[0] == "r" and x[5] == y[5]:
+        if not (x[7] < y[8] and y[7] < x[8]):
+            return None
+        copies = x[5][3]
+        step = loop.rots[x[5]]
+        for d in range(dmin, min(dmax, dmin + copies - 1) + 1):  # same copy: d*step = cx - cy
+            if (d * step - (x[6] - y[6])) % copies == 0:
+                return d
+        return None
+    xl, xh = _hull(x)
+    yl, yh = _hull(y)
+    return dmin if xl < yh and yl < xh else None
+
+
+# ------------------------------------------------------------------------------- knowledge
+
+def _covers(k: tuple, r: tuple) -> bool:
+    return k[0] < r[0] or (k[0] == r[0] and k[1] >= r[1])
+
+
+def _newer(x: tuple, y: tuple) -> tuple:
+    return x if _covers(x, y) else y
+
+
+def _shift(k: tuple, d: int) -> tuple:
+    return k if k == _NONE else (k[0] + d, k[1])
+
+
+def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], list[int]]:
+    """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive) and the fence positions."""
+    fences = [i for i, it in enumerate(items) if isinstance(it, _Region)]
+    views: dict[int, list] = {}
+    by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
+    for pos, it in enumerate(items):
+        if isinstance(it, _Ins):
+            views[pos] = [_view(a, loop, ctx) for a in it.accs]
+            for v in views[pos]:
+                by_buf.setdefault(v[1], [[] for _ in range(_NP)])[it.pipe].append((pos, v))
+    carried = loop is not None and loop.count >= 2
+    start = (1, fences[-1]) if carried and fences else _NONE
+    K = [[start] * _NP for _ in range(_NP)]
+    hist = [([-1], [list(K[q])]) for q in range(_NP)]  # per pipe: positions, knowledge vectors
+    pairs: list[_Pair] = []
+
+    def snapshot(p: int, r: tuple, b: int) -> list:
+        d, a = r
+        ps, vs = hist[p]
+        if a < b:
+            vec = list(vs[bisect_right(ps, a) - 1])
+        else:  # later in the body, not analysed yet: what p knows now, and a fence between
+            vec = list(K[p])
+            f = [x for x in fences if b < x < a]
+            if f:
+                vec = [_newer(k, (0, f[-1])) for k in vec]
+        vec = [_shift(k, d) for k in vec]
+        vec[p] = (d, a)
+        return vec
+
+    for pos, it in enumerate(items):
+        if isinstance(it, _Region):
+            for q in range(_NP):
+                K[q] = [(0, pos)] * _NP
+                hist[q][0].append(pos)
+                hist[q][1].append(list(K[q]))
+            continue
+        if not isinstance(it, _Ins):
+            continue
+        q = it.pipe
+        req: dict[int, tuple] = {}
+        for v in views[pos]:
+            lists = by_buf[v[1]]
+            for p in range(_NP):
+                if p == q or not lists[p]:
+                    continue
+                lst = lists[p]
+                kq = K[q][p]
+                j = bisect_right(lst, (pos,)) - 1
+                while j >= 0:
+                    a, x = lst[j]
+                    if _covers(kq, (0, a)) or (p in req and _covers(req[p], (0, a))):
+                        break
+                    if _distance(x, v, 0, 0, loop) is not None:
+                        req[p] = (0, a) if p not in req else _newer(req[p], (0, a))
+                        break
+                    j -= 1
+                if carried and (p not in req or req[p][0] > 0) and kq[0] > 0:
+                    for a, x in lst:
+                        d = _distance(x, v, 1, loop.count - 1, loop)
+                        if d is None or _covers(kq, (d, a)):
+                            continue
+                        req[p] = (d, a) if p not in req else _newer(req[p], (d, a))
+        unmet = {p: r for p, r in req.items() if not _covers(K[q][p], r)}
+        while unmet:
+            snaps = {p: snapshot(p, r, pos) for p, r in unmet.items()}
+
+            def score(p):
+                joined = [_newer(k, s) for k, s in zip(K[q], snaps[p])]
+                return sum(_covers(joined[p2], r2) for p2, r2 in unmet.items()), -p
+
+            best = max(unmet, key=score)
+            d, a = unmet[best]
+            pairs.append(_Pair(best, q, a, pos, d, gs=a + 1))
+            K[q] = [_newer(k, s) for k, s in zip(K[q], snaps[best])]
+            unmet = {p: r for p, r in unmet.items() if not _covers(K[q][p], r)}
+        hist[q][0].append(pos)
+        hist[q][1].append(list(K[q]))
+    return pairs, fences
+
+
+def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx) -> dict:
+    """Phase 2: event ids. Loop-carried groups first (``copies`` consecutive ids held for the whole
+    loop), then the pairs within an iteration (lowest id free over [set, wait], the set moved later
+    if none is). A pair that cannot get an id becomes a barrier. Returns the group ids per pipe pair
+    (held by nested scopes too)."""
+    held: dict[tuple[int, int], set[int]] = {}
+    for pr in pairs:
+        if pr.d == 0:
+            continue
+        key = (pr.p, pr.q)
+        busy = reserved.get(key, set()) | held.get(key, set())
+        for base in range(ctx.nids - pr.copies + 1):
+            ids = set(range(base, base + pr.copies))
+            if not ids & busy:
+                pr.base = base
+                held.setdefault(key, set()).update(ids)
+                break
+        else:
+            pr.barrier = True
+    last: dict[tuple[int, int], dict[int, int]] = {}
+    for pr in pairs:
+        if pr.d != 0:
+            continue
+        key = (pr.p, pr.q)
+        busy = reserved.get(key, set()) | held.get(key, set())
+        lw = last.setdefault(key, {})
+        free = [e for e in range(ctx.nids) if e not in busy]
+        if not free:
+            pr.barrier = True
+            continue
+        # the earliest gap >= pr.gs at which an id's previous wait is done, lowest id first
+        g, e = min((max(pr.gs, lw.get(e, -1) + 1), e) for e in free)
+        if g > pr.b:
+            pr.barrier = True
+            continue
+        pr.gs, pr.base = g, e
+        lw[e] = pr.b
+    return held
+
+
+# ---------------------------------------------------------------------------------- emission
+
+def _flag(m: str, p: int, q: int, e: int) -> AscendInstrOp:
+    return make_op(m, src_pipe=p, dst_pipe=q, event=e)
+
+
+def _barrier() -> AscendInstrOp:
+    return make_op("pipe_barrier", pipe=_ALL)
+
+
+def _loop_info(region: _Region, where: str) -> _Loop:
+    strides: dict[int, int] = {}
+    rots: dict[tuple, int] = {}
+    for op in region.ctrl:
+        if op.DEFN.mnemonic == "loop_offset":
+            strides[op.field("arg")] = strides.get(op.field("arg"), 0) + op.field("stride")
+        else:
+            key = (op.field("space"), op.field("base"), op.field("size"), op.field("copies"))
+            if key[3] < 1 or key[2] < 1:
+                raise CannError(where, f"loop_rotate with copies {key[3]}, size {key[2]} (at least 1)")
+            rots[key] = (rots.get(key, 0) + op.field("step")) % key[3]
+    return _Loop(region.open.field("count"), strides, {k: s for k, s in rots.items() if s})
+
+
+def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
+    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+    pairs, _ = _analyse(items, loop, ctx)
+    held = _allocate(pairs, reserved, ctx)
+    inner = {k: set(v) for k, v in reserved.items()}
+    for k, v in held.items():
+        inner.setdefault(k, set()).update(v)
+    sets: dict[int, list] = {}
+    waits: dict[int, list] = {}
+    barriers: set[int] = set()
+    for pr in pairs:
+        if pr.barrier:
+            barriers.add(pr.b)
+            continue
+        wait_id = pr.base if pr.d == 0 or pr.a > pr.b else pr.base + 1
+        sets.setdefault(pr.gs, []).append(_flag("set_flag", pr.p, pr.q, pr.base))
+        waits.setdefault(pr.b, []).append(_flag("wait_flag", pr.p, pr.q, wait_id))
+    out: list = []
+    for g in range(len(items) + 1):
+        out += sets.get(g, [])
+        out += waits.get(g, [])
+        if g in barriers:
+            out.append(_barrier())
+        if g == len(items):
+            break
+        it = items[g]
+        if isinstance(it, _Region):
+            out += _emit_region(it, inner, ctx, where)
+        else:
+            out.append(it.op)
+    return out, [pr for pr in pairs if pr.d > 0 and not pr.barrier]
+
+
+def _emit_region(region: _Region, reserved: dict, ctx: _Ctx, where: str) -> list:
+    if not region.is_loop:
+        body, _ = _emit(region.body, None, reserved, ctx, where)
+        return [_barrier(), region.open, *body, region.close, _barrier()]
+    loop = _loop_info(region, where)
+    body, groups = _emit(region.body, loop, reserved, ctx, where)
+    pre, rot, drain = [], [], []
+    for pr in groups:
+        c = pr.copies
+        if c > 1:
+            rot.append(make_op("loop_rotate_event", src_pipe=pr.p, dst_pipe=pr.q, base=pr.base, copies=c, step=1))
+        fwd = pr.a < pr.b  # the set precedes the wait in the body: the wait's id is one ahead
+        wait_of = (lambda k: (k + 1) % c) if fwd else (lambda k: k % c)
+        consumed_pre = [wait_of(k) for k in range(min(pr.d, loop.count))]  # iterations waiting a pre-set
+        pre += [_flag("set_flag", pr.p, pr.q, pr.base + wait_of(k)) for k in range(pr.d)]
+        left = [k % c for k in range(max(0, loop.count - pr.d), loop.count)]  # sets never waited in the loop
+        left += [wait_of(k) for k in range(pr.d) if wait_of(k) not in consumed_pre]
+        drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
+    return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
+
+
+def _check_regions(items: list, where: str) -> list:
+    """Every loop_rotate region of the kernel; two different regions of one buffer must not overlap."""
+    found: list = []
+
+    def visit(its):
+        for it in its:
+            if isinstance(it, _Region):
+                for op in it.ctrl:
+                    if op.DEFN.mnemonic == "loop_rotate":
+                        key = (op.field("space"), op.field("base"), op.field("size"), op.field("copies"))
+                        if key not in found:
+                            found.append(key)
+                visit(it.body)
+
+    visit(items)
+    for i, (s1, b1, z1, c1) in enumerate(found):
+        for s2, b2, z2, c2 in found[i + 1:]:
+            if s1 == s2 and b1 < b2 + z2 * c2 and b2 < b1 + z1 * c1:
+                raise CannError(where, f"loop_rotate regions [{b1}, {b1 + z1 * c1}) and [{b2}, {b2 + z2 * c2}) "
+                                       f"of {isa.SPACE_NAMES.get(s1, s1)} overlap: ascend-insert-sync cannot order them")
+    return found
+
+
+def insert_flags(kernel: KernelOp, spec: SocSpec) -> int:
+    """Mode ``flags`` on one kernel (see the module docstring); returns the number of sync
+    instructions in the result.
+
+    Raises:
+        CannError: unbalanced loops / block_ifs, loop_offset or loop_rotate outside a loop,
+            overlapping loop_rotate regions of one buffer, or a SoC with no usable event id.
+    """
+    where = f"ascend-insert-sync: kernel '{kernel.kernel_name}'"
+    nids = spec.event_ids - spec.reserved_event_ids
+    if nids < 1:
+        raise CannError(where, f"{spec.name} leaves no event id for flags (event_ids {spec.event_ids}, "
+                               f"reserved {spec.reserved_event_ids})")
+    block = kernel.body.block
+    ops = list(block.ops)
+    for op in ops:
+        op.detach()
+    kept = []
+    for op in ops:
+        if op.DEFN.mnemonic in _SYNC:
+            op.erase()
+        else:
+            kept.append(op)
+    items = _parse(kept, where)
+    ctx = _Ctx(spec, nids)
+    ctx.regions = _check_regions(items, where)
+    _fill_accesses(items, spec, kernel.num_args.value.data)
+    out, _ = _emit(items, None, {}, ctx, where)
+    if any(not isinstance(it, _Ctrl) for it in items):
+        out.append(_barrier())
+    final: list = []
+    work_seen = False
+    for op in out:
+        m = op.DEFN.mnemonic
+        is_barrier = m == "pipe_barrier"
+        if is_barrier and (not work_seen or (final and final[-1].DEFN.mnemonic == "pipe_barrier")):
+            continue  # nothing before it to order, or a second barrier in a row
+        if m in ("loop_begin", "block_if") or op.DEFN.group not in ("spmd", "sync"):
+            work_seen = True
+        final.append(op)
+    block.add_ops(final)
+    return sum(1 for op in final if op.DEFN.group == "sync")
