@@ -21,8 +21,9 @@ wait; an id is reused once its previous wait is done). When none is free the set
 the first point where an id is free, still after A); when that is impossible a ``pipe_barrier``
 (PIPE_ALL) goes before B instead.
 
-**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if`` /
-``block_endif`` (no pair crosses a fence). Inside a loop body, besides the dependences within an
+**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if``
+region (a barrier first thing inside it, and one after a run of consecutive regions, so a core
+skipping a region pays nothing for it; no pair crosses a fence). Inside a loop body, besides the dependences within an
 iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
 there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
 to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
@@ -261,9 +262,18 @@ def _shift(k: tuple, d: int) -> tuple:
     return k if k == _NONE else (k[0] + d, k[1])
 
 
-def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], list[int]]:
-    """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive) and the fence positions."""
-    fences = [i for i, it in enumerate(items) if isinstance(it, _Region)]
+def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
+             forced: frozenset = frozenset()) -> tuple[list[_Pair], set[int]]:
+    """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive), with a PIPE_ALL
+    barrier before each position of ``forced``. Also returns the positions (outside loops) where one
+    barrier would replace the consumer's single pair at no cost: a barrier waits for every pipe, so
+    it is as early as the pair when everything before the consumer on every other pipe already
+    happened before the producer (the producer is its pipe's last instruction), and it delays no
+    later work when the next instruction of every third pipe waits for the producer anyway; it then
+    costs one scalar instruction instead of two."""
+    # barrier points: (position, the last position they order); a region is one, so is a forced barrier
+    marks = [(i, i) if isinstance(it, _Region) else (i, i - 1) for i, it in enumerate(items)
+             if isinstance(it, _Region) or i in forced]
     views: dict[int, list] = {}
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
@@ -272,7 +282,7 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], l
             for v in views[pos]:
                 by_buf.setdefault(v[1], [[] for _ in range(_NP)])[it.pipe].append((pos, v))
     carried = loop is not None and loop.count >= 2
-    start = (1, fences[-1]) if carried and fences else _NONE
+    start = (1, marks[-1][1]) if carried and marks else _NONE
     K = [[start] * _NP for _ in range(_NP)]
     hist = [([-1], [list(K[q])]) for q in range(_NP)]  # per pipe: positions, knowledge vectors
     pairs: list[_Pair] = []
@@ -284,7 +294,7 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], l
             vec = list(vs[bisect_right(ps, a) - 1])
         else:  # later in the body, not analysed yet: what p knows now, and a fence between
             vec = list(K[p])
-            f = [x for x in fences if b < x < a]
+            f = [upto for x, upto in marks if b < x <= a]
             if f:
                 vec = [_newer(k, (0, f[-1])) for k in vec]
         vec = [_shift(k, d) for k in vec]
@@ -292,12 +302,12 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], l
         return vec
 
     for pos, it in enumerate(items):
-        if isinstance(it, _Region):
+        if pos in forced or isinstance(it, _Region):
+            known = (0, pos) if isinstance(it, _Region) else (0, pos - 1)
             for q in range(_NP):
-                K[q] = [(0, pos)] * _NP
+                K[q] = [known] * _NP
                 hist[q][0].append(pos)
                 hist[q][1].append(list(K[q]))
-            continue
         if not isinstance(it, _Ins):
             continue
         q = it.pipe
@@ -339,7 +349,66 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx) -> tuple[list[_Pair], l
             unmet = {p: r for p, r in unmet.items() if not _covers(K[q][p], r)}
         hist[q][0].append(pos)
         hist[q][1].append(list(K[q]))
-    return pairs, fences
+    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced)
+
+
+def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced) -> set[int]:
+    """The consumer positions where a barrier is no slower than the pair (see :func:`_analyse`);
+    ``wrap``: the scope is a repeating loop body (the neighbours of an instruction may be in the
+    previous or the next iteration)."""
+    by_b: dict[int, list[_Pair]] = {}
+    for pr in pairs:
+        by_b.setdefault(pr.b, []).append(pr)
+    n = len(items)
+    pipes = [it.pipe if isinstance(it, _Ins) else -1 for it in items]  # -1: a fence (or control)
+    stops = {i for i, it in enumerate(items) if isinstance(it, _Region)} | set(forced)
+
+    def nearest(b: int, r: int, step: int) -> tuple[int, int] | None:
+        """(iterations away, position) of the nearest instruction of pipe r before (step -1) or
+        after (+1) position b, None when a fence or barrier comes first or there is none."""
+        x, it = b, 0
+        for _ in range(n - 1 if wrap else n):
+            if step > 0 and x + 1 in stops:
+                return None
+            x += step
+            if not 0 <= x < n:
+                if not wrap:
+                    return None
+                x, it = x % n, it + 1
+            if step < 0 and x + 1 in stops:
+                return None
+            if pipes[x] == r:
+                return it, x
+        return None
+
+    out: set[int] = set()
+    for b, prs in by_b.items():
+        if len(prs) != 1 or prs[0].d > 1 or (prs[0].d == 1 and prs[0].a < prs[0].b):
+            continue
+        p, q, a, d = prs[0].p, prs[0].q, prs[0].a, prs[0].d
+        between = range(a + 1, b) if d == 0 else [*range(a + 1, n), *range(b)]
+        if any(pipes[x] == p for x in between):
+            continue
+        snap = snapshot(p, (d, a), b)
+        ok = True
+        for r in range(_NP):
+            if r == p:
+                continue
+            last = nearest(b, r, -1)
+            if last is not None and not _covers(snap[r], last):
+                ok = False
+                break
+            if r == q:
+                continue
+            nxt = nearest(b, r, 1)
+            if nxt is not None:
+                ps, vs = hist[r]
+                if not _covers(vs[bisect_right(ps, nxt[1]) - 1][p], (nxt[0] + d, a)):
+                    ok = False
+                    break
+        if ok:
+            out.add(b)
+    return out
 
 
 def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx) -> dict:
@@ -408,14 +477,19 @@ def _loop_info(region: _Region, where: str) -> _Loop:
 
 def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
     """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
-    pairs, _ = _analyse(items, loop, ctx)
+    forced: frozenset = frozenset()
+    pairs, cheap = _analyse(items, loop, ctx)
+    while cheap - forced:  # each barrier can make another pair the only one left at its consumer
+        forced |= cheap
+        pairs, cheap = _analyse(items, loop, ctx, forced)
+    cheap = forced
     held = _allocate(pairs, reserved, ctx)
     inner = {k: set(v) for k, v in reserved.items()}
     for k, v in held.items():
         inner.setdefault(k, set()).update(v)
     sets: dict[int, list] = {}
     waits: dict[int, list] = {}
-    barriers: set[int] = set()
+    barriers: set[int] = set(cheap)
     for pr in pairs:
         if pr.barrier:
             barriers.add(pr.b)
@@ -427,13 +501,19 @@ def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str
     for g in range(len(items) + 1):
         out += sets.get(g, [])
         out += waits.get(g, [])
-        if g in barriers:
+        # a loop body's first barrier goes last: the same point between two iterations, and it
+        # then meets the exit fence instead of the entry one
+        if g in barriers and not (loop is not None and g == 0) or (g == len(items) and loop is not None
+                                                                    and 0 in barriers):
             out.append(_barrier())
         if g == len(items):
             break
         it = items[g]
         if isinstance(it, _Region):
             out += _emit_region(it, inner, ctx, where)
+            nxt = items[g + 1] if g + 1 < len(items) else None
+            if not it.is_loop and not (isinstance(nxt, _Region) and not nxt.is_loop):
+                out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
         else:
             out.append(it.op)
     return out, [pr for pr in pairs if pr.d > 0 and not pr.barrier]
@@ -442,7 +522,7 @@ def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str
 def _emit_region(region: _Region, reserved: dict, ctx: _Ctx, where: str) -> list:
     if not region.is_loop:
         body, _ = _emit(region.body, None, reserved, ctx, where)
-        return [_barrier(), region.open, *body, region.close, _barrier()]
+        return [region.open, _barrier(), *body, region.close]  # fenced before its body; after, see _emit
     loop = _loop_info(region, where)
     body, groups = _emit(region.body, loop, reserved, ctx, where)
     pre, rot, drain = [], [], []
@@ -520,7 +600,7 @@ def insert_flags(kernel: KernelOp, spec: SocSpec) -> int:
         is_barrier = m == "pipe_barrier"
         if is_barrier and (not work_seen or (final and final[-1].DEFN.mnemonic == "pipe_barrier")):
             continue  # nothing before it to order, or a second barrier in a row
-        if m in ("loop_begin", "block_if") or op.DEFN.group not in ("spmd", "sync"):
+        if m == "loop_begin" or op.DEFN.group not in ("spmd", "sync"):
             work_seen = True
         final.append(op)
     block.add_ops(final)
