@@ -100,11 +100,14 @@ _MODES: dict[str, Callable[[KernelOp, SocSpec], int]] = {"barrier": insert_barri
 
 @dataclass(frozen=True)
 class AscendInsertSyncPass(ModulePass):
-    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier`` or ``flags``)."""
+    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier`` or ``flags``;
+    ``free_barriers`` (flags only, default true): a barrier replaces a consumer's pairs where
+    that is no slower; false keeps every pair, as the wait-deletion test needs)."""
 
     name = "ascend-insert-sync"
 
     mode: str = "barrier"
+    free_barriers: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite = _MODES.get(self.mode)
@@ -113,4 +116,7 @@ class AscendInsertSyncPass(ModulePass):
         soc = op.attributes.get("tile.soc")
         spec = load_soc(soc.data if soc is not None else DEFAULT_SOC)
         for kernel in kernels(op):
-            rewrite(kernel, spec)
+            if rewrite is insert_flags:
+                insert_flags(kernel, spec, free_barriers=self.free_barriers)
+            else:
+                rewrite(kernel, spec)

@@ -111,6 +111,7 @@ class _Pair:
 class _Ctx:
     spec: SocSpec
     nids: int
+    free_barriers: bool = True
     regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
 
 
@@ -266,7 +267,7 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
              forced: frozenset = frozenset()) -> tuple[list[_Pair], set[int]]:
     """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive), with a PIPE_ALL
     barrier before each position of ``forced``. Also returns the positions (outside loops) where one
-    barrier would replace the consumer's single pair at no cost: a barrier waits for every pipe, so
+    barrier would replace the consumer's pairs at no cost: a barrier waits for every pipe, so
     it is as early as the pair when everything before the consumer on every other pipe already
     happened before the producer (the producer is its pipe's last instruction), and it delays no
     later work when the next instruction of every third pipe waits for the producer anyway; it then
@@ -383,29 +384,30 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
 
     out: set[int] = set()
     for b, prs in by_b.items():
-        if len(prs) != 1 or prs[0].d > 1 or (prs[0].d == 1 and prs[0].a < prs[0].b):
+        if any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
             continue
-        p, q, a, d = prs[0].p, prs[0].q, prs[0].a, prs[0].d
-        between = range(a + 1, b) if d == 0 else [*range(a + 1, n), *range(b)]
-        if any(pipes[x] == p for x in between):
-            continue
-        snap = snapshot(p, (d, a), b)
+        q = prs[0].q
+        producers = {pr.p for pr in prs}
+        joined = [_NONE] * _NP
         ok = True
-        for r in range(_NP):
-            if r == p:
-                continue
-            last = nearest(b, r, -1)
-            if last is not None and not _covers(snap[r], last):
+        for pr in prs:
+            between = range(pr.a + 1, b) if pr.d == 0 else [*range(pr.a + 1, n), *range(b)]
+            if any(pipes[x] == pr.p for x in between):  # the producer is its pipe's last
                 ok = False
                 break
-            if r == q:
+            joined = [_newer(k, s) for k, s in zip(joined, snapshot(pr.p, (pr.d, pr.a), b))]
+        for r in range(_NP):
+            if not ok:
+                break
+            if r in producers:
                 continue
-            nxt = nearest(b, r, 1)
-            if nxt is not None:
+            last = nearest(b, r, -1)
+            if last is not None and not _covers(joined[r], last):
+                ok = False
+            elif r != q and (nxt := nearest(b, r, 1)) is not None:
                 ps, vs = hist[r]
-                if not _covers(vs[bisect_right(ps, nxt[1]) - 1][p], (nxt[0] + d, a)):
-                    ok = False
-                    break
+                known = vs[bisect_right(ps, nxt[1]) - 1]
+                ok = all(_covers(known[pr.p], (nxt[0] + pr.d, pr.a)) for pr in prs)
         if ok:
             out.add(b)
     return out
@@ -479,6 +481,8 @@ def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str
     """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
     forced: frozenset = frozenset()
     pairs, cheap = _analyse(items, loop, ctx)
+    if not ctx.free_barriers:
+        cheap = set()
     while cheap - forced:  # each barrier can make another pair the only one left at its consumer
         forced |= cheap
         pairs, cheap = _analyse(items, loop, ctx, forced)
@@ -563,9 +567,10 @@ def _check_regions(items: list, where: str) -> list:
     return found
 
 
-def insert_flags(kernel: KernelOp, spec: SocSpec) -> int:
+def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
     """Mode ``flags`` on one kernel (see the module docstring); returns the number of sync
-    instructions in the result.
+    instructions in the result. ``free_barriers``: replace a consumer's pairs by a PIPE_ALL
+    barrier where that is no slower (:func:`_analyse`); False keeps every pair.
 
     Raises:
         CannError: unbalanced loops / block_ifs, loop_offset or loop_rotate outside a loop,
@@ -587,7 +592,7 @@ def insert_flags(kernel: KernelOp, spec: SocSpec) -> int:
         else:
             kept.append(op)
     items = _parse(kept, where)
-    ctx = _Ctx(spec, nids)
+    ctx = _Ctx(spec, nids, free_barriers)
     ctx.regions = _check_regions(items, where)
     _fill_accesses(items, spec, kernel.num_args.value.data)
     out, _ = _emit(items, None, {}, ctx, where)
