@@ -288,30 +288,9 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
     hist = [([-1], [list(K[q])]) for q in range(_NP)]  # per pipe: positions, knowledge vectors
     pairs: list[_Pair] = []
 
-    def snapshot(p: int, r: tuple, b: int) -> list:
-        d, a = r
-        ps, vs = hist[p]
-        if a < b:
-            vec = list(vs[bisect_right(ps, a) - 1])
-        else:  # later in the body, not analysed yet: what p knows now, and a fence between
-            vec = list(K[p])
-            f = [upto for x, upto in marks if b < x <= a]
-            if f:
-                vec = [_newer(k, (0, f[-1])) for k in vec]
-        vec = [_shift(k, d) for k in vec]
-        vec[p] = (d, a)
-        return vec
-
-    for pos, it in enumerate(items):
-        if pos in forced or isinstance(it, _Region):
-            known = (0, pos) if isinstance(it, _Region) else (0, pos - 1)
-            for q in range(_NP):
-                K[q] = [known] * _NP
-                hist[q][0].append(pos)
-                hist[q][1].append(list(K[q]))
-        if not isinstance(it, _Ins):
-            continue
-        q = it.pipe
+    def needs(pos: int, q: int, known: list) -> dict[int, tuple]:
+        """pipe -> the most recent conflicting access (iterations back, position) of that pipe the
+        instruction at ``pos`` (pipe q) must follow, skipping what ``known`` already covers."""
         req: dict[int, tuple] = {}
         for v in views[pos]:
             lists = by_buf[v[1]]
@@ -319,7 +298,7 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
                 if p == q or not lists[p]:
                     continue
                 lst = lists[p]
-                kq = K[q][p]
+                kq = known[p]
                 j = bisect_right(lst, (pos,)) - 1
                 while j >= 0:
                     a, x = lst[j]
@@ -335,6 +314,42 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
                         if d is None or _covers(kq, (d, a)):
                             continue
                         req[p] = (d, a) if p not in req else _newer(req[p], (d, a))
+        return req
+
+    # in a loop: what each instruction will know once its own dependences are met (whatever meets
+    # them), the lower bound of a producer later in the body (program order: an earlier iteration)
+    will_know = {pos: needs(pos, it.pipe, [_NONE] * _NP) for pos, it in enumerate(items)
+                 if carried and isinstance(it, _Ins)}
+
+    def snapshot(p: int, r: tuple, b: int) -> list:
+        d, a = r
+        ps, vs = hist[p]
+        if a < b:
+            vec = list(vs[bisect_right(ps, a) - 1])
+        else:  # later in the body, not analysed yet: what p knows now, and a fence between
+            vec = list(K[p])
+            f = [upto for x, upto in marks if b < x <= a]
+            if f:
+                vec = [_newer(k, (0, f[-1])) for k in vec]
+            for x in range(b, a + 1):
+                if items[x].__class__ is _Ins and items[x].pipe == p:
+                    for r2, k2 in will_know[x].items():
+                        vec[r2] = _newer(vec[r2], k2)
+        vec = [_shift(k, d) for k in vec]
+        vec[p] = (d, a)
+        return vec
+
+    for pos, it in enumerate(items):
+        if pos in forced or isinstance(it, _Region):
+            known = (0, pos) if isinstance(it, _Region) else (0, pos - 1)
+            for q in range(_NP):
+                K[q] = [known] * _NP
+                hist[q][0].append(pos)
+                hist[q][1].append(list(K[q]))
+        if not isinstance(it, _Ins):
+            continue
+        q = it.pipe
+        req = needs(pos, q, K[q])
         unmet = {p: r for p, r in req.items() if not _covers(K[q][p], r)}
         while unmet:
             snaps = {p: snapshot(p, r, pos) for p, r in unmet.items()}
