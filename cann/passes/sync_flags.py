@@ -379,23 +379,31 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
     pipes = [it.pipe if isinstance(it, _Ins) else -1 for it in items]  # -1: a fence (or control)
     stops = {i for i, it in enumerate(items) if isinstance(it, _Region)} | set(forced)
 
+    at = [[x for x in range(n) if pipes[x] == r] for r in range(_NP)]
+    stop_list = sorted(stops)
+
+    def stop_in(lo: int, hi: int) -> bool:  # a barrier or fence before an item in (lo, hi]
+        i = bisect_right(stop_list, lo)
+        return i < len(stop_list) and stop_list[i] <= hi
+
     def nearest(b: int, r: int, step: int) -> tuple[int, int] | None:
         """(iterations away, position) of the nearest instruction of pipe r before (step -1) or
-        after (+1) position b, None when a fence or barrier comes first or there is none."""
-        x, it = b, 0
-        for _ in range(n - 1 if wrap else n):
-            if step > 0 and x + 1 in stops:
+        after (+1) position b (b itself excluded), None when a fence or barrier comes first or
+        there is none."""
+        xs = at[r]
+        if step < 0:
+            i = bisect_right(xs, b - 1) - 1
+            if i >= 0:
+                return None if stop_in(xs[i], b) else (0, xs[i])
+            if not wrap or not xs or xs[-1] == b or stop_in(-1, b) or stop_in(xs[-1], n):
                 return None
-            x += step
-            if not 0 <= x < n:
-                if not wrap:
-                    return None
-                x, it = x % n, it + 1
-            if step < 0 and x + 1 in stops:
-                return None
-            if pipes[x] == r:
-                return it, x
-        return None
+            return 1, xs[-1]
+        i = bisect_right(xs, b)
+        if i < len(xs):
+            return None if stop_in(b, xs[i]) else (0, xs[i])
+        if not wrap or not xs or xs[0] == b or stop_in(b, n) or stop_in(-1, xs[0]):
+            return None
+        return 1, xs[0]
 
     out: set[int] = set()
     for b, prs in by_b.items():
