@@ -388,20 +388,21 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
 
     def nearest(b: int, r: int, step: int) -> tuple[int, int] | None:
         """(iterations away, position) of the nearest instruction of pipe r before (step -1) or
-        after (+1) position b (b itself excluded), None when a fence or barrier comes first or
-        there is none."""
+        after (+1) position b (in a loop, b itself one iteration away counts: the consumer's own
+        previous run holds its pipe, so a barrier would wait for it), None when a fence or barrier
+        comes first or there is none."""
         xs = at[r]
         if step < 0:
             i = bisect_right(xs, b - 1) - 1
             if i >= 0:
                 return None if stop_in(xs[i], b) else (0, xs[i])
-            if not wrap or not xs or xs[-1] == b or stop_in(-1, b) or stop_in(xs[-1], n):
+            if not wrap or not xs or stop_in(-1, b) or stop_in(xs[-1], n):
                 return None
             return 1, xs[-1]
         i = bisect_right(xs, b)
         if i < len(xs):
             return None if stop_in(b, xs[i]) else (0, xs[i])
-        if not wrap or not xs or xs[0] == b or stop_in(b, n) or stop_in(-1, xs[0]):
+        if not wrap or not xs or stop_in(b, n) or stop_in(-1, xs[0]):
             return None
         return 1, xs[0]
 

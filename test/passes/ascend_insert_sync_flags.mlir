@@ -396,3 +396,45 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.loop_end
   ascend.loop_end
 }
+
+// A double-buffered cube K loop (L0A / L0B rotating): MTE1 -> M within an iteration, and the
+// load of iteration k+2 overwrites what mmad k read (M -> MTE1, two rotating ids). With free
+// barriers the pairs stay: a barrier before mmad would wait for the previous mmad, which the next
+// loads do not have to.
+// CHECK-LABEL: ascend.kernel @cube_loop
+// CHECK:         ascend.set_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=1
+// CHECK-NEXT:    ascend.loop_begin count=5
+// CHECK-NEXT:    ascend.loop_rotate space=2
+// CHECK-NEXT:    ascend.loop_rotate space=3
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=2, dst_pipe=3, base=0, copies=2, step=1
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.load2d dst_space=1
+// CHECK-NEXT:    ascend.load2d dst_space=2
+// CHECK-NEXT:    ascend.set_flag src_pipe=3, dst_pipe=2, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=3, dst_pipe=2, event=0
+// CHECK-NEXT:    ascend.mmad
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.loop_end
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=1
+// CHECK-NEXT:    ascend.pipe_barrier pipe=6
+// FREE-LABEL: ascend.kernel @cube_loop
+// FREE:         ascend.loop_begin count=5
+// FREE-NOT:     pipe_barrier
+// FREE:         ascend.loop_end
+ascend.kernel @cube_loop attributes {block_dim = 1 : i64, num_args = 2 : i64} {
+  ascend.copy_gm_to_l1 dst=0, src_arg=0, src=0, nburst=1, burst=1024, src_stride=0, dst_stride=0
+  ascend.load2d dst_space=1, dst=0, src=0, repeat=1, src_stride=512, dst_stride=512
+  ascend.load2d dst_space=2, dst=0, src=512, repeat=1, src_stride=512, dst_stride=512
+  ascend.mmad dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1
+  ascend.loop_begin count=5
+  ascend.loop_rotate space=2, base=0, size=512, copies=2, step=1
+  ascend.loop_rotate space=3, base=0, size=512, copies=2, step=1
+  ascend.load2d dst_space=1, dst=0, src=0, repeat=1, src_stride=512, dst_stride=512
+  ascend.load2d dst_space=2, dst=0, src=512, repeat=1, src_stride=512, dst_stride=512
+  ascend.mmad dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=0
+  ascend.loop_end
+  ascend.copy_l0c_to_ub dtype=0, dst=0, src=0, n1=1, m=16, src_m=16
+  ascend.copy_ub_to_gm dst_arg=1, dst=0, src=0, nburst=1, burst=512, src_stride=0, dst_stride=0
+}
