@@ -6,6 +6,11 @@
 // Two different loop_rotate regions over the same bytes: refused, naming the kernel and the regions.
 // RUN: printf 'ascend.kernel @bad attributes {block_dim = 1 : i64, num_args = 1 : i64} {\nascend.loop_begin count=2\nascend.loop_rotate space=5, base=0, size=256, copies=2, step=1\nascend.loop_rotate space=5, base=256, size=512, copies=2, step=1\nascend.loop_end\n}\n' | not cann-opt -p 'ascend-insert-sync{mode=flags}' 2>&1 | filecheck %s --check-prefix=ERR
 // ERR: error: ascend-insert-sync: kernel 'bad': loop_rotate regions [0, 512) and [256, 1280) of ub overlap: ascend-insert-sync cannot order them
+// Unbalanced control and loop control outside a loop: refused, naming the kernel.
+// RUN: printf 'ascend.kernel @bad attributes {block_dim = 1 : i64, num_args = 1 : i64} {\nascend.loop_end\n}\n' | not cann-opt -p 'ascend-insert-sync{mode=flags}' 2>&1 | filecheck %s --check-prefix=UNBAL
+// UNBAL: error: ascend-insert-sync: kernel 'bad': loop_end without a matching loop_begin
+// RUN: printf 'ascend.kernel @bad attributes {block_dim = 1 : i64, num_args = 1 : i64} {\nascend.loop_offset arg=0, stride=4\n}\n' | not cann-opt -p 'ascend-insert-sync{mode=flags}' 2>&1 | filecheck %s --check-prefix=OUTSIDE
+// OUTSIDE: error: ascend-insert-sync: kernel 'bad': loop_offset outside a loop_begin .. loop_end
 
 // RAW: the set goes right after the producer (the first load), the wait right before the consumer;
 // the second load's consumer (MTE3) gets its own pair 4->5.

@@ -195,6 +195,15 @@ def test_models_flags_match_onnxruntime_with_fewer_cycles(name):
         assert cycles[FLAGS] <= cycles["ascend-insert-sync{mode=barrier}"]
 
 
+def test_flags_are_deterministic():
+    """Same input, same bytes."""
+    texts = []
+    for _ in range(2):
+        _, module = compile_with(conv_relu_model(), FLAGS)
+        texts.append(str(module))
+    assert texts[0] == texts[1]
+
+
 # ------------------------------------------------------------------------------ deletion test
 
 _RACE = re.compile(r"instruction \d+ `(\w+)[^`]*`: data race with instruction \d+ `(\w+)[^`]*` \((\w+)\): "
