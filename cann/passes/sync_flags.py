@@ -38,57 +38,30 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from cann.dialects.ascend import AscendInstrOp, KernelOp, make_op, op_to_instr
+from cann.dialects.ascend import AscendInstrOp, KernelOp, make_op
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
-from cann.hw.footprint import BUFS, footprints
+from cann.passes.sync_deps import (
+    NONE,
+    NP,
+    Ctrl,
+    Ins,
+    Loop,
+    Region,
+    check_regions,
+    covers,
+    distance,
+    fill_accesses,
+    loop_info,
+    newer,
+    parse,
+    shift,
+    view,
+)
 
-_NP = len(isa.Pipe) - 1  # pipes S .. MTE3
 _ALL = int(isa.Pipe.ALL)
-_GM = BUFS.index("gm")
-_GM_KEY = 100  # access buffer key of kernel argument a: _GM_KEY + a
-_SPAN = 1 << 40  # synthetic GM distance between two kernel arguments
-_BIG = 1 << 62  # "anywhere in the argument"
-_NONE = (1 << 30, -1)  # knowledge of nothing: (iterations back, body position)
 _SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
-
-
-# ------------------------------------------------------------------------------------------ items
-
-@dataclass
-class _Ins:
-    op: AscendInstrOp
-    pipe: int
-    accs: list  # (buffer key, lo, hi, is_write)
-
-
-@dataclass
-class _Region:
-    """A fenced region: a hardware loop (``ctrl``: its loop_offset / loop_rotate) or a block_if."""
-
-    open: AscendInstrOp
-    ctrl: list
-    body: list
-    close: AscendInstrOp
-
-    @property
-    def is_loop(self) -> bool:
-        return self.open.DEFN.mnemonic == "loop_begin"
-
-
-@dataclass
-class _Ctrl:  # other SPMD control (block_offset): passes through
-    op: AscendInstrOp
-
-
-@dataclass
-class _Loop:
-    """What the analysis of one loop body needs: trip count, GM strides per argument, rotations."""
-
-    count: int
-    strides: dict
-    rots: dict  # (space, base, size, copies) -> step % copies (nonzero)
 
 
 @dataclass
@@ -115,155 +88,7 @@ class _Ctx:
     regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
 
 
-def _parse(ops: list, where: str) -> list:
-    """The flat instruction list as items (instructions, fenced regions, control)."""
-    stack: list[tuple[AscendInstrOp | None, list, list]] = [(None, [], [])]
-    for op in ops:
-        m = op.DEFN.mnemonic
-        top = stack[-1]
-        if m in ("loop_begin", "block_if"):
-            stack.append((op, [], []))
-        elif m in ("loop_end", "block_endif"):
-            want = "loop_begin" if m == "loop_end" else "block_if"
-            if top[0] is None or top[0].DEFN.mnemonic != want:
-                raise CannError(where, f"{m} without a matching {want}")
-            stack.pop()
-            stack[-1][2].append(_Region(top[0], top[1], top[2], op))
-        elif m in ("loop_offset", "loop_rotate"):
-            if top[0] is None or top[0].DEFN.mnemonic != "loop_begin":
-                raise CannError(where, f"{m} outside a loop_begin .. loop_end")
-            top[1].append(op)
-        elif op.DEFN.group == "spmd":
-            top[2].append(_Ctrl(op))
-        else:
-            top[2].append(_Ins(op, int(op.DEFN.pipe), []))
-    if len(stack) > 1:
-        raise CannError(where, f"{stack[-1][0].DEFN.mnemonic} without its end")
-    return stack[0][2]
-
-
-def _walk_ins(items: list):
-    for it in items:
-        if isinstance(it, _Region):
-            yield from _walk_ins(it.body)
-        else:
-            yield it
-
-
-def _fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
-    """Each instruction's footprints, GM keyed by argument (:data:`_GM_KEY` + arg, byte offsets)."""
-    fps = footprints(spec)
-    args = tuple(i * _SPAN + _SPAN // 2 for i in range(max(nargs, 1)))
-    seen: set[int] = set()
-    unbounded: set[int] = set()
-    flat = list(_walk_ins(items))
-    for it in flat:  # an argument moved after it was accessed: its offsets no longer compare
-        if isinstance(it, _Ctrl):
-            if it.op.DEFN.mnemonic == "block_offset" and it.op.field("arg") in seen:
-                unbounded.add(it.op.field("arg"))
-            continue
-        for f in ("src_arg", "dst_arg"):
-            if f in it.op.DEFN.field_names:
-                seen.add(it.op.field(f))
-    for it in flat:
-        if isinstance(it, _Ctrl):
-            continue
-        ins = op_to_instr(it.op)
-        fn = fps[ins.mnemonic]
-        reg = ins.defn.group == "dma_reg"
-        accs = fn(ins.values, args, 0)[0] if reg else fn(ins.values, args)[0]
-        for buf, lo, hi, w in accs:
-            if hi <= lo:
-                continue
-            if buf == _GM:
-                arg = lo // _SPAN
-                base = arg * _SPAN + _SPAN // 2
-                if reg or arg in unbounded:
-                    it.accs.append((_GM_KEY + arg, -_BIG, _BIG, w))
-                else:
-                    it.accs.append((_GM_KEY + arg, lo - base, hi - base, w))
-            else:
-                it.accs.append((buf, lo, hi, w))
-
-
-# -------------------------------------------------------------------------------- distances
-
-def _view(acc: tuple, loop: _Loop | None, ctx: _Ctx) -> tuple:
-    """An access as the analysis of one scope sees it: ``("g", key, lo, hi, w, stride)`` (GM moving
-    by ``stride`` per iteration), ``("r", key, lo, hi, w, rot, copy, rlo, rhi)`` (in a region the
-    loop rotates) or ``("p", key, lo, hi, w)`` (fixed; an access straddling a rotated copy is widened
-    to every position it can take)."""
-    buf, lo, hi, w = acc
-    if buf >= _GM_KEY:
-        return ("g", buf, lo, hi, w, loop.strides.get(buf - _GM_KEY, 0) if loop else 0)
-    for space, base, size, copies in ctx.regions:
-        if space == buf and base <= lo < base + copies * size:
-            c, rlo = divmod(lo - base, size)
-            rhi = rlo + (hi - lo)
-            if rhi > size:  # straddles its copy: every copy it can be rotated to
-                return ("p", buf, base, base + (copies - 1) * size + rhi, w)
-            key = (space, base, size, copies)
-            if loop is not None and key in loop.rots:
-                return ("r", buf, lo, hi, w, key, c, rlo, rhi)
-            return ("p", buf, lo, hi, w)
-    return ("p", buf, lo, hi, w)
-
-
-def _hull(v: tuple) -> tuple[int, int]:
-    if v[0] == "r":
-        space, base, size, copies = v[5]
-        return base, base + copies * size
-    return v[2], v[3]
-
-
-def _distance(x: tuple, y: tuple, dmin: int, dmax: int, loop: _Loop | None) -> int | None:
-    """The smallest d in [dmin, dmax] at which access ``x`` of iteration k - d and access ``y`` of
-    iteration k conflict (same bytes, one of them a write), or None."""
-    if dmin > dmax or x[1] != y[1] or not (x[4] or y[4]):
-        return None
-    if x[0] == "g":
-        s = x[5]
-        if s == 0 or x[2] == -_BIG or y[2] == -_BIG:
-            return dmin if x[2] < y[3] and y[2] < x[3] else None
-        # x shifted by -d*s overlaps y: x.lo - d*s < y.hi and y.lo < x.hi - d*s
-        if s > 0:
-            lo_d = (x[2] - y[3]) // s + 1
-            hi_d = -((y[2] - x[3]) // s) - 1  # ceil((x.hi - y.lo) / s) - 1
-        else:
-            t = -s
-            lo_d = (y[2] - x[3]) // t + 1
-            hi_d = -((x[2] - y[3]) // t) - 1
-        d = max(dmin, lo_d)
-        return d if d <= min(dmax, hi_d) else None
-    if x[0] == "r" and y[0] == "r" and x[5] == y[5]:
-        if not (x[7] < y[8] and y[7] < x[8]):
-            return None
-        copies = x[5][3]
-        step = loop.rots[x[5]]
-        for d in range(dmin, min(dmax, dmin + copies - 1) + 1):  # same copy: d*step = cx - cy
-            if (d * step - (x[6] - y[6])) % copies == 0:
-                return d
-        return None
-    xl, xh = _hull(x)
-    yl, yh = _hull(y)
-    return dmin if xl < yh and yl < xh else None
-
-
-# ------------------------------------------------------------------------------- knowledge
-
-def _covers(k: tuple, r: tuple) -> bool:
-    return k[0] < r[0] or (k[0] == r[0] and k[1] >= r[1])
-
-
-def _newer(x: tuple, y: tuple) -> tuple:
-    return x if _covers(x, y) else y
-
-
-def _shift(k: tuple, d: int) -> tuple:
-    return k if k == _NONE else (k[0] + d, k[1])
-
-
-def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
+def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
              forced: frozenset = frozenset()) -> tuple[list[_Pair], set[int]]:
     """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive), with a PIPE_ALL
     barrier before each position of ``forced``. Also returns the positions (outside loops) where one
@@ -273,19 +98,19 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
     later work when the next instruction of every third pipe waits for the producer anyway; it then
     costs one scalar instruction instead of two."""
     # barrier points: (position, the last position they order); a region is one, so is a forced barrier
-    marks = [(i, i) if isinstance(it, _Region) else (i, i - 1) for i, it in enumerate(items)
-             if isinstance(it, _Region) or i in forced]
+    marks = [(i, i) if isinstance(it, Region) else (i, i - 1) for i, it in enumerate(items)
+             if isinstance(it, Region) or i in forced]
     views: dict[int, list] = {}
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
-        if isinstance(it, _Ins):
-            views[pos] = [_view(a, loop, ctx) for a in it.accs]
+        if isinstance(it, Ins):
+            views[pos] = [view(a, loop, ctx.regions) for a in it.accs]
             for v in views[pos]:
-                by_buf.setdefault(v[1], [[] for _ in range(_NP)])[it.pipe].append((pos, v))
+                by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
     carried = loop is not None and loop.count >= 2
-    start = (1, marks[-1][1]) if carried and marks else _NONE
-    K = [[start] * _NP for _ in range(_NP)]
-    hist = [([-1], [list(K[q])]) for q in range(_NP)]  # per pipe: positions, knowledge vectors
+    start = (1, marks[-1][1]) if carried and marks else NONE
+    K = [[start] * NP for _ in range(NP)]
+    hist = [([-1], [list(K[q])]) for q in range(NP)]  # per pipe: positions, knowledge vectors
     pairs: list[_Pair] = []
 
     def needs(pos: int, q: int, known: list) -> dict[int, tuple]:
@@ -294,7 +119,7 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
         req: dict[int, tuple] = {}
         for v in views[pos]:
             lists = by_buf[v[1]]
-            for p in range(_NP):
+            for p in range(NP):
                 if p == q or not lists[p]:
                     continue
                 lst = lists[p]
@@ -302,24 +127,24 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
                 j = bisect_right(lst, (pos,)) - 1
                 while j >= 0:
                     a, x = lst[j]
-                    if _covers(kq, (0, a)) or (p in req and _covers(req[p], (0, a))):
+                    if covers(kq, (0, a)) or (p in req and covers(req[p], (0, a))):
                         break
-                    if _distance(x, v, 0, 0, loop) is not None:
-                        req[p] = (0, a) if p not in req else _newer(req[p], (0, a))
+                    if distance(x, v, 0, 0, loop) is not None:
+                        req[p] = (0, a) if p not in req else newer(req[p], (0, a))
                         break
                     j -= 1
                 if carried and (p not in req or req[p][0] > 0) and kq[0] > 0:
                     for a, x in lst:
-                        d = _distance(x, v, 1, loop.count - 1, loop)
-                        if d is None or _covers(kq, (d, a)):
+                        d = distance(x, v, 1, loop.count - 1, loop)
+                        if d is None or covers(kq, (d, a)):
                             continue
-                        req[p] = (d, a) if p not in req else _newer(req[p], (d, a))
+                        req[p] = (d, a) if p not in req else newer(req[p], (d, a))
         return req
 
     # in a loop: what each instruction will know once its own dependences are met (whatever meets
     # them), the lower bound of a producer later in the body (program order: an earlier iteration)
-    will_know = {pos: needs(pos, it.pipe, [_NONE] * _NP) for pos, it in enumerate(items)
-                 if carried and isinstance(it, _Ins)}
+    will_know = {pos: needs(pos, it.pipe, [NONE] * NP) for pos, it in enumerate(items)
+                 if carried and isinstance(it, Ins)}
 
     def snapshot(p: int, r: tuple, b: int) -> list:
         d, a = r
@@ -330,39 +155,39 @@ def _analyse(items: list, loop: _Loop | None, ctx: _Ctx,
             vec = list(K[p])
             f = [upto for x, upto in marks if b < x <= a]
             if f:
-                vec = [_newer(k, (0, f[-1])) for k in vec]
+                vec = [newer(k, (0, f[-1])) for k in vec]
             for x in range(b, a + 1):
-                if items[x].__class__ is _Ins and items[x].pipe == p:
+                if items[x].__class__ is Ins and items[x].pipe == p:
                     for r2, k2 in will_know[x].items():
-                        vec[r2] = _newer(vec[r2], k2)
-        vec = [_shift(k, d) for k in vec]
+                        vec[r2] = newer(vec[r2], k2)
+        vec = [shift(k, d) for k in vec]
         vec[p] = (d, a)
         return vec
 
     for pos, it in enumerate(items):
-        if pos in forced or isinstance(it, _Region):
-            known = (0, pos) if isinstance(it, _Region) else (0, pos - 1)
-            for q in range(_NP):
-                K[q] = [known] * _NP
+        if pos in forced or isinstance(it, Region):
+            known = (0, pos) if isinstance(it, Region) else (0, pos - 1)
+            for q in range(NP):
+                K[q] = [known] * NP
                 hist[q][0].append(pos)
                 hist[q][1].append(list(K[q]))
-        if not isinstance(it, _Ins):
+        if not isinstance(it, Ins):
             continue
         q = it.pipe
         req = needs(pos, q, K[q])
-        unmet = {p: r for p, r in req.items() if not _covers(K[q][p], r)}
+        unmet = {p: r for p, r in req.items() if not covers(K[q][p], r)}
         while unmet:
             snaps = {p: snapshot(p, r, pos) for p, r in unmet.items()}
 
             def score(p):
-                joined = [_newer(k, s) for k, s in zip(K[q], snaps[p])]
-                return sum(_covers(joined[p2], r2) for p2, r2 in unmet.items()), -p
+                joined = [newer(k, s) for k, s in zip(K[q], snaps[p])]
+                return sum(covers(joined[p2], r2) for p2, r2 in unmet.items()), -p
 
             best = max(unmet, key=score)
             d, a = unmet[best]
             pairs.append(_Pair(best, q, a, pos, d, gs=a + 1))
-            K[q] = [_newer(k, s) for k, s in zip(K[q], snaps[best])]
-            unmet = {p: r for p, r in unmet.items() if not _covers(K[q][p], r)}
+            K[q] = [newer(k, s) for k, s in zip(K[q], snaps[best])]
+            unmet = {p: r for p, r in unmet.items() if not covers(K[q][p], r)}
         hist[q][0].append(pos)
         hist[q][1].append(list(K[q]))
     return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced)
@@ -376,10 +201,10 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
     for pr in pairs:
         by_b.setdefault(pr.b, []).append(pr)
     n = len(items)
-    pipes = [it.pipe if isinstance(it, _Ins) else -1 for it in items]  # -1: a fence (or control)
-    stops = {i for i, it in enumerate(items) if isinstance(it, _Region)} | set(forced)
+    pipes = [it.pipe if isinstance(it, Ins) else -1 for it in items]  # -1: a fence (or control)
+    stops = {i for i, it in enumerate(items) if isinstance(it, Region)} | set(forced)
 
-    at = [[x for x in range(n) if pipes[x] == r] for r in range(_NP)]
+    at = [[x for x in range(n) if pipes[x] == r] for r in range(NP)]
     stop_list = sorted(stops)
 
     def stop_in(lo: int, hi: int) -> bool:  # a barrier or fence before an item in (lo, hi]
@@ -412,26 +237,26 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
             continue
         q = prs[0].q
         producers = {pr.p for pr in prs}
-        joined = [_NONE] * _NP
+        joined = [NONE] * NP
         ok = True
         for pr in prs:
             between = range(pr.a + 1, b) if pr.d == 0 else [*range(pr.a + 1, n), *range(b)]
             if any(pipes[x] == pr.p for x in between):  # the producer is its pipe's last
                 ok = False
                 break
-            joined = [_newer(k, s) for k, s in zip(joined, snapshot(pr.p, (pr.d, pr.a), b))]
-        for r in range(_NP):
+            joined = [newer(k, s) for k, s in zip(joined, snapshot(pr.p, (pr.d, pr.a), b))]
+        for r in range(NP):
             if not ok:
                 break
             if r in producers:
                 continue
             last = nearest(b, r, -1)
-            if last is not None and not _covers(joined[r], last):
+            if last is not None and not covers(joined[r], last):
                 ok = False
             elif r != q and (nxt := nearest(b, r, 1)) is not None:
                 ps, vs = hist[r]
                 known = vs[bisect_right(ps, nxt[1]) - 1]
-                ok = all(_covers(known[pr.p], (nxt[0] + pr.d, pr.a)) for pr in prs)
+                ok = all(covers(known[pr.p], (nxt[0] + pr.d, pr.a)) for pr in prs)
         if ok:
             out.add(b)
     return out
@@ -487,21 +312,7 @@ def _barrier() -> AscendInstrOp:
     return make_op("pipe_barrier", pipe=_ALL)
 
 
-def _loop_info(region: _Region, where: str) -> _Loop:
-    strides: dict[int, int] = {}
-    rots: dict[tuple, int] = {}
-    for op in region.ctrl:
-        if op.DEFN.mnemonic == "loop_offset":
-            strides[op.field("arg")] = strides.get(op.field("arg"), 0) + op.field("stride")
-        else:
-            key = (op.field("space"), op.field("base"), op.field("size"), op.field("copies"))
-            if key[3] < 1 or key[2] < 1:
-                raise CannError(where, f"loop_rotate with copies {key[3]}, size {key[2]} (at least 1)")
-            rots[key] = (rots.get(key, 0) + op.field("step")) % key[3]
-    return _Loop(region.open.field("count"), strides, {k: s for k, s in rots.items() if s})
-
-
-def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
+def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
     """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
     forced: frozenset = frozenset()
     pairs, cheap = _analyse(items, loop, ctx)
@@ -537,21 +348,21 @@ def _emit(items: list, loop: _Loop | None, reserved: dict, ctx: _Ctx, where: str
         if g == len(items):
             break
         it = items[g]
-        if isinstance(it, _Region):
+        if isinstance(it, Region):
             out += _emit_region(it, inner, ctx, where)
             nxt = items[g + 1] if g + 1 < len(items) else None
-            if not it.is_loop and not (isinstance(nxt, _Region) and not nxt.is_loop):
+            if not it.is_loop and not (isinstance(nxt, Region) and not nxt.is_loop):
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
         else:
             out.append(it.op)
     return out, [pr for pr in pairs if pr.d > 0 and not pr.barrier]
 
 
-def _emit_region(region: _Region, reserved: dict, ctx: _Ctx, where: str) -> list:
+def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
     if not region.is_loop:
         body, _ = _emit(region.body, None, reserved, ctx, where)
         return [region.open, _barrier(), *body, region.close]  # fenced before its body; after, see _emit
-    loop = _loop_info(region, where)
+    loop = loop_info(region, where)
     body, groups = _emit(region.body, loop, reserved, ctx, where)
     pre, rot, drain = [], [], []
     for pr in groups:
@@ -566,29 +377,6 @@ def _emit_region(region: _Region, reserved: dict, ctx: _Ctx, where: str) -> list
         left += [wait_of(k) for k in range(pr.d) if wait_of(k) not in consumed_pre]
         drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
     return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
-
-
-def _check_regions(items: list, where: str) -> list:
-    """Every loop_rotate region of the kernel; two different regions of one buffer must not overlap."""
-    found: list = []
-
-    def visit(its):
-        for it in its:
-            if isinstance(it, _Region):
-                for op in it.ctrl:
-                    if op.DEFN.mnemonic == "loop_rotate":
-                        key = (op.field("space"), op.field("base"), op.field("size"), op.field("copies"))
-                        if key not in found:
-                            found.append(key)
-                visit(it.body)
-
-    visit(items)
-    for i, (s1, b1, z1, c1) in enumerate(found):
-        for s2, b2, z2, c2 in found[i + 1:]:
-            if s1 == s2 and b1 < b2 + z2 * c2 and b2 < b1 + z1 * c1:
-                raise CannError(where, f"loop_rotate regions [{b1}, {b1 + z1 * c1}) and [{b2}, {b2 + z2 * c2}) "
-                                       f"of {isa.SPACE_NAMES.get(s1, s1)} overlap: ascend-insert-sync cannot order them")
-    return found
 
 
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
@@ -615,12 +403,12 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
             op.erase()
         else:
             kept.append(op)
-    items = _parse(kept, where)
+    items = parse(kept, where)
     ctx = _Ctx(spec, nids, free_barriers)
-    ctx.regions = _check_regions(items, where)
-    _fill_accesses(items, spec, kernel.num_args.value.data)
+    ctx.regions = check_regions(items, where)
+    fill_accesses(items, spec, kernel.num_args.value.data)
     out, _ = _emit(items, None, {}, ctx, where)
-    if any(not isinstance(it, _Ctrl) for it in items):
+    if any(not isinstance(it, Ctrl) for it in items):
         out.append(_barrier())
     final: list = []
     work_seen = False
