@@ -19,8 +19,9 @@ they are; no barrier is duplicated, so the pass is idempotent.
 By induction every pair of instructions on different pipes is then ordered by program order,
 which makes the program race-free on any timing model where pipes overlap.
 
-Mode ``flags`` (set_flag / wait_flag pairs only where a true dependence crosses pipes) is a later
-addition: it plugs in as another ``_MODES`` entry taking a kernel and rewriting its body.
+Mode ``flags`` (the -O1 strategy) puts set_flag / wait_flag pairs only where a dependence crosses
+pipes, from the footprints the race checker uses; see :mod:`cann.passes.sync_flags`. Both modes read
+the SoC from the module's ``tile.soc`` attribute (default ``Ascend910``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from cann.dialects.ascend import AscendInstrOp, KernelOp, is_sync, kernels, make_op
 from cann.errors import CannError
 from cann.hw import isa
+from cann.hw.config import SocSpec, load_soc
+from cann.options import DEFAULT_SOC
+from cann.passes.sync_flags import insert_flags
 
 
 def _is_full_barrier(op) -> bool:
@@ -61,7 +65,7 @@ def _barrier() -> AscendInstrOp:
     return make_op("pipe_barrier", pipe=int(isa.Pipe.ALL))
 
 
-def insert_barriers(kernel: KernelOp) -> int:
+def insert_barriers(kernel: KernelOp, spec: SocSpec | None = None) -> int:
     """Mode ``barrier`` on one kernel; returns the number of barriers inserted."""
     added = 0
     prev_pipe: isa.Pipe | None = None
@@ -90,21 +94,29 @@ def insert_barriers(kernel: KernelOp) -> int:
     return added
 
 
-#: mode name -> kernel rewriter (a "flags" mode is planned; see the module docstring)
-_MODES: dict[str, Callable[[KernelOp], int]] = {"barrier": insert_barriers}
+#: mode name -> kernel rewriter (kernel, SoC) -> number of sync instructions it added / holds
+_MODES: dict[str, Callable[[KernelOp, SocSpec], int]] = {"barrier": insert_barriers, "flags": insert_flags}
 
 
 @dataclass(frozen=True)
 class AscendInsertSyncPass(ModulePass):
-    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier``)."""
+    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier`` or ``flags``;
+    ``free_barriers`` (flags only, default true): a barrier replaces a consumer's pairs where
+    that is no slower; false keeps every pair, as the wait-deletion test needs)."""
 
     name = "ascend-insert-sync"
 
     mode: str = "barrier"
+    free_barriers: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         rewrite = _MODES.get(self.mode)
         if rewrite is None:
             raise CannError(self.name, f"unknown mode '{self.mode}' (known: {', '.join(sorted(_MODES))})")
+        soc = op.attributes.get("tile.soc")
+        spec = load_soc(soc.data if soc is not None else DEFAULT_SOC)
         for kernel in kernels(op):
-            rewrite(kernel)
+            if rewrite is insert_flags:
+                insert_flags(kernel, spec, free_barriers=self.free_barriers)
+            else:
+                rewrite(kernel, spec)

@@ -32,9 +32,8 @@ from typing import Callable
 
 from cann.hw import isa
 from cann.hw.config import SocSpec
+from cann.hw.footprint import L0C_ITEMSIZE
 
-#: L0C accumulator element size (fp32), a format fact of the modeled cube, not a hardware figure.
-L0C_ITEMSIZE = 4
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -3,8 +3,8 @@
 // Idempotent: a second run adds nothing.
 // RUN: cann-opt %s -p ascend-insert-sync,ascend-insert-sync | filecheck %s
 // RUN: cann-opt %s -p ascend-insert-sync | cann-opt -p ascend-insert-sync | filecheck %s
-// RUN: not cann-opt %s -p 'ascend-insert-sync{mode=flags}' 2>&1 | filecheck %s --check-prefix=MODE
-// MODE: error: ascend-insert-sync: unknown mode 'flags' (known: barrier)
+// RUN: not cann-opt %s -p 'ascend-insert-sync{mode=bogus}' 2>&1 | filecheck %s --check-prefix=MODE
+// MODE: error: ascend-insert-sync: unknown mode 'bogus' (known: barrier, flags)
 
 // A pipe change gets one PIPE_ALL barrier; same-pipe runs get none; one barrier at the end.
 // CHECK-LABEL: ascend.kernel @vec_add

@@ -1,0 +1,424 @@
+"""``ascend-insert-sync{mode=flags}``: set_flag / wait_flag pairs only where a dependence crosses pipes.
+
+The kernel's existing synchronisation (``set_flag``, ``wait_flag``, ``pipe_barrier``,
+``loop_rotate_event``) is dropped and recomputed, so the mode is idempotent.
+
+**Dependences** come from each instruction's byte footprints, the table the race checker uses
+(:func:`cann.hw.footprint.footprints`): two instructions on different pipes whose footprints in one
+buffer overlap, one of them writing (RAW, WAR, WAW). Global memory is addressed per kernel argument
+(arguments are distinct buffers; a ``copy_gm_to_ub_reg`` reads anywhere in its argument, and an
+argument moved by ``block_offset`` after it was accessed is treated as overlapping everywhere); the
+scalar registers (``ld_idx`` -> ``copy_gm_to_ub_reg``) are a buffer as in the race checker.
+
+**Placement**: for a consumer B on pipe q and its most recent conflicting producer A on pipe p,
+``set_flag p->q`` goes right after A and ``wait_flag p->q`` right before B, unless q already knows
+A happened before: every pipe carries a vector clock of what it knows of every other pipe, and a
+wait imports the setter's clock (transitively), so a dependence implied by earlier pairs gets none.
+
+**Event ids** per (p, q) pipe pair are ``0 .. event_ids - reserved_event_ids - 1`` (the SoC's
+``[sync]`` table), the lowest id free over the pair's program-order lifetime (from its set to its
+wait; an id is reused once its previous wait is done). When none is free the set moves later (to
+the first point where an id is free, still after A); when that is impossible a ``pipe_barrier``
+(PIPE_ALL) goes before B instead.
+
+**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if``
+region (a barrier first thing inside it, and one after a run of consecutive regions, so a core
+skipping a region pays nothing for it; no pair crosses a fence). Inside a loop body, besides the dependences within an
+iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
+there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
+to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
+on the same bytes (distance 1 for unmoved buffers). Such a loop-carried pair uses ``d`` event ids
+(``d + 1`` when A precedes B in the body) rotating with ``loop_rotate_event ... copies step=1``
+(none for one id), pre-set before the loop and drained after it, so every set is waited.
+A ``loop_rotate`` region must not partially overlap another one of the same buffer (CannError).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from cann.dialects.ascend import AscendInstrOp, KernelOp, make_op
+from cann.errors import CannError
+from cann.hw import isa
+from cann.hw.config import SocSpec
+from cann.passes.sync_deps import (
+    NONE,
+    NP,
+    Ctrl,
+    Ins,
+    Loop,
+    Region,
+    check_regions,
+    covers,
+    distance,
+    fill_accesses,
+    loop_info,
+    newer,
+    parse,
+    shift,
+    view,
+)
+
+_ALL = int(isa.Pipe.ALL)
+_SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
+
+
+@dataclass
+class _Pair:
+    p: int
+    q: int
+    a: int  # producer position in the scope
+    b: int  # consumer position
+    d: int  # iteration distance
+    gs: int = 0  # set gap (set before item gs)
+    base: int = -1  # event id (a group's first id)
+    barrier: bool = False  # replaced by a pipe_barrier before b
+
+    @property
+    def copies(self) -> int:
+        return self.d if self.a > self.b else self.d + 1
+
+
+@dataclass
+class _Ctx:
+    spec: SocSpec
+    nids: int
+    free_barriers: bool = True
+    regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
+
+
+def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
+             forced: frozenset = frozenset()) -> tuple[list[_Pair], set[int]]:
+    """Phase 1 on one scope: the flag pairs needed (vector clocks, transitive), with a PIPE_ALL
+    barrier before each position of ``forced``. Also returns the positions (outside loops) where one
+    barrier would replace the consumer's pairs at no cost: a barrier waits for every pipe, so
+    it is as early as the pair when everything before the consumer on every other pipe already
+    happened before the producer (the producer is its pipe's last instruction), and it delays no
+    later work when the next instruction of every third pipe waits for the producer anyway; it then
+    costs one scalar instruction instead of two."""
+    # barrier points: (position, the last position they order); a region is one, so is a forced barrier
+    marks = [(i, i) if isinstance(it, Region) else (i, i - 1) for i, it in enumerate(items)
+             if isinstance(it, Region) or i in forced]
+    views: dict[int, list] = {}
+    by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
+    for pos, it in enumerate(items):
+        if isinstance(it, Ins):
+            views[pos] = [view(a, loop, ctx.regions) for a in it.accs]
+            for v in views[pos]:
+                by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
+    carried = loop is not None and loop.count >= 2
+    start = (1, marks[-1][1]) if carried and marks else NONE
+    K = [[start] * NP for _ in range(NP)]
+    hist = [([-1], [list(K[q])]) for q in range(NP)]  # per pipe: positions, knowledge vectors
+    pairs: list[_Pair] = []
+
+    def needs(pos: int, q: int, known: list) -> dict[int, tuple]:
+        """pipe -> the most recent conflicting access (iterations back, position) of that pipe the
+        instruction at ``pos`` (pipe q) must follow, skipping what ``known`` already covers."""
+        req: dict[int, tuple] = {}
+        for v in views[pos]:
+            lists = by_buf[v[1]]
+            for p in range(NP):
+                if p == q or not lists[p]:
+                    continue
+                lst = lists[p]
+                kq = known[p]
+                j = bisect_right(lst, (pos,)) - 1
+                while j >= 0:
+                    a, x = lst[j]
+                    if covers(kq, (0, a)) or (p in req and covers(req[p], (0, a))):
+                        break
+                    if distance(x, v, 0, 0, loop) is not None:
+                        req[p] = (0, a) if p not in req else newer(req[p], (0, a))
+                        break
+                    j -= 1
+                if carried and (p not in req or req[p][0] > 0) and kq[0] > 0:
+                    for a, x in lst:
+                        d = distance(x, v, 1, loop.count - 1, loop)
+                        if d is None or covers(kq, (d, a)):
+                            continue
+                        req[p] = (d, a) if p not in req else newer(req[p], (d, a))
+        return req
+
+    # in a loop: what each instruction will know once its own dependences are met (whatever meets
+    # them), the lower bound of a producer later in the body (program order: an earlier iteration)
+    will_know = {pos: needs(pos, it.pipe, [NONE] * NP) for pos, it in enumerate(items)
+                 if carried and isinstance(it, Ins)}
+
+    def snapshot(p: int, r: tuple, b: int) -> list:
+        d, a = r
+        ps, vs = hist[p]
+        if a < b:
+            vec = list(vs[bisect_right(ps, a) - 1])
+        else:  # later in the body, not analysed yet: what p knows now, and a fence between
+            vec = list(K[p])
+            f = [upto for x, upto in marks if b < x <= a]
+            if f:
+                vec = [newer(k, (0, f[-1])) for k in vec]
+            for x in range(b, a + 1):
+                if items[x].__class__ is Ins and items[x].pipe == p:
+                    for r2, k2 in will_know[x].items():
+                        vec[r2] = newer(vec[r2], k2)
+        vec = [shift(k, d) for k in vec]
+        vec[p] = (d, a)
+        return vec
+
+    for pos, it in enumerate(items):
+        if pos in forced or isinstance(it, Region):
+            known = (0, pos) if isinstance(it, Region) else (0, pos - 1)
+            for q in range(NP):
+                K[q] = [known] * NP
+                hist[q][0].append(pos)
+                hist[q][1].append(list(K[q]))
+        if not isinstance(it, Ins):
+            continue
+        q = it.pipe
+        req = needs(pos, q, K[q])
+        unmet = {p: r for p, r in req.items() if not covers(K[q][p], r)}
+        while unmet:
+            snaps = {p: snapshot(p, r, pos) for p, r in unmet.items()}
+
+            def score(p):
+                joined = [newer(k, s) for k, s in zip(K[q], snaps[p])]
+                return sum(covers(joined[p2], r2) for p2, r2 in unmet.items()), -p
+
+            best = max(unmet, key=score)
+            d, a = unmet[best]
+            pairs.append(_Pair(best, q, a, pos, d, gs=a + 1))
+            K[q] = [newer(k, s) for k, s in zip(K[q], snaps[best])]
+            unmet = {p: r for p, r in unmet.items() if not covers(K[q][p], r)}
+        hist[q][0].append(pos)
+        hist[q][1].append(list(K[q]))
+    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced)
+
+
+def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced) -> set[int]:
+    """The consumer positions where a barrier is no slower than the pair (see :func:`_analyse`);
+    ``wrap``: the scope is a repeating loop body (the neighbours of an instruction may be in the
+    previous or the next iteration)."""
+    by_b: dict[int, list[_Pair]] = {}
+    for pr in pairs:
+        by_b.setdefault(pr.b, []).append(pr)
+    n = len(items)
+    pipes = [it.pipe if isinstance(it, Ins) else -1 for it in items]  # -1: a fence (or control)
+    stops = {i for i, it in enumerate(items) if isinstance(it, Region)} | set(forced)
+
+    at = [[x for x in range(n) if pipes[x] == r] for r in range(NP)]
+    stop_list = sorted(stops)
+
+    def stop_in(lo: int, hi: int) -> bool:  # a barrier or fence before an item in (lo, hi]
+        i = bisect_right(stop_list, lo)
+        return i < len(stop_list) and stop_list[i] <= hi
+
+    def nearest(b: int, r: int, step: int) -> tuple[int, int] | None:
+        """(iterations away, position) of the nearest instruction of pipe r before (step -1) or
+        after (+1) position b (in a loop, b itself one iteration away counts: the consumer's own
+        previous run holds its pipe, so a barrier would wait for it), None when a fence or barrier
+        comes first or there is none."""
+        xs = at[r]
+        if step < 0:
+            i = bisect_right(xs, b - 1) - 1
+            if i >= 0:
+                return None if stop_in(xs[i], b) else (0, xs[i])
+            if not wrap or not xs or stop_in(-1, b) or stop_in(xs[-1], n):
+                return None
+            return 1, xs[-1]
+        i = bisect_right(xs, b)
+        if i < len(xs):
+            return None if stop_in(b, xs[i]) else (0, xs[i])
+        if not wrap or not xs or stop_in(b, n) or stop_in(-1, xs[0]):
+            return None
+        return 1, xs[0]
+
+    out: set[int] = set()
+    for b, prs in by_b.items():
+        if any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
+            continue
+        q = prs[0].q
+        producers = {pr.p for pr in prs}
+        joined = [NONE] * NP
+        ok = True
+        for pr in prs:
+            between = range(pr.a + 1, b) if pr.d == 0 else [*range(pr.a + 1, n), *range(b)]
+            if any(pipes[x] == pr.p for x in between):  # the producer is its pipe's last
+                ok = False
+                break
+            joined = [newer(k, s) for k, s in zip(joined, snapshot(pr.p, (pr.d, pr.a), b))]
+        for r in range(NP):
+            if not ok:
+                break
+            if r in producers:
+                continue
+            last = nearest(b, r, -1)
+            if last is not None and not covers(joined[r], last):
+                ok = False
+            elif r != q and (nxt := nearest(b, r, 1)) is not None:
+                ps, vs = hist[r]
+                known = vs[bisect_right(ps, nxt[1]) - 1]
+                ok = all(covers(known[pr.p], (nxt[0] + pr.d, pr.a)) for pr in prs)
+        if ok:
+            out.add(b)
+    return out
+
+
+def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx) -> dict:
+    """Phase 2: event ids. Loop-carried groups first (``copies`` consecutive ids held for the whole
+    loop), then the pairs within an iteration (lowest id free over [set, wait], the set moved later
+    if none is). A pair that cannot get an id becomes a barrier. Returns the group ids per pipe pair
+    (held by nested scopes too)."""
+    held: dict[tuple[int, int], set[int]] = {}
+    for pr in pairs:
+        if pr.d == 0:
+            continue
+        key = (pr.p, pr.q)
+        busy = reserved.get(key, set()) | held.get(key, set())
+        for base in range(ctx.nids - pr.copies + 1):
+            ids = set(range(base, base + pr.copies))
+            if not ids & busy:
+                pr.base = base
+                held.setdefault(key, set()).update(ids)
+                break
+        else:
+            pr.barrier = True
+    last: dict[tuple[int, int], dict[int, int]] = {}
+    for pr in pairs:
+        if pr.d != 0:
+            continue
+        key = (pr.p, pr.q)
+        busy = reserved.get(key, set()) | held.get(key, set())
+        lw = last.setdefault(key, {})
+        free = [e for e in range(ctx.nids) if e not in busy]
+        if not free:
+            pr.barrier = True
+            continue
+        # the earliest gap >= pr.gs at which an id's previous wait is done, lowest id first
+        g, e = min((max(pr.gs, lw.get(e, -1) + 1), e) for e in free)
+        if g > pr.b:
+            pr.barrier = True
+            continue
+        pr.gs, pr.base = g, e
+        lw[e] = pr.b
+    return held
+
+
+# ---------------------------------------------------------------------------------- emission
+
+def _flag(m: str, p: int, q: int, e: int) -> AscendInstrOp:
+    return make_op(m, src_pipe=p, dst_pipe=q, event=e)
+
+
+def _barrier() -> AscendInstrOp:
+    return make_op("pipe_barrier", pipe=_ALL)
+
+
+def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
+    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+    forced: frozenset = frozenset()
+    pairs, cheap = _analyse(items, loop, ctx)
+    if not ctx.free_barriers:
+        cheap = set()
+    while cheap - forced:  # each barrier can make another pair the only one left at its consumer
+        forced |= cheap
+        pairs, cheap = _analyse(items, loop, ctx, forced)
+    cheap = forced
+    held = _allocate(pairs, reserved, ctx)
+    inner = {k: set(v) for k, v in reserved.items()}
+    for k, v in held.items():
+        inner.setdefault(k, set()).update(v)
+    sets: dict[int, list] = {}
+    waits: dict[int, list] = {}
+    barriers: set[int] = set(cheap)
+    for pr in pairs:
+        if pr.barrier:
+            barriers.add(pr.b)
+            continue
+        wait_id = pr.base if pr.d == 0 or pr.a > pr.b else pr.base + 1
+        sets.setdefault(pr.gs, []).append(_flag("set_flag", pr.p, pr.q, pr.base))
+        waits.setdefault(pr.b, []).append(_flag("wait_flag", pr.p, pr.q, wait_id))
+    out: list = []
+    for g in range(len(items) + 1):
+        out += sets.get(g, [])
+        out += waits.get(g, [])
+        # a loop body's first barrier goes last: the same point between two iterations, and it
+        # then meets the exit fence instead of the entry one
+        if g in barriers and not (loop is not None and g == 0) or (g == len(items) and loop is not None
+                                                                    and 0 in barriers):
+            out.append(_barrier())
+        if g == len(items):
+            break
+        it = items[g]
+        if isinstance(it, Region):
+            out += _emit_region(it, inner, ctx, where)
+            nxt = items[g + 1] if g + 1 < len(items) else None
+            if not it.is_loop and not (isinstance(nxt, Region) and not nxt.is_loop):
+                out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
+        else:
+            out.append(it.op)
+    return out, [pr for pr in pairs if pr.d > 0 and not pr.barrier]
+
+
+def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
+    if not region.is_loop:
+        body, _ = _emit(region.body, None, reserved, ctx, where)
+        return [region.open, _barrier(), *body, region.close]  # fenced before its body; after, see _emit
+    loop = loop_info(region, where)
+    body, groups = _emit(region.body, loop, reserved, ctx, where)
+    pre, rot, drain = [], [], []
+    for pr in groups:
+        c = pr.copies
+        if c > 1:
+            rot.append(make_op("loop_rotate_event", src_pipe=pr.p, dst_pipe=pr.q, base=pr.base, copies=c, step=1))
+        fwd = pr.a < pr.b  # the set precedes the wait in the body: the wait's id is one ahead
+        wait_of = (lambda k: (k + 1) % c) if fwd else (lambda k: k % c)
+        consumed_pre = [wait_of(k) for k in range(min(pr.d, loop.count))]  # iterations waiting a pre-set
+        pre += [_flag("set_flag", pr.p, pr.q, pr.base + wait_of(k)) for k in range(pr.d)]
+        left = [k % c for k in range(max(0, loop.count - pr.d), loop.count)]  # sets never waited in the loop
+        left += [wait_of(k) for k in range(pr.d) if wait_of(k) not in consumed_pre]
+        drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
+    return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
+
+
+def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
+    """Mode ``flags`` on one kernel (see the module docstring); returns the number of sync
+    instructions in the result. ``free_barriers``: replace a consumer's pairs by a PIPE_ALL
+    barrier where that is no slower (:func:`_analyse`); False keeps every pair.
+
+    Raises:
+        CannError: unbalanced loops / block_ifs, loop_offset or loop_rotate outside a loop,
+            overlapping loop_rotate regions of one buffer, or a SoC with no usable event id.
+    """
+    where = f"ascend-insert-sync: kernel '{kernel.kernel_name}'"
+    nids = spec.event_ids - spec.reserved_event_ids
+    if nids < 1:
+        raise CannError(where, f"{spec.name} leaves no event id for flags (event_ids {spec.event_ids}, "
+                               f"reserved {spec.reserved_event_ids})")
+    block = kernel.body.block
+    ops = list(block.ops)
+    for op in ops:
+        op.detach()
+    kept = []
+    for op in ops:
+        if op.DEFN.mnemonic in _SYNC:
+            op.erase()
+        else:
+            kept.append(op)
+    items = parse(kept, where)
+    ctx = _Ctx(spec, nids, free_barriers)
+    ctx.regions = check_regions(items, where)
+    fill_accesses(items, spec, kernel.num_args.value.data)
+    out, _ = _emit(items, None, {}, ctx, where)
+    if any(not isinstance(it, Ctrl) for it in items):
+        out.append(_barrier())
+    final: list = []
+    work_seen = False
+    for op in out:
+        m = op.DEFN.mnemonic
+        is_barrier = m == "pipe_barrier"
+        if is_barrier and (not work_seen or (final and final[-1].DEFN.mnemonic == "pipe_barrier")):
+            continue  # nothing before it to order, or a second barrier in a row
+        if m == "loop_begin" or op.DEFN.group not in ("spmd", "sync"):
+            work_seen = True
+        final.append(op)
+    block.add_ops(final)
+    return sum(1 for op in final if op.DEFN.group == "sync")
