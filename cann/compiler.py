@@ -72,12 +72,10 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     tile = (f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
             + (f" aicore_num={aicore_num}" if aicore_num else "") + (" buffers=2" if opt_level >= 1 else "") + "}")
     if opt_level >= 1:
-        tile += f",tile-multi-buffer{{first_segment_bytes={first_load_segment}}}"
-    sync = "ascend-insert-sync{mode=flags}" if opt_level >= 1 and _HAS_FLAGS else "ascend-insert-sync"
+        tile += ",tile-multi-buffer" + (f"{{first_segment_bytes={first_load_segment}}}" if first_load_segment else "")
+    sync = "ascend-insert-sync{mode=flags}" if opt_level >= 1 else "ascend-insert-sync"
     return [("graph", ",".join(graph_passes)), ("tile", tile), ("ascend", f"convert-tile-to-ascend,{sync}")]
 
-
-_HAS_FLAGS = False  # set when ascend-insert-sync{mode=flags} lands
 
 
 def model_framework(model, framework: int | str | None = None) -> str:

@@ -17,8 +17,8 @@ from cann.compiler import emit, make_context, stage_pipelines
 from cann.dialects.weights import parse_module
 from cann.runtime import Model
 
-TILE = "convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}"  # as in the README
-ASCEND = "convert-tile-to-ascend,ascend-insert-sync"
+TILE = "convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 buffers=2},tile-multi-buffer"  # as in the README
+ASCEND = "convert-tile-to-ascend,ascend-insert-sync{mode=flags}"
 
 
 def _tool(name, *args, stdout=None):

@@ -5,7 +5,7 @@ maximal run of accesses that starts with an instruction writing the buffer witho
 after the buffer has been read since the current generation began, or after a control boundary
 (``loop_begin``, ``loop_end``, ``block_if``, ``block_endif``); consecutive writes of different
 parts belong to one generation and an in-place read-modify-write stays in it. Accesses are the
-byte ranges the race checker uses (:func:`cann.sim.timing.footprints`); an ``mmad`` with
+byte ranges the race checker uses (:func:`cann.hw.footprint.footprints`); an ``mmad`` with
 ``init = 0`` also reads the L0C range it accumulates into.
 
 Generations are numbered by a counter that follows execution: a hardware loop of ``count``
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from cann.hw import isa
 from cann.hw.config import SocSpec
-from cann.sim.timing import footprints
+from cann.hw.footprint import footprints
 
 _BOUNDARIES = ("loop_begin", "loop_end", "block_if", "block_endif")
 

@@ -41,21 +41,6 @@ FLAGS = "ascend-insert-sync{mode=flags}"
 FLAGS_ALL = "ascend-insert-sync{mode=flags free_barriers=false}"
 
 
-def _rotation_in_sim() -> bool:
-    """Does this simulator apply loop_rotate (it lands with the multi-buffering branch)?"""
-    prog = [isa.make("loop_begin", count=2), isa.make("loop_rotate", space=5, base=0, size=256, copies=2, step=1),
-            isa.make("vdup", dtype=0, dst=0, repeat=1, mask=128), isa.make("loop_end")]
-    try:
-        got = [ins.dst for ins in specialize(prog, 0, ())[0] if ins.mnemonic == "vdup"]
-    except Exception:  # noqa: BLE001 -- an older simulator rejects the instruction
-        return False
-    return got == [0, 256]
-
-
-ROTATION = _rotation_in_sim()
-needs_rotation = pytest.mark.skipif(not ROTATION, reason="simulator support for loop_rotate lands with branch mbuf")
-
-
 def _sync(module, spec: str):
     PassPipeline.parse_spec(ALL_PASSES, spec).apply(make_context(), module)
     return module
@@ -90,7 +75,7 @@ _ROTATED = {"rotated", "forward", "toofar", "cube_loop"}
 
 @pytest.mark.parametrize("name", ["raw", "war_waw", "gm", "independent", "implied", "reuse", "exhaust", "loop",
                                   "inplace", "blocks", "nested",
-                                  *[pytest.param(n, marks=needs_rotation) for n in sorted(_ROTATED)]])
+                                  *sorted(_ROTATED)])
 def test_lit_kernels_race_free_and_same_results(name):
     """The lit test's kernels (sreg needs index data: covered by the Gather models elsewhere) run
     race-free with flags, leave no flag set, and compute what the barrier version computes."""
@@ -106,7 +91,6 @@ def test_lit_kernels_race_free_and_same_results(name):
     assert np.array_equal(results[FLAGS_ALL], results["ascend-insert-sync"])
 
 
-@needs_rotation
 def test_rotated_loop_overlaps_pipes():
     """Double buffers with rotating events let MTE2, V and MTE3 overlap: fewer cycles than one
     barrier per hop, and the busy pipes sum to more than the kernel's cycles."""
