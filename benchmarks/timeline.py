@@ -1,9 +1,10 @@
 """Draw one kernel launch's pipe timeline as a PNG (the simulator's schedule, one row per pipe).
 
-    python benchmarks/timeline.py [--model examples/squeezenet.onnx] [--soc Ascend910]
+    python benchmarks/timeline.py [--model examples/squeezenet.onnx] [--soc Ascend910] [-O 1]
                                   [--kernel conv2d_1] [--core 0] [-o docs/timeline.png]
 
-Compiles the model with ``cann.compile`` (seeded standard-normal inputs), simulates it, picks the
+Compiles the model with ``cann.compile`` at ``-O`` (``-O0``: barrier sync, one copy of each buffer;
+``-O1``: task auto-pipelining, docs/pipelining.md), simulates it (seeded standard-normal inputs), picks the
 launch of ``--kernel`` (default: the first conv2d launch) and draws every instruction of one core
 as a bar on its pipe's row (S, V, M, MTE1, MTE2, MTE3), colored by instruction kind, with the
 launch's profile in the title. Needs matplotlib (imported lazily; the ``bench`` extra).
@@ -30,6 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(ROOT / "examples" / "squeezenet.onnx"))
     ap.add_argument("--soc", default="Ascend910")
+    ap.add_argument("-O", dest="opt_level", type=int, default=1, choices=(0, 1), help="optimization level")
     ap.add_argument("--kernel", help="kernel name (default: the first conv2d launch)")
     ap.add_argument("--core", type=int, default=0, help="block index to draw")
     ap.add_argument("-o", "--output", default=str(ROOT / "docs" / "timeline.png"))
@@ -44,7 +46,7 @@ def main() -> None:
     import onnx
 
     model = onnx.load(args.model)
-    compiled = cann.compile(model, soc_version=args.soc)
+    compiled = cann.compile(model, soc_version=args.soc, opt_level=args.opt_level)
     rng = np.random.default_rng(0)
     inputs = {t.name: rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in compiled.inputs}
     compiled.run(inputs)
@@ -74,7 +76,7 @@ def main() -> None:
     ax.set_xlim(0, core.cycles / mhz)
     ax.set_xlabel(f"time (us at {mhz} MHz)")
     r = k.profile()
-    ax.set_title(f"{k.name} (launch {k.index}, block {args.core} of {k.block_dim}) on {run.soc}: "
+    ax.set_title(f"-O{args.opt_level} {k.name} (launch {k.index}, block {args.core} of {k.block_dim}) on {run.soc}: "
                  f"{k.cycles} cycles, {k.time_us:.1f} us, compiled bound {r['compiled_bound_pct']:.0f}% (bound: {r['bound']}), ideal {r['ideal_pct']:.0f}%; "
                  f"cube {r['aic_cube_ratio']:.2f}, vec {r['aiv_vec_ratio']:.2f}, mte2 {r['aic_mte2_ratio']:.2f}",
                  fontsize=9)
