@@ -177,7 +177,8 @@ class KernelBuilder:
         #: cores form groups of this many (0: one group): block offsets move by ``block_idx % block_modulo``
         self.block_modulo = 0
         self._tile_strides: dict[SSAValue, int] = {}
-        self._sink: list | None = None  # ops emitted while capturing an iteration (see roll)  # GM elements one for_tiles item moves each argument
+        self._sink: list | None = None  # ops emitted while capturing an iteration (see roll)
+        self._group: tuple[int, int] | None = None  # (first block, cores) of the group being emitted  # GM elements one for_tiles item moves each argument
 
     @property
     def soc(self) -> SocSpec:
@@ -300,7 +301,7 @@ class KernelBuilder:
         """Emit ``body(first)`` once per round (``first``: the round's first item, core 0's); the
         last round is guarded to the cores that have an item. With ``partial_last`` the very last
         item gets its own section, ``body(first, last=True)``, run only by its core."""
-        b_dim = self.block_dim
+        b_dim = self._group[1] if self._group else self.block_dim
         rounds = math.ceil(tiles / b_dim)
         last_hi = tiles - (rounds - 1) * b_dim
         # every round but a ragged or partial last one is the same code moved by b_dim items
@@ -322,13 +323,27 @@ class KernelBuilder:
 
     @contextlib.contextmanager
     def guard(self, lo: int, hi: int):
-        """Instructions emitted inside run only on cores ``lo <= block_idx < hi``."""
-        if lo == 0 and hi >= self.block_dim:
+        """Instructions emitted inside run only on cores ``lo <= block_idx < hi`` (inside
+        :meth:`core_group`, counted from the group's first core)."""
+        base, size = self._group or (0, self.block_dim)
+        if lo == 0 and hi >= size:
             yield
             return
-        self.emit(tile.BlockIfOp(lo, hi))
+        self.emit(tile.BlockIfOp(base + lo, base + min(hi, size)))
         yield
         self.emit(tile.BlockEndifOp())
+
+    @contextlib.contextmanager
+    def core_group(self, first: int, size: int):
+        """Code emitted inside runs on blocks ``first .. first + size - 1`` only: one group of a
+        two-level split (:attr:`block_modulo`), in which :meth:`for_tiles` and :meth:`guard` count
+        the group's ``size`` cores."""
+        with self.guard(first, first + size):
+            outer, self._group = self._group, (first, size)
+            try:
+                yield
+            finally:
+                self._group = outer
 
     def finish(self) -> func.FuncOp:
         self.block.add_op(func.ReturnOp())

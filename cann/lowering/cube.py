@@ -16,6 +16,7 @@ L0C; every axis is split as far as the SoC's buffers need, so no size is refused
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -249,8 +250,8 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
 
 def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_budget: int, isz: int, m_t: int,
                n_t: int, k_t: int, rounds: int, loc, m_blocks_cap: int = 1,
-               n_cores: int = 1) -> tuple[bool, int, int, int, int]:
-    """``(taps, rows, cols, c1, m_blocks)``: whether the kernel runs as one 1x1 sub-convolution per
+               n_cores: int = 1) -> tuple[bool, int, int, int, int, float]:
+    """``(taps, rows, cols, c1, m_blocks, estimated cycles)``: whether the kernel runs as one 1x1 sub-convolution per
     kernel tap, the output rows, output columns and input C1 blocks of one L1 feature-map tile, and
     the groups of cores the output tiles are split over (each group of ``n_cores`` cores computing
     every output-channel tile of its share of the output tiles).
@@ -315,7 +316,7 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
                 best = (cost, rows, cols, c1, blocks)
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
         raise unsupported(loc, refused)
-    return taps, best[1], best[2], best[3], best[4]
+    return taps, best[1], best[2], best[3], best[4], best[0]
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -367,19 +368,36 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
     n_tiles = _n_tiles(np_, n_t, loc)
     kb.partition(n_tiles)  # SPMD over output-channel tiles ...
-    cores = min(lw.cores, pins.get("block_dim", lw.cores))
-    m_blocks_cap = pins.get("m_blocks", max(1, cores // n_tiles) if n_tiles < cores else 1)
-    if m_blocks_cap < 1 or (m_blocks_cap > 1 and n_tiles * m_blocks_cap > cores):
-        raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_tiles} x {m_blocks_cap} cores, "
-                               f"{cores} available")
+    cores = kb.block_dim if "block_dim" in pins else min(lw.cores, n_tiles * max(1, lw.cores // n_tiles))
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
-    taps, rows, cols, c1c, m_blocks = _conv_plan(geo, pins, lw.soc, m_cap, lw.usable("l1") - k_t * n_t * isz, isz,
-                                                 m_t, n_t, k_t, math.ceil(n_tiles / kb.block_dim), loc,
-                                                 m_blocks_cap, kb.block_dim)
-    if m_blocks > 1:  # ... and over groups of output tiles: core b computes channel tile b % n_tiles
-        kb.block_dim = n_tiles * m_blocks
-        kb.block_modulo = n_tiles
-        kb.tiling["block_dim"] = kb.block_dim
+    l1_budget = lw.usable("l1") - k_t * n_t * isz
+    # ... over groups of n_blocks cores (each core a channel tile per round) and m_blocks groups of
+    # output tiles: fewer channel groups re-read the feature map less, more re-read the weights less
+    if "n_blocks" in pins:
+        n_opts = [pins["n_blocks"]]
+    else:
+        n_opts = sorted({math.ceil(n_tiles / r) for r in range(1, 17)} & set(range(1, min(cores, n_tiles) + 1)),
+                        reverse=True)
+    best = None
+    for n_blocks in n_opts:
+        if not 1 <= n_blocks <= min(cores, n_tiles):
+            raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(cores, n_tiles)} "
+                                   f"(the channel tiles, at most the cores)")
+        m_blocks_cap = pins.get("m_blocks", max(1, cores // n_blocks))
+        if m_blocks_cap < 1 or n_blocks * m_blocks_cap > max(cores, lw.cores if "m_blocks" in pins else cores):
+            raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} cores, "
+                                   f"{cores} available")
+        plan = _conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t, math.ceil(n_tiles / n_blocks),
+                          loc, m_blocks_cap, n_blocks)
+        if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
+            best = (n_blocks, plan)
+    n_blocks, (taps, rows, cols, c1c, m_blocks, _) = best
+    kb.block_dim = n_blocks * m_blocks
+    kb.tiling["block_dim"] = kb.block_dim
+    if m_blocks > 1:  # core b computes channel tiles b % n_blocks + i * n_blocks of its group's output tiles
+        kb.block_modulo = n_blocks
+    if n_blocks < min(cores, n_tiles) or "n_blocks" in pins:
+        kb.tiling["n_blocks"] = n_blocks
     if m_blocks > 1 or "m_blocks" in pins:
         kb.tiling["m_blocks"] = m_blocks
     kb.tiling["rows"] = rows
@@ -489,14 +507,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
                         dst_stride=ho_ * wo_ * 16)
 
-        if m_blocks > 1:  # one channel tile per core of the group (block_offset_mod moved the pointers)
-            body(0)
-        else:
-            kb.for_tiles(n_tiles, body)
+        kb.for_tiles(n_tiles, body)  # the channel tiles over the group's cores, in rounds
 
     with kb.loop(n_, per_image):
-        for grp in range(m_blocks):  # group grp of cores: blocks grp*n_tiles .. (grp+1)*n_tiles - 1
-            with kb.guard(grp * n_tiles, (grp + 1) * n_tiles):
+        for grp in range(m_blocks):  # group grp of cores: blocks grp*n_blocks .. (grp+1)*n_blocks - 1
+            with kb.core_group(grp * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
                 mine = out_tiles[starts[grp]:starts[grp + 1]]
                 by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
                 # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop

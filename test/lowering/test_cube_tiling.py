@@ -135,11 +135,17 @@ def test_conv_grid_matches_onnxruntime(cin, h, w, d, precision_mode, path):
 @pytest.mark.parametrize("precision_mode", TOL)
 @pytest.mark.parametrize("cout,h,w,kw,pins,expect", [
     # 2 channel tiles x 16 groups of 20 two-row tiles = all 32 cores; 3x3 pad 1 stride 1
-    (32, 40, 40, dict(k=3, pads=(1, 1, 1, 1)), {"rows": 2}, {"block_dim": 32, "m_blocks": 16}),
+    (32, 40, 40, dict(k=3, pads=(1, 1, 1, 1)), {"rows": 2, "n_blocks": 2}, {"block_dim": 32, "m_blocks": 16}),
     # strided 7x7 with uneven pads: groups at the borders read padding, inner ones real rows
     (16, 30, 30, dict(k=7, stride=2, pads=(3, 2, 3, 2)), {"rows": 2}, {"m_blocks": 8, "block_dim": 8}),
     # pinned: 3 groups of 2 channel tiles; 8 row tiles split 3 / 3 / 2
-    (32, 16, 16, dict(k=3, pads=(1, 1, 1, 1)), {"m_blocks": 3, "rows": 2}, {"m_blocks": 3, "block_dim": 6}),
+    (32, 16, 16, dict(k=3, pads=(1, 1, 1, 1)), {"m_blocks": 3, "rows": 2, "n_blocks": 2},
+     {"m_blocks": 3, "block_dim": 6}),
+    # 5 channel tiles over groups of 2 cores: rounds of 2, 2 and a ragged 1 (guarded inside each group)
+    (80, 12, 12, dict(k=3, pads=(1, 1, 1, 1)), {"m_blocks": 3, "rows": 4, "n_blocks": 2},
+     {"m_blocks": 3, "n_blocks": 2, "block_dim": 6}),
+    # 5 channel tiles on 3 cores, one group: rounds of 3 and a ragged 2
+    (80, 12, 12, dict(k=3, pads=(1, 1, 1, 1)), {"m_blocks": 1, "n_blocks": 3}, {"n_blocks": 3, "block_dim": 3}),
 ])
 def test_conv_rows_split_over_core_groups(precision_mode, cout, h, w, kw, pins, expect):
     """Output tiles split over groups of cores (``m_blocks``; block_offset_mod moves the channel
@@ -152,6 +158,12 @@ def test_conv_rows_split_over_core_groups(precision_mode, cout, h, w, kw, pins, 
 def test_conv_m_blocks_beyond_the_cores_is_an_error():
     with pytest.raises(cann.CannError, match=r"Conv: tiling m_blocks = 40 needs 2 x 40 cores, 32 available"):
         compile_pinned(conv_model(16, 32, 16, 16, 1), "force_fp16", {"conv2d_0": {"m_blocks": 40}})
+
+
+def test_conv_n_blocks_beyond_the_channel_tiles_is_an_error():
+    with pytest.raises(cann.CannError, match=r"Conv: tiling n_blocks = 3: 1 to 2 \(the channel tiles, at most the "
+                                             r"cores\)"):
+        compile_pinned(conv_model(16, 32, 16, 16, 1), "force_fp16", {"conv2d_0": {"n_blocks": 3}})
 
 
 @pytest.mark.parametrize("precision_mode", TOL)
