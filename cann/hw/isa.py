@@ -91,9 +91,12 @@ class Field:
     kind: str = "i"  # "i": int64, "f": float64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class InstrDef:
-    """One instruction: ``mnemonic`` (also the ascend op name), ``opcode``, ``pipe``, ``fields``."""
+    """One instruction: ``mnemonic`` (also the ascend op name), ``opcode``, ``pipe``, ``fields``.
+
+    Each definition exists once (:data:`INSTRUCTIONS`), so it compares and hashes by identity: an
+    :class:`Instr`'s hash (the simulator's caches) does not re-hash the definition's fields."""
 
     mnemonic: str
     opcode: int

@@ -82,8 +82,8 @@ def eltwise(lw: Lowering, hint: str, loc, inputs: list[DevTensor], steps: list[S
         def body(first: int, last: bool = False) -> None:
             for i, tb in enumerate(tabs):
                 kb.copy(tb, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
-            for q0 in range(0, plane, chunk):
-                chunk_ops(first * plane + q0, min(chunk, plane - q0))
+            starts = range(0, plane, chunk)  # the full chunks of a plane: one hardware loop
+            kb.roll(len(starts), lambda i: chunk_ops(first * plane + starts[i], min(chunk, plane - starts[i])))
 
         with kb.loop(nplanes // c1, {v: c1 * plane for v in (*srcs, dst)}):  # one image's code, looped
             kb.for_tiles(c1, body)

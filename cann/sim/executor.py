@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -290,6 +291,25 @@ def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats, no
     return where, msg
 
 
+@lru_cache(maxsize=1024)
+def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.Instr], str]:
+    """A kernel's decoded, checked program and core kind on SoC ``soc``, cached across runs of a
+    model (the program list is shared: nothing mutates it).
+
+    Raises:
+        CannError: the code does not decode, or its SPMD control is malformed.
+    """
+    try:
+        prog = isa.decode(code)
+    except ValueError as e:
+        raise CannError(f"kernel '{name}'", f"cannot decode: {e}") from None
+    try:
+        check_control(prog, num_args)
+    except ValueError as e:
+        raise CannError(f"kernel '{name}'", str(e)) from None
+    return prog, core_kind(load_soc(soc), prog, name)
+
+
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
               max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
@@ -322,15 +342,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     for li, la in enumerate(om.launches):
         k = om.kernels[la.kernel]
         if la.kernel not in decoded:
-            try:
-                prog = isa.decode(k.code)
-            except ValueError as e:
-                raise CannError(f"kernel '{k.name}'", f"cannot decode: {e}") from None
-            try:
-                check_control(prog, k.num_args)
-            except ValueError as e:
-                raise CannError(f"kernel '{k.name}'", str(e)) from None
-            decoded[la.kernel] = (prog, core_kind(spec, prog, k.name))
+            decoded[la.kernel] = _decoded(k.code, k.num_args, k.name, spec.name)
         instrs += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
         blocks += k.block_dim
         if instrs + blocks > max_instructions:
