@@ -210,7 +210,7 @@ class AICore:
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
             kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,
-            detect_overflow: bool = True) -> KernelStats:
+            detect_overflow: bool = True, timing: Timing | None = None) -> KernelStats:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
@@ -222,7 +222,9 @@ class AICore:
         ``KernelStats.problems``) or "off" (no race detector; sync errors still raise).
         ``active_cores``: cores of the launch sharing the GM bandwidth. ``detect_overflow``: record in
         ``KernelStats.overflow`` the first instruction producing inf/NaN from finite operands when the
-        kernel then writes inf/NaN to GM.
+        kernel then writes inf/NaN to GM. ``timing``: the schedule of another core of the launch that
+        ran the same instruction stream (its cycles, pipe times and sync checks hold for this one:
+        see :func:`cann.sim.executor.run_model`); None computes it.
 
         Raises:
             SimError: the first invalid instruction (bounds, alignment, field values); with
@@ -265,8 +267,8 @@ class AICore:
             self._ovf_watch = False
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        t = schedule(instrs, self.spec, shared, full, self.args, kernel_name, checks, SimError, self.reg_trace,
-                     record=RECORD_LIMIT)
+        t = timing if timing is not None else schedule(instrs, self.spec, shared, full, self.args, kernel_name,
+                                                       checks, SimError, self.reg_trace, record=RECORD_LIMIT)
         return KernelStats(int(t.cycles), i + 1, dict(zip(_PIPE_NAMES, t.busy)),
                            dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
                            sum(t.busy), t, t.problems, program, macs, overflow,

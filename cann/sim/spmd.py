@@ -188,6 +188,8 @@ class Stream:
         self.code = code
         self._tree = _tree(code)
         self._cache: dict = {}  # rotation state -> {id(static instruction): its rotated form}
+        #: the pipes of the instructions that access a buffer (not sync / SPMD control), sorted
+        self.accessing = sorted({ins.defn.pipe for ins in code if ins.defn.group not in ("sync", "spmd")})
 
     def __iter__(self) -> Iterator[isa.Instr]:
         return _walk(self._tree, None, (), self._cache)
@@ -286,20 +288,56 @@ def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:
     return total
 
 
+class _Plan:
+    """Per program: its ``block_if`` ranges, and per pattern of taken ``block_if`` s the resolved
+    code (a list or a :class:`Stream`) with the block offsets it executes, so that the cores of a
+    launch taking the same sections share one stream (built once, its rotated forms cached)."""
+
+    def __init__(self, prog: list[isa.Instr]):
+        self.prog = prog  # held, so the id keying this plan is not reused while it is cached
+        self.spmd = any(ins.defn.group == "spmd" for ins in prog)
+        self.ranges = [(ins.lo, ins.hi) for ins in prog if ins.defn.mnemonic == "block_if"]
+        self.by_pattern: dict[tuple[bool, ...], tuple] = {}
+
+
+_PLANS: dict[int, _Plan] = {}
+_MAX_PLANS = 512
+
+
 def stream(prog: list[isa.Instr], block_idx: int,
            args: tuple[int, ...]) -> tuple[list[isa.Instr] | Stream, tuple[int, ...]]:
     """``(instructions, args)`` of core ``block_idx``: ``prog`` itself when it has no SPMD control,
     else a re-iterable :class:`Stream` expanding the loops lazily (block control resolved and
-    the structure checked here, in time proportional to the code).
+    the structure checked here, in time proportional to the code, once per pattern of the
+    ``block_if`` sections a core takes: cores with the same pattern share the stream).
 
     Raises:
         ValueError: unbalanced block_if/block_endif or loop_begin/loop_end, or a block_offset
             naming a missing argument.
     """
-    if not any(ins.defn.group == "spmd" for ins in prog):
+    plan = _PLANS.get(id(prog))
+    if plan is None or plan.prog is not prog:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[id(prog)] = _Plan(prog)
+    if not plan.spmd:
         return prog, args
-    out: list[isa.Instr] = []
+    pattern = tuple(lo <= block_idx < hi for lo, hi in plan.ranges)
+    hit = plan.by_pattern.get(pattern)
+    if hit is None:
+        hit = plan.by_pattern[pattern] = _resolve(prog, block_idx, len(args))
+    code, offsets = hit
     bases = list(args)
+    for arg, stride, modulo in offsets:
+        bases[arg] += (block_idx % modulo if modulo else block_idx) * stride
+    return code, tuple(bases)
+
+
+def _resolve(prog: list[isa.Instr], block_idx: int, num_args: int) -> tuple:
+    """``(code, ((arg, stride, modulo or 0), ...))``: ``prog`` with the block control of core
+    ``block_idx`` resolved, and the block offsets it executes."""
+    out: list[isa.Instr] = []
+    offsets: list[tuple[int, int, int]] = []
     skip_depth = 0
     depth = 0
     for i, ins in enumerate(prog):
@@ -319,17 +357,17 @@ def stream(prog: list[isa.Instr], block_idx: int,
         elif skip_depth:
             continue
         elif m in ("block_offset", "block_offset_mod"):
-            if not 0 <= ins.arg < len(bases):
+            if not 0 <= ins.arg < num_args:
                 raise ValueError(f"instruction {i}: {m} of missing kernel argument {ins.arg}")
             if m == "block_offset_mod" and ins.modulo < 1:
                 raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
-            bases[ins.arg] += (block_idx if m == "block_offset" else block_idx % ins.modulo) * ins.stride
+            offsets.append((ins.arg, ins.stride, ins.modulo if m == "block_offset_mod" else 0))
         out.append(ins)
     if depth:
         raise ValueError("block_if without block_endif")
     if any(ins.defn.mnemonic in ("loop_begin", "loop_end") for ins in out):
-        return Stream(out), tuple(bases)
-    return out, tuple(bases)
+        return Stream(out), tuple(offsets)
+    return out, tuple(offsets)
 
 
 def specialize(prog: list[isa.Instr], block_idx: int, args: tuple[int, ...]) -> tuple[list[isa.Instr], tuple[int, ...]]:

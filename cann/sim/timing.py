@@ -130,8 +130,9 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     acc_w = [[([], [], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
     acc_r = [[([], [], [], [], []) for _ in range(NPIPES)] for _ in BUFS]
     # the pipes that access any buffer: only they ever compare with another pipe's history
-    code = getattr(instrs, "code", instrs)
-    accessing = sorted({ins.defn.pipe for ins in code if ins.defn.group not in ("sync", "spmd")})
+    accessing = getattr(instrs, "accessing", None)
+    if accessing is None:
+        accessing = sorted({ins.defn.pipe for ins in instrs if ins.defn.group not in ("sync", "spmd")})
     next_prune = _PRUNE_EVERY
     touched: set[tuple[int, int]] = set()
     owners: list[set[int]] = [set() for _ in BUFS]  # pipes with recorded accesses, per buffer

@@ -84,3 +84,19 @@ def test_block_offset_mod_moves_by_the_block_index_modulo():
 def test_block_offset_mod_needs_a_positive_modulo(modulo):
     with pytest.raises(ValueError, match=rf"^instruction 0: block_offset_mod modulo {modulo} \(>= 1 expected\)$"):
         check_control([isa.make("block_offset_mod", arg=0, stride=64, modulo=modulo)], 1)
+
+
+def test_cores_taking_the_same_sections_share_one_stream():
+    """stream() resolves a program once per pattern of taken block_if sections: cores 0-2 (section
+    [0, 3)) share one code object, core 3 gets its own; each core's bases are its own."""
+    from cann.sim.spmd import stream
+
+    prog = [isa.make("block_offset_mod", arg=0, stride=64, modulo=3),
+            isa.make("block_if", lo=0, hi=3), isa.make("pipe_barrier", pipe=isa.Pipe.ALL), isa.make("block_endif"),
+            isa.make("block_if", lo=3, hi=4), isa.make("block_offset", arg=1, stride=8),
+            isa.make("pipe_barrier", pipe=isa.Pipe.V), isa.make("block_endif")]
+    got = [stream(prog, b, (1000, 0)) for b in range(4)]
+    assert got[0][0] is got[1][0] is got[2][0] and got[3][0] is not got[0][0]
+    assert [g[1] for g in got] == [(1000, 0), (1064, 0), (1128, 0), (1000, 24)]
+    assert [i.mnemonic for i in got[3][0]] == ["block_offset_mod", "block_if", "block_offset", "pipe_barrier",
+                                             "block_endif"]
