@@ -73,7 +73,8 @@ def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 def pipelines(mode: str) -> list[str]:
     """The graph, tile and ascend pipelines of ``mode`` (the -O1 graph passes)."""
     buffers, mb, sync = MODES[mode]
-    (_, graph), (_, tile), _ = stage_pipelines("Ascend910", "force_fp16", 1)
+    (_, graph), _, _ = stage_pipelines("Ascend910", "force_fp16", 1)
+    (_, tile), _ = stage_pipelines("Ascend910", "force_fp16", 0)[1:]  # convert-graph-to-tile{...} alone
     tile = tile[:-1] + f" buffers={buffers}}}" + (f",tile-multi-buffer{{{mb}}}" if mb is not None else "")
     return [graph, tile, f"convert-tile-to-ascend,ascend-insert-sync{{mode={sync}}}"]
 
