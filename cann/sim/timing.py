@@ -10,7 +10,8 @@ MTE2, MTE3) executes its own instructions in order and pipes overlap, ordered ac
   at its end; setting a flag that is already set is an error ("set twice without a wait");
 * ``wait_flag(src, dst, e)`` runs on ``dst``: it starts no earlier than the flag's set time, then
   clears the flag; a wait whose flag no earlier ``set_flag`` has set can never be satisfied in
-  program order: a deadlock error;
+  program order: a deadlock error; a flag still set when the kernel ends (never waited: the
+  event id leaks into the next kernel) is an error too;
 * ``pipe_barrier(ALL)`` starts when every pipe is free and every pipe resumes after it;
   ``pipe_barrier(X)`` orders instructions within pipe ``X`` (already in order in this model) and
   occupies ``X`` for its cost.
@@ -105,8 +106,9 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     orders before its current point is dropped, so a synchronized loop keeps bounded history.
 
     Raises:
-        SimError: (``checks != "warn"``) a race, a wait that can never be satisfied (deadlock) or a
-            flag set twice without a wait, located at the later instruction.
+        SimError: (``checks != "warn"``) a race, a wait that can never be satisfied (deadlock), a
+            flag set twice without a wait, located at the later instruction, or a flag still set when
+            the kernel ends (located at its last instruction).
     """
     if checks not in CHECK_MODES:
         raise ValueError(f"checks must be one of {CHECK_MODES}, got {checks!r}")
@@ -295,5 +297,8 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
             if p not in own:
                 own.add(p)
                 touched.add((buf, p))
+    for (sp, dp, ev), (_, _, j) in sorted(flags.items(), key=lambda kv: kv[1][2]):
+        problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} of instruction {j} is never waited: the "
+                        f"kernel ends with the event set (a leaked event id)")
     return Timing(max(free) if i >= 0 else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
                   np.array(end, np.int64), np.array(pipe_of, np.int8), problems)

@@ -181,10 +181,19 @@ def test_deadlock_and_double_set():
         run([waitf(P.MTE2, P.V, 3)])
     with pytest.raises(SimError, match=r"instruction 1 `set_flag.*already set by instruction 0 with no wait_flag"):
         run([setf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 1)])
-    run([setf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 2), waitf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 1)])
+    run([setf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 2), waitf(P.MTE2, P.V, 1), setf(P.MTE2, P.V, 1),
+         waitf(P.MTE2, P.V, 2), waitf(P.MTE2, P.V, 1)])
     with pytest.warns(UserWarning, match="deadlock"):
         st = run([waitf(P.MTE2, P.V, 3), vmuls(0)], checks="warn")
     assert len(st.problems) == 1 and st.cycles == S + C_V
+
+
+def test_a_flag_set_at_kernel_end_is_an_error():
+    """A set never waited leaks its event id into the next kernel: reported at the last instruction,
+    naming the set."""
+    with pytest.raises(SimError, match=r"instruction 3 `vmuls.*set_flag MTE2->V event 4 of instruction 1 is never "
+                                       r"waited: the kernel ends with the event set \(a leaked event id\)"):
+        run([setf(P.MTE2, P.V, 3), setf(P.MTE2, P.V, 4), waitf(P.MTE2, P.V, 3), vmuls(0)])
 
 
 def test_wait_before_set_in_program_order_is_a_deadlock():
