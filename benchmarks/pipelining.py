@@ -4,7 +4,8 @@
     python benchmarks/pipelining.py [--modes barrier flags mb seg] [model ...]
 
 Models: ``resnet50`` and ``inception_v2`` (light zoo, generated weights, batch 1), ``gpt_block`` (the
-PyTorch fixture), ``gemm:MxKxN`` (one float16 MatMul, ``benchmarks/gemm.py``). Everything is compiled
+PyTorch fixture), ``gemm:MxKxN`` (one float16 MatMul, ``benchmarks/gemm.py``), ``add:N`` (one float16
+Add of two [N] inputs). Everything is compiled
 at ``-O1`` (fusion on), fp16 (``force_fp16``), Ascend910; only the pipelining passes differ:
 
 * ``barrier``: ``ascend-insert-sync{mode=barrier}`` (the -O0 sync), one copy of every buffer;
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper
 from xdsl.passes import PassPipeline
 
 from cann import testing
@@ -49,7 +51,7 @@ MODES = {
     "seg": (2, "", "flags"),
 }
 DEFAULT_MODELS = ["resnet50", "inception_v2", "gpt_block", "gemm:128x768x768", "gemm:512x768x3072",
-                  "gemm:1024x1024x1024"]
+                  "gemm:1024x1024x1024", "add:1048576"]
 
 
 def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
@@ -62,6 +64,13 @@ def load(name: str) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
         m, k, n = (int(x) for x in name[5:].split("x"))
         return matmul_model(m, k, n), {"A": np.random.default_rng(1).standard_normal((m, k)).astype(np.float16)}
+    if name.startswith("add:"):
+        n = int(name[4:])
+        io = [helper.make_tensor_value_info(x, TensorProto.FLOAT16, [n]) for x in "abc"]
+        model = helper.make_model(helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "add", io[:2],
+                                                    io[2:]), opset_imports=[helper.make_opsetid("", 17)])
+        rng = np.random.default_rng(1)
+        return model, {x: rng.standard_normal(n).astype(np.float16) for x in "ab"}
     path = ROOT / "test" / "fixtures" / "torch" / f"{name}.onnx"
     model = onnx.load(path) if path.exists() else testing.test_model(name)
     if path.exists():
