@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +72,7 @@ def _opt_level(value) -> int:
 def _first_load_segment(value) -> int:
     """Bytes of the first segment of a kernel's first load (``tile-multi-buffer``'s
     ``first_segment_bytes``): 0 the rule, -1 none."""
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < -1:
         raise BadValue(f"expected a byte count (0: the default rule, -1: no segmentation), got {value!r}")

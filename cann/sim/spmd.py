@@ -309,7 +309,9 @@ def stream(prog: list[isa.Instr], block_idx: int,
     """``(instructions, args)`` of core ``block_idx``: ``prog`` itself when it has no SPMD control,
     else a re-iterable :class:`Stream` expanding the loops lazily (block control resolved and
     the structure checked here, in time proportional to the code, once per pattern of the
-    ``block_if`` sections a core takes: cores with the same pattern share the stream).
+    ``block_if`` sections a core takes: cores with the same pattern share the stream). The
+    resolution is cached per ``prog`` object (at most 512): a program list must not be changed
+    after it has been streamed.
 
     Raises:
         ValueError: unbalanced block_if/block_endif or loop_begin/loop_end, or a block_offset

@@ -361,6 +361,8 @@ def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_pa
      "error: --first-load-segment: expected a byte count (0: the default rule, -1: no segmentation), got -5"),
     (dict(first_load_segment="4k"), ["--first-load-segment", "4k"],
      "error: --first-load-segment: expected a byte count (0: the default rule, -1: no segmentation), got '4k'"),
+    (dict(first_load_segment="--5"), ["--first-load-segment=--5"],
+     "error: --first-load-segment: expected a byte count (0: the default rule, -1: no segmentation), got '--5'"),
     (dict(first_load_segment=4096, opt_level=0), ["--first-load-segment", "4096", "-O0"],
      "error: --first-load-segment: applies at -O1 (task auto-pipelining); -O0 keeps one copy of every buffer and "
      "whole loads"),
