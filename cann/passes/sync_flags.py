@@ -74,10 +74,12 @@ class _Pair:
     gs: int = 0  # set gap (set before item gs)
     base: int = -1  # event id (a group's first id)
     barrier: bool = False  # replaced by a pipe_barrier before b
+    ahead: int = 0  # iterations the producer's pipe may run ahead of the consumer's wait (loops)
 
     @property
     def copies(self) -> int:
-        return self.d if self.a > self.b else self.d + 1
+        """Rotating ids: enough that an id is set again only after its previous wait has run."""
+        return max(self.d if self.a > self.b else self.d + 1, self.d + self.ahead, 1)
 
 
 @dataclass
@@ -190,7 +192,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
             unmet = {p: r for p, r in unmet.items() if not covers(K[q][p], r)}
         hist[q][0].append(pos)
         hist[q][1].append(list(K[q]))
-    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced)
+    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced), hist
 
 
 def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced) -> set[int]:
@@ -262,14 +264,49 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
     return out
 
 
-def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx) -> dict:
-    """Phase 2: event ids. Loop-carried groups first (``copies`` consecutive ids held for the whole
-    loop), then the pairs within an iteration (lowest id free over [set, wait], the set moved later
-    if none is). A pair that cannot get an id becomes a barrier. Returns the group ids per pipe pair
-    (held by nested scopes too)."""
+def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried: int = 0) -> dict:
+    """Phase 2: event ids, so that no id is set again before its previous wait has run *in time*
+    (a set while the flag is still set merges the two settings).
+
+    In a repeating loop body (``carried``: its trip count, 0 elsewhere) a pair whose producer's pipe
+    may run ahead of the consumer's wait (from what that pipe knows at its set, ``hist``) gets ids
+    of its own, held for the whole loop and rotating (``loop_rotate_event``) over that many
+    iterations (over every iteration when nothing orders the producer after the consumer; a
+    barrier when the loop has more iterations than there are ids); the one-id pairs share ids as
+    below, an id's first set of an iteration also ordered after its last wait of the iteration before. Elsewhere
+    (straight-line code), the pairs within the scope reuse ids: the lowest id whose previous wait
+    the set's pipe is ordered after (it knows the consumer that wait guarded has run), the set
+    moved later if needed. A pair that cannot get an id becomes a barrier. Returns the ids held for
+    the whole loop per pipe pair (held by nested scopes too)."""
+
+    def knows_at(p: int, gap: int) -> list:
+        ps, vs = hist[p]
+        j = bisect_right(ps, gap - 1) - 1
+        return vs[j] if j >= 0 else [NONE] * len(vs[0] if vs else [])
+
+    def ordered_after(p: int, gap: int, q: int, b: int) -> int | None:
+        """The first gap >= ``gap`` where a set on pipe p runs after pipe q's item ``b`` (None: none)."""
+        ps, vs = hist[p]
+        for k in range(max(bisect_right(ps, gap - 1) - 1, 0), len(ps)):
+            if covers(vs[k][q], (0, b)):
+                return max(gap, ps[k] + 1)
+        return None
+
     held: dict[tuple[int, int], set[int]] = {}
+    if carried:
+        for pr in pairs:
+            k = knows_at(pr.p, pr.gs)
+            known = k[pr.q] if k else NONE
+            if known == NONE:  # never ordered after its consumer: a distinct id for every iteration
+                pr.ahead = carried
+                continue
+            # the producer's pipe, at its set, has seen the consumer of ``known[0]`` iterations back
+            pr.ahead = known[0] if known[1] >= pr.b else known[0] + 1
+    def shares(pr: _Pair) -> bool:  # a one-id pair within an iteration: its id can serve others too
+        return pr.d == 0 and pr.copies == 1
+
     for pr in pairs:
-        if pr.d == 0:
+        if pr.barrier or shares(pr):
             continue
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
@@ -281,24 +318,29 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx) -> dict:
                 break
         else:
             pr.barrier = True
-    last: dict[tuple[int, int], dict[int, int]] = {}
-    for pr in pairs:
-        if pr.d != 0:
-            continue
+    last: dict[tuple[int, int], dict[int, int]] = {}  # per pipe pair and id: its last wait's position
+    first: dict[tuple[int, int], dict[int, _Pair]] = {}  # ... and its first pair (in a loop body)
+    for pr in sorted((pr for pr in pairs if not pr.barrier and shares(pr)), key=lambda x: (x.gs, x.b)):
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
-        lw = last.setdefault(key, {})
-        free = [e for e in range(ctx.nids) if e not in busy]
-        if not free:
+        lw, fp = last.setdefault(key, {}), first.setdefault(key, {})
+        options = []
+        for e in range(ctx.nids):
+            if e in busy:
+                continue
+            g = pr.gs if e not in lw else ordered_after(pr.p, max(pr.gs, lw[e] + 1), pr.q, lw[e])
+            if g is None or g > pr.b:
+                continue
+            # in a loop the id's first set, one iteration later, must run after this wait
+            if carried and e in fp and not covers(knows_at(fp[e].p, fp[e].gs)[pr.q], (1, pr.b)):
+                continue
+            options.append((g, e))
+        if not options:
             pr.barrier = True
             continue
-        # the earliest gap >= pr.gs at which an id's previous wait is done, lowest id first
-        g, e = min((max(pr.gs, lw.get(e, -1) + 1), e) for e in free)
-        if g > pr.b:
-            pr.barrier = True
-            continue
-        pr.gs, pr.base = g, e
-        lw[e] = pr.b
+        pr.gs, pr.base = min(options)
+        lw[pr.base] = pr.b
+        fp.setdefault(pr.base, pr)
     return held
 
 
@@ -315,14 +357,14 @@ def _barrier() -> AscendInstrOp:
 def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
     """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
     forced: frozenset = frozenset()
-    pairs, cheap = _analyse(items, loop, ctx)
+    pairs, cheap, hist = _analyse(items, loop, ctx)
     if not ctx.free_barriers:
         cheap = set()
     while cheap - forced:  # each barrier can make another pair the only one left at its consumer
         forced |= cheap
-        pairs, cheap = _analyse(items, loop, ctx, forced)
+        pairs, cheap, hist = _analyse(items, loop, ctx, forced)
     cheap = forced
-    held = _allocate(pairs, reserved, ctx)
+    held = _allocate(pairs, reserved, ctx, hist, loop.count if loop is not None and loop.count >= 2 else 0)
     inner = {k: set(v) for k, v in reserved.items()}
     for k, v in held.items():
         inner.setdefault(k, set()).update(v)
@@ -333,7 +375,7 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
         if pr.barrier:
             barriers.add(pr.b)
             continue
-        wait_id = pr.base if pr.d == 0 or pr.a > pr.b else pr.base + 1
+        wait_id = pr.base + (-pr.d) % pr.copies  # iteration m waits the id set in iteration m - d
         sets.setdefault(pr.gs, []).append(_flag("set_flag", pr.p, pr.q, pr.base))
         waits.setdefault(pr.b, []).append(_flag("wait_flag", pr.p, pr.q, wait_id))
     out: list = []
@@ -355,7 +397,7 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
         else:
             out.append(it.op)
-    return out, [pr for pr in pairs if pr.d > 0 and not pr.barrier]
+    return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)]
 
 
 def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
@@ -369,12 +411,16 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         c = pr.copies
         if c > 1:
             rot.append(make_op("loop_rotate_event", src_pipe=pr.p, dst_pipe=pr.q, base=pr.base, copies=c, step=1))
-        fwd = pr.a < pr.b  # the set precedes the wait in the body: the wait's id is one ahead
-        wait_of = (lambda k: (k + 1) % c) if fwd else (lambda k: k % c)
-        consumed_pre = [wait_of(k) for k in range(min(pr.d, loop.count))]  # iterations waiting a pre-set
-        pre += [_flag("set_flag", pr.p, pr.q, pr.base + wait_of(k)) for k in range(pr.d)]
-        left = [k % c for k in range(max(0, loop.count - pr.d), loop.count)]  # sets never waited in the loop
-        left += [wait_of(k) for k in range(pr.d) if wait_of(k) not in consumed_pre]
+        if pr.d == 0:  # set and wait in the same iteration: nothing before or after the loop
+            continue
+        d = pr.d
+
+        def wait_of(m: int, c: int = c, d: int = d) -> int:  # the id offset iteration m waits
+            return (m - d) % c
+
+        pre += [_flag("set_flag", pr.p, pr.q, pr.base + wait_of(m)) for m in range(d)]  # iterations -d .. -1
+        left = [k % c for k in range(max(0, loop.count - d), loop.count)]  # sets never waited in the loop
+        left += [wait_of(m) for m in range(loop.count, d)]  # pre-sets no iteration waited
         drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
     return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
 

@@ -11,7 +11,9 @@ MTE2, MTE3) executes its own instructions in order and pipes overlap, ordered ac
 * ``wait_flag(src, dst, e)`` runs on ``dst``: it starts no earlier than the flag's set time, then
   clears the flag; a wait whose flag no earlier ``set_flag`` has set can never be satisfied in
   program order: a deadlock error; a flag still set when the kernel ends (never waited: the
-  event id leaks into the next kernel) is an error too;
+  event id leaks into the next kernel) is an error too, and so is a ``set_flag`` that sets its
+  flag *in time* before the previous wait of that flag cleared it (program order had the wait
+  first, but the setting pipe ran ahead: on hardware the two settings merge);
 * ``pipe_barrier(ALL)`` starts when every pipe is free and every pipe resumes after it;
   ``pipe_barrier(X)`` orders instructions within pipe ``X`` (already in order in this model) and
   occupies ``X`` for its cost.
@@ -126,6 +128,7 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     busy_full = [0] * NPIPES
     gm_r = gm_w = 0
     flags: dict[tuple[int, int, int], tuple[int, list[int], int]] = {}
+    cleared: dict[tuple[int, int, int], tuple[int, int]] = {}  # flag -> (cycle, instruction) of its last wait
     cnt = [0] * NPIPES
     vc = [[0] * NPIPES for _ in range(NPIPES)]
     # per buffer, per pipe: [counters, lo, hi, instr index, instr] for writes and for reads
@@ -201,6 +204,7 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
                 else:
                     if f[0] > s:
                         s = f[0]
+                    cleared[key] = (s, i)
                     if race_on:
                         row = vc[dp]
                         snap = f[1]
@@ -222,6 +226,10 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
                 if key in flags:
                     problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} is already set by instruction "
                                     f"{flags[key][2]} with no wait_flag in between (an event id set twice)")
+                elif key in cleared and e < cleared[key][0]:
+                    problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} sets the flag at cycle {e}, before "
+                                    f"wait_flag instruction {cleared[key][1]} clears its previous setting at cycle "
+                                    f"{cleared[key][0]} (the two settings merge: an event id reused too early)")
                 flags[key] = (e, list(vc[sp]), i)
             continue
 

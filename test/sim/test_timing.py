@@ -188,6 +188,19 @@ def test_deadlock_and_double_set():
     assert len(st.problems) == 1 and st.cycles == S + C_V
 
 
+def test_a_flag_set_again_before_its_wait_cleared_it_is_an_error():
+    """Program order waits first, but the setting pipe (MTE2) runs ahead of the waiting one (V, busy
+    with a vector op): the second set lands while the first is still set -- on hardware the two
+    settings merge and the second wait hangs."""
+    with pytest.raises(SimError, match=r"instruction 3 `set_flag.*event 0 sets the flag at cycle 2, before wait_flag "
+                                       r"instruction 2 clears its previous setting at cycle \d+ \(the two settings "
+                                       r"merge: an event id reused too early\)"):
+        run([vmuls(0), setf(P.MTE2, P.V, 0), waitf(P.MTE2, P.V, 0), setf(P.MTE2, P.V, 0), waitf(P.MTE2, P.V, 0)])
+    # ordered: V tells MTE2 it has waited before MTE2 sets again
+    run([vmuls(0), setf(P.MTE2, P.V, 0), waitf(P.MTE2, P.V, 0), setf(P.V, P.MTE2, 1), waitf(P.V, P.MTE2, 1),
+         setf(P.MTE2, P.V, 0), waitf(P.MTE2, P.V, 0)])
+
+
 def test_a_flag_set_at_kernel_end_is_an_error():
     """A set never waited leaks its event id into the next kernel: reported at the last instruction,
     naming the set."""
