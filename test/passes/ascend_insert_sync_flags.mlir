@@ -109,11 +109,13 @@ ascend.kernel @implied attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.copy_ub_to_gm dst_arg=1, dst=0, src=0, nburst=1, burst=768, src_stride=0, dst_stride=0
 }
 
-// Event reuse: the second 4->1 pair starts after the first one's wait, so it takes id 0 again.
+// Event reuse only when safe in time: the second 4->1 pair comes after the first one's wait in program
+// order, but MTE2 is not ordered after that wait (nothing tells it V has run), so it could set id 0
+// while it is still set: it takes id 1.
 // CHECK-LABEL: ascend.kernel @reuse
 // CHECK:         ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
-// CHECK:         ascend.set_flag src_pipe=4, dst_pipe=1, event=0
-// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
+// CHECK:         ascend.set_flag src_pipe=4, dst_pipe=1, event=1
+// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=1
 ascend.kernel @reuse attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=256, src_stride=0, dst_stride=0
   ascend.vadds dtype=0, dst=512, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
@@ -121,17 +123,14 @@ ascend.kernel @reuse attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.vadds dtype=0, dst=1536, src0=1024, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
 }
 
-// Exhaustion: seven loads in flight to seven consumers, six usable ids (8 - 2 reserved): the
-// seventh set moves later, to the first point where id 0 is free (after its wait).
+// Exhaustion: seven loads in flight to seven consumers, six usable ids (8 - 2 reserved). No id can
+// be reused safely (MTE2 is never ordered after a wait of V, so it could set a flag still set): the
+// seventh consumer gets a barrier.
 // CHECK-LABEL: ascend.kernel @exhaust
 // CHECK-COUNT-6: ascend.set_flag src_pipe=4, dst_pipe=1
-// CHECK-NEXT:    ascend.copy_gm_to_ub dst=1536,
-// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
-// CHECK-NEXT:    ascend.vadds dtype=0, dst=4096, src0=0,
-// CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=0
 // CHECK:         ascend.wait_flag src_pipe=4, dst_pipe=1, event=5
 // CHECK-NEXT:    ascend.vadds dtype=0, dst=4096, src0=1280,
-// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.pipe_barrier pipe=6
 // CHECK-NEXT:    ascend.vadds dtype=0, dst=4096, src0=1536,
 ascend.kernel @exhaust attributes {block_dim = 1 : i64, num_args = 1 : i64} {
   ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=256, src_stride=0, dst_stride=0
@@ -239,8 +238,10 @@ ascend.kernel @inplace attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 }
 
 // Double buffers (loop_rotate copies=2 step=1): the WARs land on the same copy two iterations
-// later, so each uses two ids rotating with loop_rotate_event, both pre-set and both drained; the
-// RAWs within an iteration are plain pairs.
+// later, so each uses two ids rotating with loop_rotate_event, both pre-set and both drained. The
+// RAWs within an iteration rotate over two ids as well (no pre-set, no drain): with two copies the
+// producer may run an iteration ahead of its consumer, and one id would be set again before the
+// previous iteration's wait cleared it.
 // CHECK-LABEL: ascend.kernel @rotated
 // CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=0
 // CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=1
@@ -252,7 +253,9 @@ ascend.kernel @inplace attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // CHECK-NEXT:    ascend.loop_rotate space=5, base=0,
 // CHECK-NEXT:    ascend.loop_rotate space=5, base=512,
 // CHECK-NEXT:    ascend.loop_rotate_event src_pipe=1, dst_pipe=4, base=0, copies=2, step=1
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=4, dst_pipe=1, base=0, copies=2, step=1
 // CHECK-NEXT:    ascend.loop_rotate_event src_pipe=5, dst_pipe=1, base=0, copies=2, step=1
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=1, dst_pipe=5, base=0, copies=2, step=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=0
 // CHECK-NEXT:    ascend.copy_gm_to_ub
 // CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=0
@@ -289,22 +292,25 @@ ascend.kernel @rotated attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 
 // A loop-carried RAW whose producer precedes its consumer in the body (vadds of iteration k reads
 // the copy the load of k-1 wrote): the wait is one id ahead of the set (copies = distance + 1),
-// the id the first iteration waits for is pre-set, and the last iteration's set drained.
+// the id the first iteration waits for is pre-set, and the last iteration's set drained. The WAR
+// back (V reads a copy MTE2 refills an iteration later) rotates over two ids too: V may run an
+// iteration ahead of MTE2's wait.
 // CHECK-LABEL: ascend.kernel @forward
-// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=1
 // CHECK-NEXT:    ascend.loop_begin count=8
 // CHECK-NEXT:    ascend.loop_offset
 // CHECK-NEXT:    ascend.loop_rotate
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=1, dst_pipe=4, base=0, copies=2, step=1
 // CHECK-NEXT:    ascend.loop_rotate_event src_pipe=4, dst_pipe=1, base=0, copies=2, step=1
-// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.copy_gm_to_ub
 // CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=0
 // CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=1
 // CHECK-NEXT:    ascend.vadds
 // CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=0
 // CHECK-NEXT:    ascend.loop_end
-// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=1
 // CHECK-NEXT:    ascend.pipe_barrier pipe=6
 // CHECK-NEXT:    ascend.copy_ub_to_gm
@@ -403,7 +409,8 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 }
 
 // A double-buffered cube K loop (L0A / L0B rotating): MTE1 -> M within an iteration, and the
-// load of iteration k+2 overwrites what mmad k read (M -> MTE1, two rotating ids). With free
+// load of iteration k+2 overwrites what mmad k read (M -> MTE1, two rotating ids; MTE1 -> M rotates
+// over two ids as well, since MTE1 may run an iteration ahead of the cube). With free
 // barriers the pairs stay: a barrier before mmad would wait for the previous mmad, which the next
 // loads do not have to.
 // CHECK-LABEL: ascend.kernel @cube_loop
@@ -413,6 +420,7 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // CHECK-NEXT:    ascend.loop_rotate space=2
 // CHECK-NEXT:    ascend.loop_rotate space=3
 // CHECK-NEXT:    ascend.loop_rotate_event src_pipe=2, dst_pipe=3, base=0, copies=2, step=1
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=3, dst_pipe=2, base=0, copies=2, step=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
 // CHECK-NEXT:    ascend.load2d dst_space=1
 // CHECK-NEXT:    ascend.load2d dst_space=2
