@@ -176,9 +176,9 @@ class KernelBuilder:
         self.block_dim = 1
         #: cores form groups of this many (0: one group): block offsets move by ``block_idx % block_modulo``
         self.block_modulo = 0
-        self._tile_strides: dict[SSAValue, int] = {}
+        self._tile_strides: dict[SSAValue, int] = {}  # GM elements one for_tiles item moves each argument
         self._sink: list | None = None  # ops emitted while capturing an iteration (see roll)
-        self._group: tuple[int, int] | None = None  # (first block, cores) of the group being emitted  # GM elements one for_tiles item moves each argument
+        self._group: tuple[int, int] | None = None  # (first block, cores) of the group being emitted
 
     @property
     def soc(self) -> SocSpec:

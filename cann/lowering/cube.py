@@ -389,9 +389,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(cores, n_tiles)} "
                                    f"(the channel tiles, at most the cores)")
         m_blocks_cap = pins.get("m_blocks", max(1, cores // n_blocks))
-        if m_blocks_cap < 1 or n_blocks * m_blocks_cap > max(cores, lw.cores if "m_blocks" in pins else cores):
+        limit = lw.cores if "m_blocks" in pins else cores  # a pinned split may use every core
+        if m_blocks_cap < 1 or n_blocks * m_blocks_cap > limit:
             raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} cores, "
-                                   f"{cores} available")
+                                   f"{limit} available")
         plan = _conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t, math.ceil(n_tiles / n_blocks),
                           loc, m_blocks_cap, n_blocks)
         if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain

@@ -26,7 +26,7 @@ from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats, nonfinite
-from cann.sim.timing import CHECK_MODES, PIPES
+from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
 from cann.sim.spmd import check_control, dynamic_instructions, stream
 
@@ -374,7 +374,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         # register-addressed copies (data-dependent) make each core's check its own
         share = sim_checks != "warn" and len(set(la.args)) == len(la.args) and \
             not any(ins.defn.group == "dma_reg" for ins in prog)
-        timings: dict[int, object] = {}
+        timings: dict[int, Timing] = {}
         for b in range(k.block_dim):
             core = cores.get((kind, b % ncores))
             if core is None:
