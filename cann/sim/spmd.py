@@ -27,6 +27,7 @@ an absurd amount of work before it allocates or expands anything.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cache
 
@@ -178,9 +179,31 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) ->
         yield end
 
 
+#: the most instructions one :class:`Stream` keeps after its first walk (a longer stream is walked
+#: again each time: memory never grows with a loop's trip count)
+STREAM_HOLD = 1 << 16
+#: the most instructions all kept streams hold together; the least recently walked are dropped first
+HOLD_TOTAL = 1 << 20
+_held: OrderedDict[Stream, int] = OrderedDict()  # kept streams -> their length, least recent first
+_held_total = 0
+
+
+def _hold(s: Stream, instrs: list[isa.Instr]) -> None:
+    global _held_total
+    s._walked = instrs
+    _held[s] = len(instrs)
+    _held_total += len(instrs)
+    while _held_total > HOLD_TOTAL:
+        old, n = _held.popitem(last=False)
+        old._walked = None
+        _held_total -= n
+
+
 class Stream:
     """The instruction stream of one core, produced lazily: every iteration walks the loop
-    structure again (O(nesting depth) memory, never proportional to a trip count).
+    structure again (O(nesting depth) memory, never proportional to a trip count), except that a
+    stream of at most :data:`STREAM_HOLD` instructions keeps its first complete walk (within
+    :data:`HOLD_TOTAL` over all streams), so the timing pass and later runs of a model reuse it.
 
     ``code``: the core's static instructions (block control resolved, loops not expanded)."""
 
@@ -188,11 +211,26 @@ class Stream:
         self.code = code
         self._tree = _tree(code)
         self._cache: dict = {}  # rotation state -> {id(static instruction): its rotated form}
+        self._walked: list[isa.Instr] | None = None  # the kept walk
         #: the pipes of the instructions that access a buffer (not sync / SPMD control), sorted
         self.accessing = sorted({ins.defn.pipe for ins in code if ins.defn.group not in ("sync", "spmd")})
 
     def __iter__(self) -> Iterator[isa.Instr]:
-        return _walk(self._tree, None, (), self._cache)
+        if self._walked is not None:
+            _held.move_to_end(self)
+            return iter(self._walked)
+        return self._walk_and_keep()
+
+    def _walk_and_keep(self) -> Iterator[isa.Instr]:
+        kept: list[isa.Instr] | None = []
+        for ins in _walk(self._tree, None, (), self._cache):
+            if kept is not None:
+                kept.append(ins)
+                if len(kept) > STREAM_HOLD:
+                    kept = None
+            yield ins
+        if kept is not None and self._walked is None:
+            _hold(self, kept)
 
 
 _OPEN = {"loop_begin": "loop_end", "block_if": "block_endif"}

@@ -160,3 +160,39 @@ def test_overflow_writer_found_however_far_back(gap):
     assert stats.overflow == ("kernel 'k'", "float overflow: launch 0 wrote inf/NaN computed from finite operands "
                                             "(first at instruction 4 `vmuls`)")
     assert stats.instructions == 5 + 2 + gap + 2
+
+
+def test_a_short_stream_keeps_its_first_walk_and_a_long_one_does_not(monkeypatch):
+    import cann.sim.spmd as spmd
+
+    monkeypatch.setattr(spmd, "STREAM_HOLD", 12)
+    short, _ = stream(_nested_copy_loop(3, 2), 0, (0,))  # 3 + 3 * (2 + 2 * 2) = 21 instructions
+    assert isinstance(short, Stream)
+    first = list(short)
+    assert len(first) == 21 and short._walked is None  # over the limit: walked again each time
+    monkeypatch.setattr(spmd, "STREAM_HOLD", 64)
+    again = list(short)
+    assert again == first and short._walked is not None
+    kept = list(short)
+    assert all(a is b for a, b in zip(kept, again))  # the kept objects themselves, not a new walk
+    partial = stream(_nested_copy_loop(2, 2), 0, (0,))[0]
+    next(iter(partial))  # an abandoned walk keeps nothing
+    assert partial._walked is None
+
+
+def test_kept_walks_are_dropped_least_recent_first_over_the_total(monkeypatch):
+    import cann.sim.spmd as spmd
+
+    monkeypatch.setattr(spmd, "HOLD_TOTAL", 30)
+    monkeypatch.setattr(spmd, "_held", spmd.OrderedDict())
+    monkeypatch.setattr(spmd, "_held_total", 0)
+    a = Stream(_nested_copy_loop(3, 2))  # 21 instructions
+    b = Stream(_nested_copy_loop(1, 2))  # 9
+    c = Stream(_nested_copy_loop(1, 1))  # 7
+    for s in (a, b):
+        list(s)
+    assert a._walked is not None and b._walked is not None and spmd._held_total == 30
+    list(a)  # a walked again: now the most recent
+    list(c)  # 37 > 30: b, the least recent, is dropped
+    assert b._walked is None and a._walked is not None and c._walked is not None
+    assert spmd._held_total == 28
