@@ -14,7 +14,9 @@ numbers) and the counter then advances to ``start + count*G``. With ``copies`` c
 buffer, generation ``g`` uses copy ``g % copies``; a loop with ``G % copies != 0`` rotates its
 body by ``G % copies`` copies per iteration (``loop_rotate``).
 
-Renaming is *legal* when every read reads only bytes written in its own generation, and no read
+Renaming is *legal* when no access reaches across the buffer's edge (renaming moves an address
+inside the buffer, not the bytes beyond it), every read reads only bytes written in its own
+generation, and no read
 depends on which copy a skipped ``block_if`` section or an earlier loop iteration left behind:
 a read after a ``block_endif`` whose section started generations, before the next fresh write, and a
 read at the start of a loop body (before its first fresh write) in a loop that starts
@@ -123,6 +125,9 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
                 if sp == space and lo < end and hi > base]
         if not mine:
             continue
+        for lo, hi, _ in mine:
+            if lo < base or hi > end:  # renaming moves the address, not the part outside the buffer
+                illegal(i, f"accesses bytes [{lo}, {hi}) across the edge of the buffer [{base}, {end})")
         reads = [(lo, hi) for lo, hi, w in mine if not w]
         writes = [(lo, hi) for lo, hi, w in mine if w]
         if writes and not reads and (read_since or boundary):

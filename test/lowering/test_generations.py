@@ -65,6 +65,10 @@ def test_an_accumulation_loop_stays_in_one_generation():
     ([_load(), _store(), _load(n=256), _store()],
      "instruction 3 `copy_ub_to_gm dst_arg=1, dst=0, src=0, nburst=1, burst=512, src_stride=512, dst_stride=512` "
      "reads bytes [0, 512) not written in its generation"),
+    # a copy of 1024 bytes from inside the 512-byte buffer runs past its edge into the next buffer
+    ([_load(), _store(), _load(n=1024), _store()],
+     "instruction 2 `copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=1024, src_stride=1024, dst_stride=1024` "
+     "accesses bytes [0, 1024) across the edge of the buffer [0, 512)"),
 ])
 def test_illegal_renamings(prog, where):
     assert _gens(prog).problem == where
@@ -91,3 +95,11 @@ def test_a_read_after_the_loop_uses_the_last_iterations_copy():
     out = gm[6 * n:].view(np.float16)
     np.testing.assert_array_equal(out[:3 * n], x)
     np.testing.assert_array_equal(out[3 * n:4 * n], x[2 * n:])
+
+
+def test_an_access_reaching_into_the_buffer_from_below_is_illegal():
+    # buffer [512, 1024): a load of [256, 768) starts below it
+    prog = [_load(dst=512), _store(src=512), _load(dst=256), _store(src=512)]
+    assert analyse(prog, SPEC, UB, 512, 512).problem == (
+        "instruction 2 `copy_gm_to_ub dst=256, src_arg=0, src=0, nburst=1, burst=512, src_stride=512, "
+        "dst_stride=512` accesses bytes [256, 768) across the edge of the buffer [512, 1024)")
