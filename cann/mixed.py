@@ -333,7 +333,10 @@ def op(op_type: str, *inputs, domain: str = "", opset: int | None = None, output
         return trace.record(spec)
     if any(isinstance(v, Tracer) for v in spec.inputs):
         raise spec.error("a traced value used outside the @cann.jit function that traced it")
-    opts = validate_options(soc_version=soc_version, precision_mode=precision_mode)
+    try:
+        opts = validate_options(soc_version=soc_version, precision_mode=precision_mode)
+    except CannError as e:
+        raise relocate(e, {}, where) from None
     names = [n for n, v in zip(spec.input_names, spec.inputs) if v is not None]
     feeds = {n: v for n, v in zip(spec.input_names, spec.inputs) if v is not None}
     in_names = [n if v is not None else "" for n, v in zip(spec.input_names, spec.inputs)]

@@ -33,7 +33,7 @@ from onnx import helper
 from cann.errors import CannError
 from cann.mixed import _STATE, Trace, Tracer, active_trace, infer_error, relocate, tensor_type, user_location
 from cann.mixed_cache import CACHE
-from cann.options import validate_options
+from cann.options import CompileOptions, validate_options
 
 #: signatures a jitted function keeps compiled models for (least recently used dropped first)
 MAX_SIGNATURES = 32
@@ -57,9 +57,9 @@ class JitFunction:
         traces: how many signatures were traced (and compiled or found in the cache) so far.
     """
 
-    def __init__(self, fn, soc_version=None, precision_mode=None, opt_level=None):
+    def __init__(self, fn, options: CompileOptions):
         self.fn = fn
-        self.options = validate_options(soc_version=soc_version, precision_mode=precision_mode, opt_level=opt_level)
+        self.options = options
         self.is_onnxscript = _is_onnxscript(fn)
         functools.update_wrapper(self, fn.function if self.is_onnxscript else fn)
         self.last_run = None
@@ -200,9 +200,13 @@ def jit(fn=None, *, soc_version: str | None = None, precision_mode: str | None =
     Raises:
         CannError: bad options (at decoration).
     """
+    try:
+        options = validate_options(soc_version=soc_version, precision_mode=precision_mode, opt_level=opt_level)
+    except CannError as e:
+        raise relocate(e, {}, user_location()) from None
     if fn is None:
-        return lambda f: JitFunction(f, soc_version, precision_mode, opt_level)
-    return JitFunction(fn, soc_version, precision_mode, opt_level)
+        return lambda f: JitFunction(f, options)
+    return JitFunction(fn, options)
 
 
 # ---------------------------------------------------------------------------------------------

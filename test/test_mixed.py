@@ -3,7 +3,6 @@ memory and on disk, errors located at the user's line."""
 
 from __future__ import annotations
 
-import inspect
 import subprocess
 import sys
 import textwrap
@@ -345,3 +344,44 @@ def test_jit_onnxscript_error_points_at_the_statement(script_module):
     with pytest.raises(cann.CannError) as e:
         cann.jit(mod.bad)(A[0])
     assert e.value.lines() == [f"error: {path}:15: MatMul: Incompatible dimensions for matrix multiplication"]
+
+
+def readme_blocks() -> list[str]:
+    """The ```python blocks of the README's "Mixed programming" section."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Mixed programming\n", 1)[1].split("\n## ", 1)[0]
+    return [b.split("\n", 1)[1] for b in section.split("```python")[1:] for b in [b.split("```", 1)[0]]]
+
+
+def test_readme_examples_run_as_pasted_and_match_onnxruntime(tmp_path, compiles):
+    import runpy
+
+    blocks = readme_blocks()
+    assert len(blocks) == 3
+    script = tmp_path / "readme_mixed.py"  # a file: onnxscript reads its functions' source
+    script.write_text("\n".join(blocks))
+    ns = runpy.run_path(str(script), run_name="readme")
+    x, w, b = ns["x"], ns["w"], ns["b"]
+    (conv,) = reference("Conv", x, w, b, strides=[2, 2], pads=[1, 1, 1, 1])
+    assert rel_l2(ns["y"], conv) <= TOLERANCE["force_fp16"]
+    assert [p.shape for p in ns["parts"]] == [(1, 4, 8, 8)] * 2
+    head = ns["head"]
+    assert head.traces == 1  # the second call, same signature: no trace, no compile
+    (ref,) = run_onnxruntime(head.to_onnx(2 * x, w, b), {"x": 2 * x, "w": w, "b": b}).values()
+    assert rel_l2(ns["probs"], ref) <= TOLERANCE["must_keep_origin_dtype"]
+    swish = ns["swish"]
+    (ref,) = run_onnxruntime(swish.to_onnx(x, alpha=1.5), {"x": x}).values()
+    assert rel_l2(swish(x, alpha=1.5), ref) <= TOLERANCE["force_fp16"]
+    n = len(compiles)
+    head(x, w, b), swish(x, alpha=1.5)
+    assert len(compiles) == n
+
+
+def test_bad_options_are_located_at_the_call():
+    with pytest.raises(cann.CannError) as e:
+        cann.op("Relu", X, precision_mode="fp8")  # options: op
+    assert e.value.lines() == [f"error: {__file__}:{line_of('# options: op')}: --precision_mode: unknown precision "
+                               "mode 'fp8' (known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)"]
+    with pytest.raises(cann.CannError) as e:
+        cann.jit(soc_version="Ascend999")  # options: jit
+    assert e.value.lines()[0].startswith(f"error: {__file__}:{line_of('# options: jit')}: --soc_version: unknown SoC")
