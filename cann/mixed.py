@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import difflib
 import operator
-import os
 import re
-import sys
 import threading
 from dataclasses import dataclass
 
@@ -26,26 +24,19 @@ import onnx
 from onnx import AttributeProto, TypeProto, helper, numpy_helper
 
 from cann.errors import CannError, Diagnostic
-from cann.mixed_cache import CACHE
+from cann.mixed_cache import CACHE, user_frame
 from cann.options import validate_options
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STATE = threading.local()
 #: integer inputs up to this many elements are given to onnx shape inference as values (a Reshape
 #: shape, Slice starts, reduction axes: output shapes depend on them)
 _SHAPE_VALUE_LIMIT = 64
 
 
-def user_location(skip: tuple[str, ...] = ()) -> str:
-    """``file:line`` of the innermost calling frame outside the ``cann`` package (and outside the
-    folders ``skip``)."""
-    f = sys._getframe(1)
-    while f is not None:
-        path = os.path.abspath(f.f_code.co_filename)
-        if not path.startswith(_PACKAGE) and not any(path.startswith(s) for s in skip):
-            return f"{f.f_code.co_filename}:{f.f_lineno}"
-        f = f.f_back
-    return "<unknown>"
+def user_location() -> str:
+    """``file:line`` of the innermost calling frame outside the ``cann`` package."""
+    f = user_frame()
+    return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "<unknown>"
 
 
 def last_run():
@@ -353,7 +344,7 @@ def op(op_type: str, *inputs, domain: str = "", opset: int | None = None, output
         compiled, consts = CACHE.get(model, feeds, opts)
         result = compiled.run({n: a for n, a in feeds.items() if n not in consts})
     except CannError as e:
-        raise relocate(e, {op_type: (where, op_type)}, where) from None
+        raise relocate(e, {op_type: (where, op_type), "": (where, op_type)}, where) from None
     _STATE.last_run = compiled.last_run
     values = tuple(result[o] for o in spec.output_names)
     return values[0] if len(values) == 1 else values

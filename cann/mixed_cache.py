@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -33,6 +34,7 @@ from cann.errors import CannError, CannWarning, constants_needed
 from cann.fileio import atomic_write_bytes
 from cann.options import CompileOptions
 
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: compiled models kept in memory (least recently used dropped first)
 MEMORY_ENTRIES = 64
 #: bump when the meaning of a cache file changes
@@ -182,8 +184,26 @@ class ModelCache:
         except (CannError, OSError) as e:
             if not self._warned:  # a cache that cannot be written costs time, not correctness
                 self._warned = True
-                warnings.warn(f"cann: cannot write the compile cache in {folder}: {e}; set CANN_CACHE_DIR "
-                              "to a writable folder (or to '' to turn the disk cache off)", CannWarning, stacklevel=4)
+                _warn_user(f"cann: cannot write the compile cache in {folder}: {e}; set CANN_CACHE_DIR "
+                           "to a writable folder (or to '' to turn the disk cache off)")
+
+
+def user_frame():
+    """The innermost calling frame outside the ``cann`` package (None if there is none)."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
+        f = f.f_back
+    return f
+
+
+def _warn_user(message: str) -> None:
+    """A :class:`CannWarning` attributed to the user's line (:func:`user_frame`)."""
+    f = user_frame()
+    if f is None:
+        warnings.warn(message, CannWarning)
+    else:
+        warnings.warn_explicit(message, CannWarning, f.f_code.co_filename, f.f_lineno, module=f.f_globals.get("__name__"),
+                               registry=f.f_globals.setdefault("__warningregistry__", {}))
 
 
 def _folder() -> Path | None:

@@ -186,6 +186,18 @@ def test_corrupt_disk_entry_is_recompiled(compiles, cache_dir):
     assert CACHE.info.disk_hits == 1
 
 
+def test_unwritable_cache_warns_once_and_runs(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("CANN_CACHE_DIR", str(blocker))  # a file: the mixed/ folder cannot be made
+    monkeypatch.setattr(CACHE, "_warned", False)
+    with pytest.warns(cann.CannWarning, match="cannot write the compile cache") as record:
+        y = cann.op("Relu", X)  # cache: warned here
+        cann.op("Relu", X[0])
+    assert len(record) == 1 and record[0].filename == __file__ and record[0].lineno == line_of("# cache: warned here")
+    np.testing.assert_array_equal(y, np.maximum(X.astype(np.float16), 0).astype(np.float32))
+
+
 def test_disk_cache_off(monkeypatch, cache_dir):
     monkeypatch.setenv("CANN_CACHE_DIR", "")
     cann.op("Relu", X)
@@ -203,7 +215,9 @@ def test_disk_cache_off(monkeypatch, cache_dir):
     (lambda: cann.op("Conv", X, W, strides=[2, 2, 2]), "Conv: Attribute strides has incorrect size"),
     (lambda: cann.op("Split", X, axis=1), "Split: has a variable number of outputs: pass outputs=N"),
     (lambda: cann.op("Relu", "x"), "Relu: input 0 is a str, not an array"),
+    (lambda: cann.op("Cast", X), "Cast: missing required attribute 'to'"),
     (lambda: cann.op("TopK", X, np.array([2])), "unsupported operator TopK (opset {opset})"),
+    (lambda: cann.op("Relu", X.astype(np.float64)), "Relu: dtype float64 is not supported on the AI Core"),
 ])
 def test_op_errors_name_the_op_at_the_callers_line(call, message):
     with pytest.raises(cann.CannError) as e:
@@ -254,6 +268,21 @@ def test_jit_fuses_the_whole_function():
     unfused(X, W)
     assert [k.name for k in unfused.last_run.kernels] == ["trans_data_0", "conv2d_0", "relu_0", "trans_data_1"]
     assert unfused.last_run.cycles > f.last_run.cycles
+
+
+def test_jit_function_called_while_tracing_is_inlined():
+    @cann.jit
+    def inner(a):
+        return cann.op("Relu", a)
+
+    @cann.jit
+    def outer(a):
+        return inner(a) * 2
+
+    y = outer(A)
+    assert [n.op_type for n in outer.to_onnx(A).graph.node] == ["Relu", "Mul"]
+    assert inner.traces == 0 and outer.traces == 1
+    assert rel_l2(y, 2 * np.maximum(A, 0)) <= TOLERANCE["force_fp16"]
 
 
 def test_jit_errors_point_at_the_users_line():
