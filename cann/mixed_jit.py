@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import inspect
 import textwrap
 from collections import OrderedDict
@@ -66,6 +67,10 @@ class JitFunction:
         self.traces = 0
         self._compiled: OrderedDict[tuple, _Compiled] = OrderedDict()
 
+    def __get__(self, obj, objtype=None):
+        """As a method: the instance is the first (static) argument."""
+        return self if obj is None else functools.partial(self, obj)
+
     @property
     def profile(self):
         """The last call's :class:`cann.sim.executor.RunStats` (cycles, per-kernel records, ideal_pct)."""
@@ -108,25 +113,24 @@ class JitFunction:
     # -- signature and compilation --------------------------------------------------------------
 
     def _signature(self, args, kwargs) -> tuple[tuple, list[np.ndarray]]:
+        """The cache key of a call and its array arguments (the graph inputs, in order)."""
         key, arrays = [], []
-        for name, v in self._bound(args, kwargs):
-            if isinstance(v, (np.ndarray, np.generic)):
+        for name, v, tensor in self._bound(args, kwargs):
+            if tensor:
                 a = np.asarray(v)
                 arrays.append(a)
                 key.append(("array", name, a.shape, a.dtype.str))
             else:
-                try:
-                    hash(v)
-                    key.append(("static", name, type(v).__name__, v))
-                except TypeError:
-                    key.append(("static", name, type(v).__name__, repr(v)))
+                key.append(("static", name, _static_key(v)))
         return tuple(key), arrays
 
-    def _bound(self, args, kwargs) -> list[tuple[str, object]]:
-        """(name, value) of each argument: positional ones by parameter name (``*args`` items as
-        ``args_0``, ...), keyword ones by keyword."""
+    def _bound(self, args, kwargs) -> list[tuple[str, object, bool]]:
+        """(name, value, is a graph input) of each argument: positional ones by parameter name
+        (``*args`` items as ``args_0``, ...), keyword ones by keyword. Arrays are graph inputs,
+        except an onnxscript function's keyword arguments (attributes)."""
         if self.is_onnxscript:
-            return [(f"arg{i}", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+            return ([(f"arg{i}", a, _is_array(a)) for i, a in enumerate(args)]
+                    + [(k, v, False) for k, v in sorted(kwargs.items())])
         try:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
         except TypeError as e:
@@ -135,17 +139,16 @@ class JitFunction:
         for name, v in bound.arguments.items():
             kind = bound.signature.parameters[name].kind
             if kind is inspect.Parameter.VAR_POSITIONAL:
-                out += [(f"{name}_{i}", x) for i, x in enumerate(v)]
+                out += [(f"{name}_{i}", x, _is_array(x)) for i, x in enumerate(v)]
             elif kind is inspect.Parameter.VAR_KEYWORD:
-                out += sorted(v.items())
+                out += [(k, x, _is_array(x)) for k, x in sorted(v.items())]
             else:
-                out.append((name, v))
+                out.append((name, v, _is_array(v)))
         return out
 
     def _build(self, args, kwargs, where: str) -> _Compiled:
         model, inputs, outputs, single, lines = self._trace(args, kwargs, where)
-        feeds = dict(zip(inputs, (np.asarray(v) for _, v in self._bound(args, kwargs)
-                                  if isinstance(v, (np.ndarray, np.generic)))))
+        feeds = dict(zip(inputs, (np.asarray(v) for _, v, tensor in self._bound(args, kwargs) if tensor)))
         try:
             compiled, consts = CACHE.get(model, feeds, self.options)
         except CannError as e:
@@ -186,6 +189,27 @@ class JitFunction:
             inputs.append(name)
             return trace.argument(name, np.asarray(v))
         return v
+
+
+def _is_array(v) -> bool:
+    return isinstance(v, (np.ndarray, np.generic))
+
+
+def _static_key(v):
+    """A hashable key of a non-input argument's value: arrays (also inside lists, tuples and dicts)
+    by their bytes, other unhashable values by ``repr``."""
+    if _is_array(v):
+        a = np.asarray(v)
+        return ("ndarray", a.shape, a.dtype.str, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_static_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((repr(k), _static_key(x)) for k, x in v.items())))
+    try:
+        hash(v)
+        return (type(v).__name__, v)
+    except TypeError:
+        return (type(v).__name__, repr(v))
 
 
 def jit(fn=None, *, soc_version: str | None = None, precision_mode: str | None = None, opt_level: int | None = None):

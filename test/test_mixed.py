@@ -270,6 +270,22 @@ def test_jit_fuses_the_whole_function():
     assert unfused.last_run.cycles > f.last_run.cycles
 
 
+def test_jit_static_arguments_are_keyed_by_value():
+    @cann.jit(precision_mode="must_keep_origin_dtype")
+    def f(x, consts, mode):
+        return cann.op("Add", x, consts[0]) if mode == "add" else cann.op("Mul", x, consts[0])
+
+    big = np.zeros((24, 40), np.float32)  # repr() summarizes it: the key must not
+    other = big.copy()
+    other[12, 20] = 1
+    np.testing.assert_array_equal(f(A, [big], "add"), A)
+    np.testing.assert_array_equal(f(A, [other], "add"), A + other)
+    np.testing.assert_array_equal(f(A, [other], "mul"), A * other)
+    assert f.traces == 3
+    f(A, [other.copy()], "mul")
+    assert f.traces == 3
+
+
 def test_jit_function_called_while_tracing_is_inlined():
     @cann.jit
     def inner(a):
