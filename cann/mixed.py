@@ -97,6 +97,8 @@ def node_spec(op_type: str, inputs: tuple, domain: str, opset: int | None, outpu
         raise CannError(where, f"the operator type must be a non-empty string, not {op_type!r}")
     domain = "" if domain == "ai.onnx" else domain
     opset = default_opset(domain) if opset is None else opset
+    if isinstance(opset, bool) or not isinstance(opset, int) or opset < 1:
+        raise CannError(where, f"{op_type}: opset={opset!r} is not an opset version (a positive int)")
     try:
         schema = onnx.defs.get_schema(op_type, opset, domain)
     except onnx.defs.SchemaError:
@@ -162,6 +164,8 @@ def _output_count(schema, op_type: str, outputs, attributes: dict, ins: list, wh
         return outputs
     if formal and formal[-1].option == onnx.defs.OpSchema.FormalParameterOption.Variadic:
         n = attributes.get("num_outputs")
+        if n is None and op_type == "Split" and "split" in attributes:  # opsets before 13
+            n = len(attributes["split"])
         if n is None and op_type == "Split" and len(ins) > 1 and isinstance(ins[1], np.ndarray):
             n = ins[1].size
         if n is None:

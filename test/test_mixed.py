@@ -430,3 +430,13 @@ def test_bad_options_are_located_at_the_call():
     with pytest.raises(cann.CannError) as e:
         cann.jit(soc_version="Ascend999")  # options: jit
     assert e.value.lines()[0].startswith(f"error: {__file__}:{line_of('# options: jit')}: --soc_version: unknown SoC")
+
+
+def test_op_opset_and_domain():
+    old = cann.op("Split", X, axis=1, split=[1, 2], opset=11, precision_mode="must_keep_origin_dtype")  # attribute
+    assert [p.shape for p in old] == [(1, 1, 10, 10), (1, 2, 10, 10)]
+    np.testing.assert_array_equal(old[1], X[:, 1:])
+    with pytest.raises(cann.CannError, match="Relu: opset='18' is not an opset version"):
+        cann.op("Relu", X, opset="18")
+    with pytest.raises(cann.CannError, match="Relu: unknown ONNX operator in domain 'com.example' at opset 1"):
+        cann.op("Relu", X, domain="com.example")
