@@ -7,11 +7,21 @@ Python API::
     outputs = model.run({"data_0": x})      # dict[str, np.ndarray] -> dict[str, np.ndarray]
     model.save("model.om")
     model = cann.load("model.om")
+
+Mixed programming (docs/mixed-programming.md)::
+
+    y = cann.op("Conv", x, w, strides=[2, 2])    # one ONNX operator on the simulated core -> np.ndarray
+
+    @cann.jit                                    # the whole function as one model, compiled per signature
+    def block(x, w):
+        return cann.op("Relu", cann.op("Conv", x, w, pads=[1, 1, 1, 1]))
 """
 
 from cann.compiler import compile
 from cann.errors import CannError, CannWarning, FloatOverflowWarning
+from cann.mixed import last_run, op
+from cann.mixed_jit import jit
 from cann.runtime import Model, load
 
-__all__ = ["compile", "load", "Model", "CannError", "CannWarning", "FloatOverflowWarning"]
+__all__ = ["compile", "load", "Model", "op", "jit", "last_run", "CannError", "CannWarning", "FloatOverflowWarning"]
 __version__ = "0.1.0"

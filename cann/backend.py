@@ -23,7 +23,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType
 
 import cann
-from cann.errors import CannError
+from cann.errors import CannError, constants_needed
 
 __all__ = ["CannBackend", "CannRep", "prepare", "run_model", "run_node", "supports_device"]
 
@@ -105,7 +105,7 @@ class CannRep(BackendRep):
                 model = cann.compile(_specialize(self.onnx_model, feeds, self.dynamic_inputs, self.constant_inputs),
                                      **self.compile_options)
             except CannError as e:
-                more = _constant_inputs_needed(e, self.input_names, self.constant_inputs)
+                more = constants_needed(e, self.input_names, self.constant_inputs)
                 if not more or any(n not in feeds for n in more):
                     raise
                 self.constant_inputs = self.constant_inputs + more
@@ -156,17 +156,6 @@ def _specialize(model: onnx.ModelProto, feeds: dict[str, np.ndarray], dynamic: t
     return m
 
 
-def _constant_inputs_needed(e: "cann.errors.CannError", inputs: list[str], have: tuple[str, ...]) -> tuple[str, ...]:
-    """The graph inputs to compile in so that every problem of ``e`` goes away; () when some
-    problem is of another kind (or asks for a tensor that is not a graph input)."""
-    names: list[str] = []
-    for d in e.diagnostics:
-        if not d.needs_constant or any(n not in inputs or n in have for n in d.needs_constant):
-            return ()
-        names.extend(n for n in d.needs_constant if n not in names)
-    return tuple(names)
-
-
 class CannBackend(Backend):
     """The ``cann`` ONNX backend: compiles with :func:`cann.compile`, runs on the simulated AI Core."""
 
@@ -198,7 +187,7 @@ class CannBackend(Backend):
         try:
             rep.model = cann.compile(model, **options)
         except CannError as e:
-            more = _constant_inputs_needed(e, rep.input_names, ())
+            more = constants_needed(e, rep.input_names, ())
             if not more:
                 raise
             rep.constant_inputs = more  # compiled per values of these inputs, on the first run

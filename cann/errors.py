@@ -47,6 +47,18 @@ class CannError(Exception):
         return [str(d) for d in self.diagnostics]
 
 
+def constants_needed(e: CannError, inputs: list[str], have: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The model inputs to compile in as constants so that every problem of ``e`` goes away (their
+    ``needs_constant`` names, among ``inputs`` and not in ``have``); () when some problem is of
+    another kind or asks for a tensor that is not one of ``inputs``."""
+    names: list[str] = []
+    for d in e.diagnostics:
+        if not d.needs_constant or any(n not in inputs or n in have for n in d.needs_constant):
+            return ()
+        names.extend(n for n in d.needs_constant if n not in names)
+    return tuple(names)
+
+
 class CannWarning(UserWarning):
     """A problem worth knowing that does not stop the run (``warnings`` category of the project)."""
 
