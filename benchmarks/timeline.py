@@ -1,7 +1,7 @@
 """Draw one kernel launch's pipe timeline as a PNG (the simulator's schedule, one row per pipe).
 
     python benchmarks/timeline.py [--model examples/squeezenet.onnx] [--soc Ascend910] [-O 1]
-                                  [--kernel conv2d_1] [--core 0] [-o docs/timeline.png]
+                                  [--kernel conv2d_1] [--core 0] [-o timeline.png]
 
 Compiles the model with ``cann.compile`` at ``-O`` (``-O0``: barrier sync, one copy of each buffer;
 ``-O1``: task auto-pipelining, docs/pipelining.md), simulates it (seeded standard-normal inputs), picks the
@@ -34,10 +34,13 @@ def main() -> None:
     ap.add_argument("-O", dest="opt_level", type=int, default=1, choices=(0, 1), help="optimization level")
     ap.add_argument("--kernel", help="kernel name (default: the first conv2d launch)")
     ap.add_argument("--core", type=int, default=0, help="block index to draw")
-    ap.add_argument("-o", "--output", default=str(ROOT / "docs" / "timeline.png"))
+    ap.add_argument("-o", "--output", default="timeline.png", help="PNG to write (default: ./timeline.png)")
     args = ap.parse_args()
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("error: benchmarks/timeline.py needs matplotlib: pip install -e '.[bench]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -142,7 +142,7 @@ def _as_input(v, op_type: str, i: int, where: str):
             a = a.astype(np.float32)
         if a.dtype.kind in "biuf":
             return a
-    raise CannError(where, f"{op_type}: input {i} is a {type(v).__name__}, not an array")
+    raise CannError(where, f"{op_type}: input {i} has type {type(v).__name__}, not an array")
 
 
 def _formal_names(params, count: int) -> list[str]:
@@ -234,8 +234,9 @@ def infer_error(message: str, lines: dict[str, tuple[str, str]], where: str) -> 
 
 def infer_outputs(spec: NodeSpec, in_names: list[str], in_types: list[TypeProto | None],
                   out_names: list[str]) -> list[TypeProto]:
-    """Check the node and infer its output types (``in_types``: None for an absent input; an
-    integer array input's values are given to shape inference when small).
+    """Check the node and infer its output types (``in_types``: None for an absent input; the
+    values of a small integer array input, or a small 1-D float one such as Resize's scales, are
+    given to shape inference).
 
     Raises:
         CannError: the node is invalid or its types do not fit the schema (onnx's message).
@@ -246,7 +247,8 @@ def infer_outputs(spec: NodeSpec, in_names: list[str], in_types: list[TypeProto 
         opsets.append(helper.make_opsetid("", default_opset("")))
     vis, inits = [], []
     for name, t, v in zip(in_names, in_types, spec.inputs):
-        if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.size <= _SHAPE_VALUE_LIMIT:
+        if isinstance(v, np.ndarray) and v.size <= _SHAPE_VALUE_LIMIT and \
+                (v.dtype.kind in "iu" or (v.dtype.kind == "f" and v.ndim == 1)):  # shapes, Resize's scales
             inits.append(numpy_helper.from_array(np.array(v, order="C"), name))
         elif name:
             vis.append(helper.make_value_info(name, t))

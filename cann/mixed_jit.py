@@ -178,7 +178,7 @@ class JitFunction:
         results = [result] if single else list(result)
         for i, r in enumerate(results):
             if not isinstance(r, Tracer) or r.trace is not trace:
-                raise CannError(where, f"{self.__name__}(): result {i} is a {type(r).__name__}, not a value computed "
+                raise CannError(where, f"{self.__name__}(): result {i} has type {type(r).__name__}, not a value computed "
                                        "from the arguments with cann.op")
         model = trace.model(results)
         return model, inputs, [o.name for o in model.graph.output], single, trace.lines
@@ -255,7 +255,7 @@ def _onnxscript_model(fn, args, kwargs, where: str):
     arrays = []
     for i, a in enumerate(args):
         if not isinstance(a, (np.ndarray, np.generic)):
-            raise CannError(where, f"{name}(): input {i} is a {type(a).__name__}, not an array")
+            raise CannError(where, f"{name}(): input {i} has type {type(a).__name__}, not an array")
         arrays.append(np.asarray(a))
     functions, opsets = [], {}
     for f in [fn, *fn.function_ir.get_called_functions().values()]:

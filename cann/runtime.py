@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 
 from cann.codegen.om import IoTensor, OfflineModel, read_om, write_om
+from cann.errors import CannError
 
 
 class Model:
@@ -55,11 +57,15 @@ class Model:
                 overflow under force_fp16), naming the kernel and its model nodes.
 
         Raises:
-            CannError: a missing or unknown input, or a shape/dtype mismatch (naming the input, the
+            CannError: ``inputs`` not a mapping; a missing or unknown input, or a shape/dtype mismatch (naming the input, the
                 expected and the given); an invalid model; more work than the budget; a simulator fault.
         """
         from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS, run_model
 
+        if not isinstance(inputs, Mapping):
+            names = ", ".join(t.name for t in self.om.inputs) or "none"
+            raise CannError("Model.run", f"inputs must be a dict of input name -> array (inputs: {names}), "
+                                         f"got {type(inputs).__name__}")
         outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks,
                                    max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS)
         self.last_run = stats

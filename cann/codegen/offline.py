@@ -17,7 +17,7 @@ from xdsl.ir import SSAValue
 from cann.codegen.encode import module_kernels
 from cann.codegen.om import IoTensor, Kernel, Launch, LaunchWork, OfflineModel
 from cann.codegen.report import fusion_report
-from cann.dialects import tile
+from cann.dialects import main_function, tile
 from cann.dialects.graph_base import numpy_dtype as np_dtype
 from cann.errors import CannError
 from cann.passes.analysis.ideal import kernel_work
@@ -48,10 +48,7 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
     Raises:
         CannError: the module has no @main, or launches an unknown kernel.
     """
-    mains = [op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
-    if not mains:
-        raise CannError("", "the module has no func.func @main")
-    main = mains[0]
+    main = main_function(module, "<module>")
     nodes = {r["kernel"]: tuple(r["nodes"]) for r in fusion_report(module)["kernels"]}
     kernels = [Kernel(*k, nodes=nodes.get(k[0], ())) for k in module_kernels(module)]
     work = kernel_work(module)  # the model work of each kernel (the profile's ideal bound)

@@ -33,3 +33,23 @@ def _ascend() -> Dialect:
 
 
 ALL_DIALECTS: dict[str, Callable[[], Dialect]] = {"graph": _graph, "tile": _tile, "ascend": _ascend}
+
+
+def main_function(module, where: str):
+    """The entry function ``func.func @main`` of ``module`` (a ``builtin.module``).
+
+    Raises:
+        CannError: the module has none, located at ``where`` (a pass or stage name) and naming the
+            functions it does define.
+    """
+    from xdsl.dialects import func
+
+    from cann.errors import CannError
+
+    funcs = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    for f in funcs:
+        if f.sym_name.data == "main":
+            return f
+    found = ", ".join(f"@{f.sym_name.data}" for f in funcs)
+    raise CannError(where, "the module has no func.func @main (the entry function must be named @main; "
+                           + (f"it defines {found})" if found else "it defines no function)"))

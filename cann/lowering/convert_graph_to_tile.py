@@ -29,7 +29,7 @@ from xdsl.passes import ModulePass
 
 from cann.codegen.om import FP16_PRECISION_MODES
 from cann.codegen.om import PRECISION_MODES as OM_PRECISION_MODES
-from cann.dialects import graph
+from cann.dialects import graph, main_function
 from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
@@ -316,10 +316,7 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
     if lower_level is not None:
         raise CannError("convert-graph-to-tile", f"the input is not graph-level IR (it holds {lower_level}); "
                                                  "this pass lowers what the importer produces")
-    mains = [op for op in module.ops if isinstance(op, func.FuncOp) and op.sym_name.data == "main"]
-    if not mains:
-        raise CannError("", "the module has no func.func @main")
-    main_in = mains[0]
+    main_in = main_function(module, "convert-graph-to-tile")
     block = Block()
     if aicore_num < 0 or aicore_num > soc.ai_core_count:
         raise CannError("--aicore_num", f"{aicore_num} cores requested; {soc.name} has {soc.ai_core_count}")

@@ -44,6 +44,8 @@ def conv_tile_program(tag: float = 0.5) -> list[isa.Instr]:
         isa.make("wait_flag", src_pipe=P.M, dst_pipe=P.V, event=0),
         isa.make("copy_l0c_to_ub", dtype=0, dst=0, src=0, n1=n // 16, m=m, src_m=m),
         isa.make("copy_gm_to_ub", dst=65536, src_arg=2, src=0, nburst=1, burst=n * 2),
+        isa.make("set_flag", src_pipe=P.MTE2, dst_pipe=P.V, event=0),
+        isa.make("wait_flag", src_pipe=P.MTE2, dst_pipe=P.V, event=0),
         *[isa.make("vadd", dtype=0, dst=j * m * 32, src0=j * m * 32, src1=65536 + j * 32, repeat=m * 16 // 128,
                    mask=128, dst_blk=1, src0_blk=1, src1_blk=0, dst_rep=8, src0_rep=8, src1_rep=0, scalar=tag)
           for j in range(n // 16)],

@@ -316,3 +316,14 @@ def test_not_overflows_intermediate_inf_division_by_zero_padding():
 
         ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
         np.testing.assert_allclose(y, ref, rtol=2e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("given", [np.zeros((2, 128), np.float16), [np.zeros((2, 128), np.float16)]])
+def test_model_run_takes_a_dict_of_inputs(given):
+    # a bare array (or a list, as the ONNX backend's rep.run takes) is a one-line error, not a TypeError
+    from cann.runtime import Model
+
+    with pytest.raises(CannError) as ei:
+        Model(_double_model()).run(given)
+    assert ei.value.lines() == [f"error: Model.run: inputs must be a dict of input name -> array (inputs: x), "
+                                f"got {type(given).__name__}"]

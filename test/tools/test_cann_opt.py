@@ -235,3 +235,12 @@ def test_unwritable_output_with_weights_names_the_file_asked_for(tmp_path, passe
     r = cann_opt(src, *passes, "-o", out)
     assert r.returncode == 2
     assert r.stderr == f"error: {out}: cannot write: No such file or directory\n"
+
+
+def test_a_module_without_main_names_the_functions_it_defines(tmp_path):
+    p = tmp_path / "f.mlir"
+    p.write_text("func.func @f(%x: tensor<2xf32>) -> tensor<2xf32> {\n  func.return %x : tensor<2xf32>\n}\n")
+    r = cann_opt(p, "-p", "convert-graph-to-tile{soc=Ascend910}")
+    assert r.returncode == 2
+    assert r.stderr == ("error: convert-graph-to-tile: the module has no func.func @main (the entry function must "
+                        "be named @main; it defines @f)\n")
