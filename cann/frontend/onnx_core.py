@@ -23,7 +23,7 @@ from cann.frontend.onnx_registry import (
     Importer,
     _softmax_axis,
     check_window_fits,
-    _bad_attr,
+    _bad_attr, _invalid_attr,
     _check_unused_outputs,
     _const_input,
     _converter,
@@ -78,7 +78,7 @@ def _conv(imp, node, name, a):
         raise _bad_attr(node, "kernel_shape", list(ws[2:]), "only 2-D convolution is supported")
     ks = list(a.get("kernel_shape", ws[2:]))
     if ks != list(ws[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+        raise _invalid_attr(node, "kernel_shape", ks, "does not match the weight shape")
     strides, pads, dil = _spatial(node, a, g._shape(x)[2:], ks)
     op = g.Conv2DOp(x, w, b, _out_type(imp, node), strides=strides, pads=pads, dilations=dil, group=a.get("group", 1))
     return [imp.emit(op, name).results[0]]
@@ -682,7 +682,7 @@ def _conv_transpose(imp, node, name, a):
         raise _bad_attr(node, "kernel_shape", list(ws[2:]), "only 2-D ConvTranspose is supported")
     ks = list(a.get("kernel_shape", ws[2:]))
     if ks != list(ws[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+        raise _invalid_attr(node, "kernel_shape", ks, "does not match the weight shape")
     strides = list(a.get("strides", [1, 1]))
     dil = list(a.get("dilations", [1, 1]))
     op_ = list(a.get("output_padding", [0, 0]))

@@ -92,7 +92,13 @@ def _converter(*op_types: str):
 
 
 def _bad_attr(node: onnx.NodeProto, attr: str, value: Any, why: str = "") -> _Unsupported:
+    """A valid attribute value this compiler does not implement."""
     return _Unsupported(f"unsupported attribute value {attr}={value!r} of {node.op_type}{': ' + why if why else ''}")
+
+
+def _invalid_attr(node: onnx.NodeProto, attr: str, value: Any, why: str) -> _Unsupported:
+    """An attribute value the ONNX spec rejects (it contradicts the operands): an invalid model."""
+    return _Unsupported(f"invalid model: {node.op_type} attribute {attr}={value!r} {why}")
 
 
 def _out_type(imp: Importer, node: onnx.NodeProto, i: int = 0) -> TensorType:

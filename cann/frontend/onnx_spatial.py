@@ -46,7 +46,7 @@ from cann.frontend.onnx_core import _resize as _resize2d
 from cann.dialects.graph_base import pool_output_size  # noqa: F401  (the rule this module's shapes follow)
 from cann.frontend.onnx_registry import (
     check_window_fits,
-    _bad_attr,
+    _bad_attr, _invalid_attr,
     _check_unused_outputs,
     _const,
     _const_input,
@@ -234,7 +234,7 @@ def _pool_nd(imp, node, name, a):
             check_window_fits(node, s[2:], ks, strides, pads, dil, bool(int(a.get("ceil_mode", 0))))
         return _pool2d(imp, node, name, a)
     if len(s) < 3 or len(ks) != len(s) - 2:
-        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
+        raise _invalid_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
     if node.op_type == "MaxPool":
         _check_unused_outputs(imp, node, 1)
         if a.get("storage_order", 0) not in (0, 1):
@@ -256,7 +256,7 @@ def _lp_pool(imp, node, name, a):
     s = g._shape(x)
     ks = [int(v) for v in a.get("kernel_shape", [])]
     if len(s) < 3 or len(ks) != len(s) - 2:
-        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
+        raise _invalid_attr(node, "kernel_shape", ks, f"does not match the rank-{len(s)} input")
     p = float(a.get("p", 2))
     if p <= 0:
         raise _bad_attr(node, "p", a.get("p"), "must be positive")
@@ -297,7 +297,7 @@ def _conv_3d(imp, node, name, a, x):
         raise _Unsupported(f"Conv of a 3-D input with a rank-{w.ndim} weight")
     ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
     if ks != list(w.shape[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+        raise _invalid_attr(node, "kernel_shape", ks, "does not match the weight shape")
     group = int(a.get("group", 1))
     m, cg, kd, kh, kw = w.shape
     if group < 1 or m % group or c != cg * group:
@@ -342,7 +342,7 @@ def _input_and_weight_1d(imp, node, a):
         raise _Unsupported(f"{node.op_type} of a 1-D input with a rank-{w.ndim} weight")
     ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
     if ks != list(w.shape[2:]):
-        raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+        raise _invalid_attr(node, "kernel_shape", ks, "does not match the weight shape")
     return x, g._shape(x), w, ks
 
 
@@ -469,7 +469,7 @@ def _conv_transpose_nd(imp, node, name, a):
             raise _Unsupported(f"ConvTranspose of a 3-D input with a weight of shape {list(w.shape)}")
         ks = [int(v) for v in a.get("kernel_shape", w.shape[2:])]
         if ks != list(w.shape[2:]):
-            raise _bad_attr(node, "kernel_shape", ks, "does not match the weight shape")
+            raise _invalid_attr(node, "kernel_shape", ks, "does not match the weight shape")
         group = int(a.get("group", 1))
         if group < 1 or xs[1] % group:
             raise _bad_attr(node, "group", group)
@@ -604,7 +604,7 @@ def _max_unpool(imp, node, name, a):
     ks = [int(v) for v in a.get("kernel_shape", [])]
     nsp = len(xs) - 2
     if len(ks) != nsp:
-        raise _bad_attr(node, "kernel_shape", ks, f"does not match the rank-{len(xs)} input")
+        raise _invalid_attr(node, "kernel_shape", ks, f"does not match the rank-{len(xs)} input")
     strides = [int(v) for v in a.get("strides", [1] * nsp)]
     pads = [int(v) for v in a.get("pads", [0] * (2 * nsp))]
     inferred = [xs[0], xs[1]] + [(xs[2 + i] - 1) * strides[i] - (pads[i] + pads[nsp + i]) + ks[i] for i in range(nsp)]

@@ -56,6 +56,16 @@ def test_layer_norm_scale_broadcasts_to_input(mode, stats):
         assert _rel(got[o], want[o]) < (2e-3 if mode == "force_fp16" else 1e-6), o
 
 
+
+def test_conv_kernel_shape_contradicting_the_weight_is_an_invalid_model():
+    # the spec's kernel_shape must equal the weight's spatial shape: invalid, not "unsupported"
+    m = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[5, 5])],
+               [("x", T.FLOAT, [1, 3, 8, 8])], [("y", T.FLOAT, [1, 4, 4, 4])], {"w": np.ones((4, 3, 3, 3), np.float32)})
+    with pytest.raises(CannError) as e:
+        cann.compile(m)
+    assert e.value.lines() == ["error: conv: invalid model: Conv attribute kernel_shape=[5, 5] does not match the "
+                               "weight shape"]
+
 def test_layer_norm_scale_that_does_not_broadcast_is_one_error():
     m = _model([helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", axis=1)],
                [("x", T.FLOAT, [2, 4, 3])], [("y", T.FLOAT, [2, 4, 3])], {"s": np.ones((1, 5, 1), np.float32)}, opset=17)
