@@ -106,7 +106,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
         if isinstance(it, Ins):
-            views[pos] = [view(a, loop, ctx.regions) for a in it.accs]
+            views[pos] = [view(a, loop, ctx.regions, mv) for a, mv in zip(it.accs, it.moves)]
             for v in views[pos]:
                 by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
     carried = loop is not None and loop.count >= 2
