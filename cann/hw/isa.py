@@ -256,8 +256,8 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "for the rest of the kernel, kernel argument arg's GM base is moved by (block_idx mod modulo) * stride "
      "bytes (a two-level split: cores b and b + modulo work on the same channel tile of different rows)"),
     # per-iteration steps of on-chip fields in hardware loops; appended: opcodes above are unchanged
-    ("loop_step", Pipe.S, _f("field", "step"), "spmd",
-     "in the enclosing loop, iteration i sees field number `field` (declaration order, from 0) of the next "
+    ("loop_step", Pipe.S, _f("field_no", "step"), "spmd",
+     "in the enclosing loop, iteration i sees field number `field_no` (declaration order, from 0) of the next "
      "work instruction (the first one after it that is neither sync nor SPMD control, possibly inside a "
      "nested loop; it must not cross a block_if, block_endif or the loop's end) advanced by i*step; the "
      "field must be steppable (STEP_FIELDS: on-chip addresses, img2col m_start / k_start); an address is "

@@ -1,6 +1,6 @@
 """Which instruction each ``loop_step`` of a kernel's static code advances, and with which loop.
 
-A ``loop_step field, step`` (:mod:`cann.hw.isa`) applies to the next *work* instruction after it:
+A ``loop_step field_no, step`` (:mod:`cann.hw.isa`) applies to the next *work* instruction after it:
 the first one whose group is neither ``sync`` (set_flag, wait_flag, pipe_barrier) nor ``spmd``
 (loop and block control, other loop_steps), so synchronisation inserted into a loop body does not
 change what it applies to. It steps with its *owner*, the innermost ``loop_begin`` enclosing the

@@ -177,7 +177,7 @@ class _Kernel:
                 if k not in steppable or z - y != y - x:
                     raise self.error(f"{where}: field {a.defn.field_names[k]} of {a.mnemonic} does not step "
                                      f"linearly on chip ({x}, {y}, {z} at steps 0, 1, 2)")
-                self.emit("loop_step", field=k, step=y - x)
+                self.emit("loop_step", field_no=k, step=y - x)
             self.out.append(a)
 
     def _block_offset(self, op) -> None:

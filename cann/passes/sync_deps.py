@@ -85,7 +85,7 @@ def parse(ops: list, where: str) -> list:
         if m == "loop_step":
             if top[0] is None or top[0].DEFN.mnemonic != "loop_begin":
                 raise CannError(where, "loop_step outside a loop_begin .. loop_end")
-            pending.append((op.field("field"), op.field("step"), id(top[2]), top[0].field("count")))
+            pending.append((op.field("field_no"), op.field("step"), id(top[2]), top[0].field("count")))
             top[2].append(Ctrl(op))
             continue
         if pending and m in ("block_if", "block_endif", "loop_end") and any(p[2] == id(top[2]) for p in pending):

@@ -12,7 +12,7 @@ instructions:
   ``i``, so the body is written once however many tiles it walks over; a ``loop_rotate space, base,
   size, copies, step`` remaps the on-chip addresses of a multi-buffered region to copy
   ``(c + i*step) % copies`` and a ``loop_rotate_event`` the event ids of flags in the same way
-  (several levels of nesting add their ``i*step``); a ``loop_step field, step`` advances that field
+  (several levels of nesting add their ``i*step``); a ``loop_step field_no, step`` advances that field
   of the next work instruction (an on-chip address after any rotation, img2col's ``m_start``) by
   ``i*step`` (:mod:`cann.hw.loops`: the target skips sync and control instructions, so inserted
   synchronisation does not move it).
