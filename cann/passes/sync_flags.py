@@ -27,7 +27,10 @@ skipping a region pays nothing for it; no pair crosses a fence). Inside a loop b
 iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
 there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
 to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
-on the same bytes (distance 1 for unmoved buffers). Such a loop-carried pair uses ``d`` event ids
+on the same bytes (distance 1 for unmoved buffers). An on-chip access a ``loop_step`` of the loop
+moves is a footprint moving by its bytes per iteration (exact distance against an access moving
+alike, the hull of its iterations against others); moved by an enclosing loop's step, or in a
+rotated region, it counts as everything it can cover while the scope runs. Such a loop-carried pair uses ``d`` event ids
 (``d + 1`` when A precedes B in the body) rotating with ``loop_rotate_event ... copies step=1``
 (none for one id), pre-set before the loop and drained after it, so every set is waited.
 A ``loop_rotate`` region must not partially overlap another one of the same buffer (CannError).
