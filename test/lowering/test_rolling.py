@@ -98,3 +98,27 @@ def test_conv_m_subtiles_are_one_loop_whatever_the_map_size():
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
         sizes[hw] = {k.name: len(k.code) for k in model.om.kernels}["conv2d_0"]
     assert sizes[32] == sizes[48]
+
+
+def _global_avg_pool(hw: int):
+    node = helper.make_node("AveragePool", ["x"], ["y"], name="pool", kernel_shape=[hw, hw], strides=[hw, hw])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def test_pool_window_blocks_are_nested_loops_whatever_the_kernel_size():
+    # a global 12x12 / 24x24 average in 4x4 blocks of taps: 3x3 / 6x6 blocks, rows of blocks one loop,
+    # the blocks of a row an inner one (only GM moves): the same code, results matching onnxruntime
+    sizes = {}
+    for hw in (12, 24):
+        m = _global_avg_pool(hw)
+        x = testing.random_inputs(m)
+        ref = testing.run_onnxruntime(m, x)["y"]
+        model = _compile_pinned(m, {"avg_pool_0": {"rows": 1, "cols": 1, "krows": 4, "kcols": 4, "block_dim": 1}})
+        y = model.run(x)["y"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
+        sizes[hw] = {k.name: len(k.code) for k in model.om.kernels}["avg_pool_0"]
+    assert sizes[12] == sizes[24]
