@@ -280,6 +280,27 @@ class LoopBeginOp(IRDLOperation):
 
 
 @irdl_op_definition
+class LoopStepOp(IRDLOperation):
+    """``tile.loop_step {field = "c_offset", step = 64 : i64}``: in the enclosing ``tile.loop_begin``,
+    iteration i sees integer property ``field`` of the next op (a tile instruction; only other
+    ``tile.loop_step`` ops between) advanced by ``i * step``: the offset (elements) into an on-chip
+    operand (``dst_offset`` of a UB ``dst``, ``c_offset`` of ``tile.mmad``, ...) or
+    ``tile.img2col``'s ``m_start`` / ``k_start`` (positions, columns). Lowered to the ISA's
+    ``loop_step`` on every instruction the op becomes (``convert-tile-to-ascend`` checks the op
+    lowers to the same instructions stepping linearly)."""
+
+    name = "tile.loop_step"
+    field = prop_def(StringAttr)
+    step = prop_def(IntegerAttr)
+    traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def __init__(self, field: str, step: int):
+        super().__init__(properties={"field": StringAttr(field), "step": IntegerAttr(step, i64)})
+
+
+@irdl_op_definition
 class LoopEndOp(IRDLOperation):
     """``tile.loop_end``: ends the innermost ``tile.loop_begin``."""
 
@@ -382,6 +403,6 @@ class LaunchOp(IRDLOperation):
 
 Tile = Dialect(
     "tile",
-    [*TILE_INSTRS, BlockIfOp, BlockEndifOp, LoopBeginOp, LoopEndOp, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
+    [*TILE_INSTRS, BlockIfOp, BlockEndifOp, LoopBeginOp, LoopStepOp, LoopEndOp, AllocOp, GmAllocOp, ConstantOp, ViewOp, LaunchOp],
     [SpaceAttr],
 )

@@ -255,6 +255,13 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("block_offset_mod", Pipe.S, _f("arg", "stride", "modulo"), "spmd",
      "for the rest of the kernel, kernel argument arg's GM base is moved by (block_idx mod modulo) * stride "
      "bytes (a two-level split: cores b and b + modulo work on the same channel tile of different rows)"),
+    # per-iteration steps of on-chip fields in hardware loops; appended: opcodes above are unchanged
+    ("loop_step", Pipe.S, _f("field_no", "step"), "spmd",
+     "in the enclosing loop, iteration i sees field number `field_no` (declaration order, from 0) of the next "
+     "work instruction (the first one after it that is neither sync nor SPMD control, possibly inside a "
+     "nested loop; it must not cross a block_if, block_endif or the loop's end) advanced by i*step; the "
+     "field must be steppable (STEP_FIELDS: on-chip addresses, img2col m_start / k_start); an address is "
+     "stepped after loop_rotate remapped it; several levels of nesting add their i*step"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -272,6 +279,9 @@ _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
     "vcmpv": (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)), "vconv": (("dst", _UBF), ("src0", _UBF)),
 }
 
+#: mnemonic -> its non-address fields a ``loop_step`` may advance (besides the on-chip addresses)
+_EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_start")}
+
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
     InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
 )
@@ -287,6 +297,15 @@ def _address_fields(defn: InstrDef) -> tuple[tuple[int, int], ...]:
         named = (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)) if defn.group in (
             "vector", "vconv", "reduce", "broadcast") else ()
     return tuple((defn.field_names.index(f), sp) for f, sp in named)
+
+
+@cache
+def step_fields(defn: InstrDef) -> frozenset[int]:
+    """Indices of the fields of ``defn`` a ``loop_step`` may advance: its on-chip byte addresses and
+    the position fields of :data:`_EXTRA_STEP_FIELDS` (img2col ``m_start`` / ``k_start``)."""
+    names = defn.field_names
+    return frozenset([i for i, _ in _address_fields(defn)]
+                     + [names.index(f) for f in _EXTRA_STEP_FIELDS.get(defn.mnemonic, ())])
 
 
 def address_fields(ins: "Instr") -> tuple[tuple[int, int], ...]:

@@ -213,7 +213,8 @@ class KernelBuilder:
 
     def roll(self, count: int, body: Callable[[int], None]) -> None:
         """Emit ``body(i)`` for ``i`` in ``range(count)``, the runs of iterations that are one code moved
-        through GM as hardware loops (:mod:`cann.lowering.rolling`): the kernel's code grows with its
+        through GM, their on-chip offsets stepping linearly, as hardware loops
+        (:mod:`cann.lowering.rolling`): the kernel's code grows with its
         tiling, not with its tensors. Buffers must be allocated before (``alloc`` is not captured)."""
         iterations = []
         outer = self._sink
@@ -224,9 +225,13 @@ class KernelBuilder:
                 iterations.append(self._sink)
         finally:
             self._sink = outer
-        for first, n, step in rolling.runs(iterations):
+        for first, n, step, chip in rolling.runs(iterations):
             with self.loop(n, step) if n > 1 else contextlib.nullcontext():
-                for op in iterations[first]:
+                for k, op in enumerate(iterations[first]):
+                    if n > 1:
+                        for (j, prop), st in chip.items():
+                            if j == k:
+                                self.emit(tile.LoopStepOp(prop, st))
                     self.emit(op)
             for k in range(first + 1, first + n):
                 rolling.discard(iterations[k])

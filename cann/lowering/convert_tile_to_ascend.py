@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
@@ -115,19 +115,70 @@ class _Kernel:
     # -- ops --------------------------------------------------------------------------------
     def lower(self) -> list[isa.Instr]:
         self.allocate()
+        steps: list[tile.LoopStepOp] = []  # tile.loop_step ops waiting for the op they apply to
         for op in self.fn.body.block.ops:
             if isinstance(op, (tile.AllocOp, func.ReturnOp)):
+                continue
+            if isinstance(op, tile.LoopStepOp):
+                steps.append(op)
                 continue
             handler = getattr(self, "_" + op.name.split(".", 1)[1], None)
             if handler is None:
                 raise self.error(f"cannot lower {op.name}")
-            handler(op)
+            if steps:
+                self._stepped(op, handler, steps)
+                steps = []
+            else:
+                handler(op)
+        if steps:
+            raise self.error("tile.loop_step at the end of the kernel (it applies to the next tile instruction)")
         if self.regions:
             try:
                 self.out = rename(self.out, self.soc, self.regions, f"@{self.name}")
             except ValueError as e:
                 raise CannError(f"@{self.name}", str(e).split(": ", 1)[1]) from None
         return self.out
+
+    def _lowered(self, op, handler, steps: list, times: int) -> list[isa.Instr]:
+        """The instructions of ``op`` with every stepped property advanced ``times`` steps."""
+        if times:
+            op = op.clone()
+            for st in steps:
+                f = st.field.data
+                op.properties[f] = IntegerAttr(op.properties[f].value.data + times * st.step.value.data, i64)
+        out, self.out = self.out, []
+        try:
+            handler(op)
+            return self.out
+        finally:
+            self.out = out
+            if times:
+                op.drop_all_references()
+
+    def _stepped(self, op, handler, steps: list) -> None:
+        """``op`` preceded by ``tile.loop_step`` s: its instructions, each preceded by one ISA
+        ``loop_step`` per field that moves; the op must lower to the same instructions at steps 0,
+        1 and 2, differing only in steppable fields (:func:`cann.hw.isa.step_fields`), linearly."""
+        where = f"tile.loop_step of {op.name}"
+        if not isinstance(op, tile._TileInstr):
+            raise self.error(f"{where}: it applies to tile instructions only")
+        for st in steps:
+            f = st.field.data
+            if f not in op.INTS:
+                raise self.error(f"{where}: no integer property '{f}' (it has {', '.join(op.INTS)})")
+        base, one, two = (self._lowered(op, handler, steps, t) for t in (0, 1, 2))
+        if [i.defn for i in base] != [i.defn for i in one] or [i.defn for i in base] != [i.defn for i in two]:
+            raise self.error(f"{where}: its instructions change with the step (not a linear step)")
+        for a, b, c in zip(base, one, two):
+            steppable = isa.step_fields(a.defn)
+            for k, (x, y, z) in enumerate(zip(a.values, b.values, c.values)):
+                if y == x and z == x:
+                    continue
+                if k not in steppable or z - y != y - x:
+                    raise self.error(f"{where}: field {a.defn.field_names[k]} of {a.mnemonic} does not step "
+                                     f"linearly on chip ({x}, {y}, {z} at steps 0, 1, 2)")
+                self.emit("loop_step", field_no=k, step=y - x)
+            self.out.append(a)
 
     def _block_offset(self, op) -> None:
         buf = op.operand("buf")

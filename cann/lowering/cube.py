@@ -487,7 +487,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 for kt0 in range(0, kc, k_t):
                     kt = min(k_t, kc - kt0)
                     tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
-                    for ms0 in range(0, m_pad, m_t):
+
+                    def subtile(s: int, kt0=kt0, kt=kt, init=init, ca=ca, cb=cb, rs=rs, re=re, r0=r0, r1=r1,
+                                qs=qs, qe=qe, q0=q0, q1=q1) -> None:
+                        ms0 = s * m_t
                         ms = min(m_t, m_pad - ms0)
                         kb.emit(tile.Img2colOp(
                             l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
@@ -496,15 +499,20 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                             k_start=kt0, k_count=kt))
                         kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
                                             init=init))
+
+                    # the M subtiles: one hardware loop stepping m_start and the L0C offset
+                    kb.roll(-(-m_pad // m_t), subtile)
                     init = 0
             tiles.load_bias(ba, nt0, nt)
             tiles.load_tables(nt0, nt)
             n1t = nt // 16
-            for ms0 in range(0, m_pad, m_t):
+
+            def out_subtile(s: int, nt0=nt0, nt=nt, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad) -> None:
+                ms0 = s * m_t
                 ms = min(m_t, m_pad - ms0)
                 valid = min(ms, m_valid - ms0)
                 if valid <= 0:
-                    continue
+                    return
                 out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + wo0 + ms0) * 16
                 for i, ra in enumerate(tiles.residual_args):
                     kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
@@ -512,6 +520,9 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
                 kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
                         dst_stride=ho_ * wo_ * 16)
+
+            # the epilogue per M subtile: one hardware loop stepping the L0C offset and the output
+            kb.roll(-(-m_pad // m_t), out_subtile)
 
         kb.for_tiles(n_tiles, body)  # the channel tiles over the group's cores, in rounds
 

@@ -14,6 +14,12 @@ numbers) and the counter then advances to ``start + count*G``. With ``copies`` c
 buffer, generation ``g`` uses copy ``g % copies``; a loop with ``G % copies != 0`` rotates its
 body by ``G % copies`` copies per iteration (``loop_rotate``).
 
+A hardware loop whose ``loop_step`` s move accesses of the buffer (an M-subtile loop writing the
+parts of one accumulator) walks different parts of it, not one refill per iteration: its accesses
+count as the whole range they step over, its begin and end are no boundary, and it may start at
+most one generation, in its first iteration (a body that starts one and then reads, or starts
+two, is illegal to rename); no ``loop_rotate`` for it.
+
 Renaming is *legal* when no access reaches across the buffer's edge (renaming moves an address
 inside the buffer, not the bytes beyond it), every read reads only bytes written in its own
 generation, and no read
@@ -30,6 +36,7 @@ from dataclasses import dataclass, field
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import footprints
+from cann.hw.loops import step_targets
 
 _BOUNDARIES = ("loop_begin", "loop_end", "block_if", "block_endif")
 
@@ -70,6 +77,35 @@ def accesses(ins: isa.Instr, spec: SocSpec) -> tuple[tuple[int, int, int, bool],
     return out
 
 
+def stepped_accesses(instrs: list[isa.Instr], spec: SocSpec, accs: list) -> tuple[list, dict[int, set[int]]]:
+    """``(accs, moving)``: ``accs`` with the accesses of every ``loop_step`` target widened to what
+    they cover over all iterations of the loops stepping them, and per instruction index of such a
+    loop's ``loop_begin`` the on-chip spaces whose accesses it moves."""
+    targets = step_targets(instrs)
+    if not targets:
+        return accs, {}
+    accs = list(accs)
+    moving: dict[int, set[int]] = {}
+    for i, steps in targets.items():
+        ins = instrs[i]
+        lo_d = [0] * len(accs[i])
+        hi_d = [0] * len(accs[i])
+        for owner in dict.fromkeys(o for _, _, o in steps):
+            values = list(ins.values)
+            for f, st, o in steps:
+                if o == owner:
+                    values[f] += st
+            moved = accesses(isa.Instr(ins.defn, tuple(values)), spec)
+            n = max(instrs[owner].count - 1, 0)
+            for k, ((sp, lo, hi, w), (_, lo1, hi1, _)) in enumerate(zip(accs[i], moved)):
+                if lo1 != lo or hi1 != hi:
+                    moving.setdefault(owner, set()).add(sp)
+                lo_d[k] += min(0, n * (lo1 - lo), n * (hi1 - hi))
+                hi_d[k] += max(0, n * (lo1 - lo), n * (hi1 - hi))
+        accs[i] = tuple((sp, lo + a, hi + b, w) for (sp, lo, hi, w), a, b in zip(accs[i], lo_d, hi_d))
+    return accs, moving
+
+
 def _covered(lo: int, hi: int, written: list[tuple[int, int]]) -> bool:
     pos = lo
     for a, b in sorted(written):
@@ -88,6 +124,12 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
     instruction, when the caller has them)."""
     res = Generations()
     end = base + size
+    if accs is None:
+        accs = [accesses(ins, spec) for ins in instrs]
+    accs, moving = stepped_accesses(instrs, spec, accs)
+    # loops whose iterations step accesses of this space: one pass over different parts of the
+    # buffer, not a refill per iteration (their begin and end are no generation boundary)
+    spanning = {j for j, spaces in moving.items() if space in spaces}
     cur = -1  # the current generation's number
     read_since = False
     boundary = True  # the next pure write starts a generation
@@ -104,15 +146,22 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
     for i, ins in enumerate(instrs):
         m = ins.defn.mnemonic
         if m in _BOUNDARIES:
-            boundary = True
             if m == "loop_begin":
                 loops.append((i, cur, False))
                 counts.append(ins.count)
+                boundary = boundary or i not in spanning
             elif m == "loop_end":
                 j, cur0, crossing = loops.pop()
                 count = counts.pop()
                 g = cur - cur0
-                res.loop_gens[j] = g
+                if j in spanning:
+                    if g > 1 or (g and (read_since or boundary)):
+                        illegal(j, "starts a loop stepping through the buffer (loop_step) whose iterations "
+                                   "refill it")
+                    count = min(count, 1)  # the later iterations continue the generation
+                else:
+                    boundary = True
+                res.loop_gens[j] = 0 if j in spanning else g
                 if g and crossing:
                     illegal(j, "starts a loop whose body reads the buffer before refilling it")
                 cur = cur0 + count * g
@@ -120,8 +169,10 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
                 blocks.append(cur)
             else:
                 post_block = post_block or cur != blocks.pop()
+            if m in ("block_if", "block_endif"):
+                boundary = True
             continue
-        mine = [(lo, hi, w) for sp, lo, hi, w in (accs[i] if accs is not None else accesses(ins, spec))
+        mine = [(lo, hi, w) for sp, lo, hi, w in accs[i]
                 if sp == space and lo < end and hi > base]
         if not mine:
             continue

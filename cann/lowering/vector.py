@@ -216,9 +216,11 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
             r = min(rows, ho_ - ho0)
             wc = min(cols, wo_ - wo0)
             kb.vec("dup", outb, count=r * wc, unit=16, scalar=fill)
-            for i0 in range(0, kh_, krows):
-                for j0 in range(0, kw_, kcols):
-                    window_block(plane, ho0, r, wo0, wc, i0, min(krows, kh_ - i0), j0, min(kcols, kw_ - j0))
+            # the kernel-window blocks: rows of blocks of one loop each, the blocks of a row in an inner
+            # one (blocks reading only real input differ by where they read GM: hardware loops)
+            i0s, j0s = range(0, kh_, krows), range(0, kw_, kcols)
+            kb.roll(len(i0s), lambda a: kb.roll(len(j0s), lambda b: window_block(
+                plane, ho0, r, wo0, wc, i0s[a], min(krows, kh_ - i0s[a]), j0s[b], min(kcols, kw_ - j0s[b]))))
             if kind == "avg":
                 if uniform:
                     kb.vec("muls", outb, outb, count=r * wc, unit=16, scalar=1.0 / (kh_ * kw_))
@@ -232,7 +234,8 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
         ncols = len(range(0, wo_, cols))
         for_rows = [out_tiles[i:i + ncols] for i in range(0, len(out_tiles), ncols)]
         # one iteration per row of tiles: the inner rows (no padding, full height) are one hardware loop
-        kb.roll(len(for_rows), lambda i: [tile_code(*t) for t in for_rows[i]])
+        # (and the tiles of a row, inner columns without padding, an inner one)
+        kb.roll(len(for_rows), lambda i: kb.roll(len(for_rows[i]), lambda j: tile_code(*for_rows[i][j])))
 
     with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
         kb.for_tiles(c1, lambda first, last=False: body(first, last, 0))

@@ -13,7 +13,7 @@ position, that many iterations before the current one (:data:`NONE`: nothing).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cann.dialects.ascend import AscendInstrOp, op_to_instr
 from cann.errors import CannError
@@ -38,6 +38,10 @@ class Ins:
     op: AscendInstrOp
     pipe: int
     accs: list  # (buffer key, lo, hi, is_write)
+    #: the loop_steps applying to it: (field index, step, owner loop key, owner trip count)
+    steps: list = field(default_factory=list)
+    #: per access, {owner loop key: (trip count, bytes it moves per iteration)} (loop_step s)
+    moves: list = field(default_factory=list)
 
 
 @dataclass
@@ -68,14 +72,24 @@ class Loop:
     count: int
     strides: dict
     rots: dict  # (space, base, size, copies) -> step % copies (nonzero)
+    key: int = 0  # the loop's identity: id of its body list (the owner key of its loop_steps)
 
 
 def parse(ops: list, where: str) -> list:
     """The flat instruction list as items (instructions, fenced regions, control)."""
     stack: list[tuple[AscendInstrOp | None, list, list]] = [(None, [], [])]
+    pending: list[tuple[int, int, int, int]] = []  # loop_steps waiting for their target (cann.hw.loops)
     for op in ops:
         m = op.DEFN.mnemonic
         top = stack[-1]
+        if m == "loop_step":
+            if top[0] is None or top[0].DEFN.mnemonic != "loop_begin":
+                raise CannError(where, "loop_step outside a loop_begin .. loop_end")
+            pending.append((op.field("field_no"), op.field("step"), id(top[2]), top[0].field("count")))
+            top[2].append(Ctrl(op))
+            continue
+        if pending and m in ("block_if", "block_endif", "loop_end") and any(p[2] == id(top[2]) for p in pending):
+            raise CannError(where, f"loop_step with no work instruction after it before a {m}")
         if m in ("loop_begin", "block_if"):
             stack.append((op, [], []))
         elif m in ("loop_end", "block_endif"):
@@ -91,7 +105,8 @@ def parse(ops: list, where: str) -> list:
         elif op.DEFN.group == "spmd":
             top[2].append(Ctrl(op))
         else:
-            top[2].append(Ins(op, int(op.DEFN.pipe), []))
+            top[2].append(Ins(op, int(op.DEFN.pipe), [], pending))
+            pending = []
     if len(stack) > 1:
         raise CannError(where, f"{stack[-1][0].DEFN.mnemonic} without its end")
     return stack[0][2]
@@ -128,9 +143,17 @@ def fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
         fn = fps[ins.mnemonic]
         reg = ins.defn.group == "dma_reg"
         accs = fn(ins.values, args, 0)[0] if reg else fn(ins.values, args)[0]
-        for buf, lo, hi, w in accs:
+        moved = {}  # owner -> the accesses one step of it gives
+        for f, st, owner, count in it.steps:
+            values = list(moved[owner][1].values) if owner in moved else list(ins.values)
+            values[f] += st
+            moved[owner] = (count, isa.Instr(ins.defn, tuple(values)))
+        moved = {o: (c, (fn(x.values, args, 0) if reg else fn(x.values, args))[0]) for o, (c, x) in moved.items()}
+        for k, (buf, lo, hi, w) in enumerate(accs):
             if hi <= lo:
                 continue
+            mv = {o: (c, a[k][1] - lo) for o, (c, a) in moved.items() if a[k][1] != lo}
+            it.moves.append(mv)
             if buf == GM:
                 arg = lo // SPAN
                 base = arg * SPAN + SPAN // 2
@@ -144,12 +167,27 @@ def fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
 
 # -------------------------------------------------------------------------------- distances
 
-def view(acc: tuple, loop: Loop | None, regions: list) -> tuple:
+def view(acc: tuple, loop: Loop | None, regions: list, moves: dict | None = None) -> tuple:
     """An access as the analysis of one scope sees it: ``("g", key, lo, hi, w, stride)`` (GM moving
-    by ``stride`` per iteration), ``("r", key, lo, hi, w, rot, copy, rlo, rhi)`` (in a region the
-    loop rotates) or ``("p", key, lo, hi, w)`` (fixed; an access straddling a rotated copy is widened
-    to every position it can take)."""
+    by ``stride`` per iteration, or an on-chip access a ``loop_step`` of this loop moves),
+    ``("r", key, lo, hi, w, rot, copy, rlo, rhi)`` (in a region the loop rotates) or ``("p", key, lo,
+    hi, w)`` (fixed; an access straddling a rotated copy is widened to every position it can take).
+    ``moves``: ``{owner loop key: (trip count, bytes per iteration)}`` of an access loop_steps move;
+    it is widened over the iterations of the loops other than this scope's (they are fixed while
+    this scope runs, at a value unknown here), and over every copy when it is in a rotated region."""
     buf, lo, hi, w = acc
+    if moves:
+        own = 0
+        for key, (count, s) in moves.items():
+            if loop is not None and key == loop.key:
+                own = s
+            else:
+                lo, hi = lo + min(0, (count - 1) * s), hi + max(0, (count - 1) * s)
+        n = (loop.count - 1) * own if loop is not None else 0
+        for space, base, size, copies in regions:
+            if space == buf and lo + min(0, n) < base + copies * size and base < hi + max(0, n):
+                return ("p", buf, min(base, lo + min(0, n)), max(base + copies * size, hi + max(0, n)), w)
+        return ("g", buf, lo, hi, w, own) if own else ("p", buf, lo, hi, w)
     if buf >= GM_KEY:
         return ("g", buf, lo, hi, w, loop.strides.get(buf - GM_KEY, 0) if loop else 0)
     for space, base, size, copies in regions:
@@ -165,11 +203,14 @@ def view(acc: tuple, loop: Loop | None, regions: list) -> tuple:
     return ("p", buf, lo, hi, w)
 
 
-def hull(v: tuple) -> tuple[int, int]:
-    """The byte range a viewed access can take in any iteration."""
+def hull(v: tuple, loop: Loop | None = None) -> tuple[int, int]:
+    """The byte range a viewed access can take in any iteration (of ``loop``)."""
     if v[0] == "r":
         space, base, size, copies = v[5]
         return base, base + copies * size
+    if v[0] == "g" and loop is not None and v[2] != -BIG:
+        n = (loop.count - 1) * v[5]
+        return v[2] + min(0, n), v[3] + max(0, n)
     return v[2], v[3]
 
 
@@ -178,7 +219,7 @@ def distance(x: tuple, y: tuple, dmin: int, dmax: int, loop: Loop | None) -> int
     iteration k conflict (same bytes, one of them a write), or None."""
     if dmin > dmax or x[1] != y[1] or not (x[4] or y[4]):
         return None
-    if x[0] == "g":
+    if x[0] == "g" and y[0] == "g" and x[5] == y[5]:  # both move alike: their distance is fixed
         s = x[5]
         if s == 0 or x[2] == -BIG or y[2] == -BIG:
             return dmin if x[2] < y[3] and y[2] < x[3] else None
@@ -201,8 +242,8 @@ def distance(x: tuple, y: tuple, dmin: int, dmax: int, loop: Loop | None) -> int
             if (d * step - (x[6] - y[6])) % copies == 0:
                 return d
         return None
-    xl, xh = hull(x)
-    yl, yh = hull(y)
+    xl, xh = hull(x, loop)
+    yl, yh = hull(y, loop)
     return dmin if xl < yh and yl < xh else None
 
 
@@ -239,7 +280,7 @@ def loop_info(region: Region, where: str) -> Loop:
             if key[3] < 1 or key[2] < 1:
                 raise CannError(where, f"loop_rotate with copies {key[3]}, size {key[2]} (at least 1)")
             rots[key] = (rots.get(key, 0) + op.field("step")) % key[3]
-    return Loop(region.open.field("count"), strides, {k: s for k, s in rots.items() if s})
+    return Loop(region.open.field("count"), strides, {k: s for k, s in rots.items() if s}, id(region.body))
 
 
 def check_regions(items: list, where: str) -> list:

@@ -27,7 +27,10 @@ skipping a region pays nothing for it; no pair crosses a fence). Inside a loop b
 iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
 there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
 to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
-on the same bytes (distance 1 for unmoved buffers). Such a loop-carried pair uses ``d`` event ids
+on the same bytes (distance 1 for unmoved buffers). An on-chip access a ``loop_step`` of the loop
+moves is a footprint moving by its bytes per iteration (exact distance against an access moving
+alike, the hull of its iterations against others); moved by an enclosing loop's step, or in a
+rotated region, it counts as everything it can cover while the scope runs. Such a loop-carried pair uses ``d`` event ids
 (``d + 1`` when A precedes B in the body) rotating with ``loop_rotate_event ... copies step=1``
 (none for one id), pre-set before the loop and drained after it, so every set is waited.
 A ``loop_rotate`` region must not partially overlap another one of the same buffer (CannError).
@@ -106,7 +109,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
         if isinstance(it, Ins):
-            views[pos] = [view(a, loop, ctx.regions) for a in it.accs]
+            views[pos] = [view(a, loop, ctx.regions, mv) for a, mv in zip(it.accs, it.moves)]
             for v in views[pos]:
                 by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
     carried = loop is not None and loop.count >= 2

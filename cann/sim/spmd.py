@@ -12,7 +12,10 @@ instructions:
   ``i``, so the body is written once however many tiles it walks over; a ``loop_rotate space, base,
   size, copies, step`` remaps the on-chip addresses of a multi-buffered region to copy
   ``(c + i*step) % copies`` and a ``loop_rotate_event`` the event ids of flags in the same way
-  (several levels of nesting add their ``i*step``).
+  (several levels of nesting add their ``i*step``); a ``loop_step field_no, step`` advances that field
+  of the next work instruction (an on-chip address after any rotation, img2col's ``m_start``) by
+  ``i*step`` (:mod:`cann.hw.loops`: the target skips sync and control instructions, so inserted
+  synchronisation does not move it).
 
 The control instructions stay in the stream (they cost scalar cycles). :func:`stream` gives a core's
 instructions as a :class:`Stream` that walks the loop structure lazily, so a loop is never expanded
@@ -31,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from functools import cache
 
-from cann.hw import isa
+from cann.hw import isa, loops
 
 
 @cache
@@ -52,7 +55,37 @@ def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
     return isa.Instr(ins.defn, tuple(values))
 
 
-_CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event")  # run once per loop entry
+_CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event", "loop_step")  # run once per loop entry
+
+
+class _Stepped:
+    """A body instruction some ``loop_step`` s advance: ``steps`` ``((field, step, loop level), ...)``
+    (level: nesting depth of the owner loop, 0 = outermost); ``defn`` is the instruction's."""
+
+    __slots__ = ("ins", "steps", "defn")
+
+    def __init__(self, ins: isa.Instr, steps: tuple):
+        self.ins, self.steps, self.defn = ins, steps, ins.defn
+
+
+def _with_steps(code: list[isa.Instr]) -> list:
+    """``code`` with every loop_step target wrapped as a :class:`_Stepped` (:func:`cann.hw.loops.step_targets`)."""
+    targets = loops.step_targets(code)
+    if not targets:
+        return code
+    level: dict[int, int] = {}
+    depth = 0
+    for i, ins in enumerate(code):
+        m = ins.defn.mnemonic
+        if m == "loop_begin":
+            level[i] = depth
+            depth += 1
+        elif m == "loop_end":
+            depth -= 1
+    out = list(code)
+    for t, steps in targets.items():
+        out[t] = _Stepped(code[t], tuple((f, s, level[o]) for f, s, o in steps if s))
+    return out
 _FLAGS = ("set_flag", "wait_flag")
 
 
@@ -122,7 +155,7 @@ def _tree(prog: list[isa.Instr]) -> list:
             if bm in _CONTROL and d == 0:
                 if bm == "loop_offset":
                     offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
-                else:
+                elif bm != "loop_step":  # a loop_step acts through its target (_Stepped)
                     key, step = _rotation_key(b)
                     rotations[key] = rotations.get(key, 0) + step
                 offs.append(b)  # costed once
@@ -135,14 +168,30 @@ def _tree(prog: list[isa.Instr]) -> list:
     return out
 
 
-def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) -> Iterator[isa.Instr]:
+def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict,
+          its: tuple = ()) -> Iterator[isa.Instr]:
     """The instructions of ``items`` with GM ``shift`` (arg -> bytes) and active rotations ``rot``
     (sorted ``((key, phase), ...)``); ``cache``: rotation state -> {id(instruction): rotated one},
-    so a rotated body builds each of its instructions once per state, not once per iteration."""
+    so a rotated body builds each of its instructions once per state, not once per iteration;
+    ``its``: the iteration of each enclosing loop, outermost first (for ``loop_step``)."""
     rc = cache.get(rot) if rot else None
     if rot and rc is None:
         rc = cache[rot] = {}
     for x in items:
+        if type(x) is _Stepped:  # rotated as its static form (cached), then advanced by its steps
+            y = x.ins
+            if rc is not None:
+                z = rc.get(id(y))
+                if z is None:
+                    z = rc[id(y)] = _rotated(y, rot)
+                y = z
+            if x.steps:
+                values = list(y.values)
+                for fld, step, lvl in x.steps:
+                    values[fld] += its[lvl] * step
+                y = isa.Instr(y.defn, tuple(values))
+            yield y if not shift else _shifted(y, shift)
+            continue
         if type(x) is not tuple:
             if rc is not None:
                 y = rc.get(id(x))
@@ -156,8 +205,8 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) ->
         yield begin
         if body:  # an empty body: nothing to repeat, however many times
             if not strides and not rots:
-                for _ in range(begin.count):
-                    yield from _walk(body, shift, rot, cache)
+                for it in range(begin.count):
+                    yield from _walk(body, shift, rot, cache, its + (it,))
             else:
                 states = [rot]
                 if rots:  # the rotation state repeats with the copies' lcm: computed once per entry
@@ -175,7 +224,7 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict) ->
                         s = dict(shift) if shift else {}
                         for a, st in strides:
                             s[a] = s.get(a, 0) + it * st
-                    yield from _walk(body, s, states[it % period], cache)
+                    yield from _walk(body, s, states[it % period], cache, its + (it,))
         yield end
 
 
@@ -209,7 +258,7 @@ class Stream:
 
     def __init__(self, code: list[isa.Instr]):
         self.code = code
-        self._tree = _tree(code)
+        self._tree = _tree(_with_steps(code))
         self._cache: dict = {}  # rotation state -> {id(static instruction): its rotated form}
         self._walked: list[isa.Instr] | None = None  # the kept walk
         #: the pipes of the instructions that access a buffer (not sync / SPMD control), sorted
@@ -265,8 +314,10 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
     argument, a ``block_offset_mod`` modulo is >= 1, and
     ``loop_rotate``/``loop_rotate_event`` are inside a loop with ``copies >= 1``, ``step >= 0``,
     ``base >= 0`` and (loop_rotate) a known space (:data:`cann.hw.isa.SPACE_CODES`) and
-    ``size >= 1``, (loop_rotate_event) two different single pipes. Whether a rotated window fits
-    its buffer is checked by the simulator's bounds checks on the addresses it produces.
+    ``size >= 1``, (loop_rotate_event) two different single pipes; every ``loop_step`` is in a loop
+    and applies to a steppable field of a work instruction of it (:func:`cann.hw.loops.step_targets`).
+    Whether a rotated or stepped window fits its buffer is checked by the simulator's bounds checks
+    on the addresses it produces.
 
     Raises:
         ValueError: the first violation, naming the instruction index.
@@ -296,6 +347,7 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
     if stack:
         m, i = stack[-1]
         raise ValueError(f"instruction {i}: {m} without a matching {_OPEN[m]}")
+    loops.step_targets(prog)
 
 
 def dynamic_instructions(prog: list[isa.Instr], block_dim: int) -> int:

@@ -21,12 +21,25 @@
 // CHECK:        tile.copy %{{[0-9]+}}, %[[Y]] {src_offset = 0, dst_offset = 14336,
 // CHECK-NEXT:   func.return
 
-// Must not roll: two tiles of 16 rows, one with each border, differ in their padding.
-// TWO:        func.func @conv2d_0
-// TWO-NOT:      tile.loop_begin
-// TWO:          tile.img2col {{.*}}pad_t = 1, pad_b = 0,
-// TWO-NOT:      tile.loop_begin
+// Must not roll: two tiles of 16 rows, one with each border, differ in their padding. Each tile's
+// 16 x 32 = 512 output positions are 4 M subtiles of 128: their img2col + mmad are one hardware loop
+// stepping img2col's m_start (128 positions) and the L0C offset (128 x 16 fp32 elements), the
+// epilogue per subtile another one stepping the L0C offset and moving the output pointer.
+// TWO:        func.func @conv2d_0(%{{[0-9]+}}: {{.*}}, %[[Y:[0-9]+]]: memref<16384xf16, #tile<space gm>>)
+// TWO:          tile.loop_begin {count = 4 : i64}
+// TWO-NEXT:     tile.loop_step {field = "m_start", step = 128 : i64}
+// TWO-NEXT:     tile.img2col {{.*}}pad_t = 1, pad_b = 0, {{.*}}m_start = 0, m_count = 128,
+// TWO-NEXT:     tile.loop_step {field = "c_offset", step = 2048 : i64}
+// TWO-NEXT:     tile.mmad {{.*}}c_offset = 0, m = 128,
+// TWO-NEXT:     tile.loop_end
+// TWO:          tile.loop_begin {count = 4 : i64}
+// TWO-NEXT:     tile.loop_offset %[[Y]] {stride = 2048}
+// TWO-NEXT:     tile.loop_step {field = "src_offset", step = 2048 : i64}
+// TWO-NEXT:     tile.copy_l0c_to_ub {{.*}}src_offset = 0, dst_offset = 0, n1 = 1, m = 128, src_m = 128}
+// TWO:          tile.loop_end
+// TWO-NOT:      tile.loop_begin {count = 2
 // TWO:          tile.img2col {{.*}}pad_t = 0, pad_b = 1,
+// TWO-NOT:      tile.loop_begin {count = 2
 // TWO:        func.func @trans_data_1
 
 builtin.module {

@@ -103,3 +103,37 @@ def test_an_access_reaching_into_the_buffer_from_below_is_illegal():
     assert analyse(prog, SPEC, UB, 512, 512).problem == (
         "instruction 2 `copy_gm_to_ub dst=256, src_arg=0, src=0, nburst=1, burst=512, src_stride=512, "
         "dst_stride=512` accesses bytes [256, 768) across the edge of the buffer [512, 1024)")
+
+
+def _step(mnemonic: str, field: str, step: int) -> isa.Instr:
+    return M("loop_step", field_no=isa.BY_MNEMONIC[mnemonic].field_names.index(field), step=step)
+
+
+def test_a_loop_stepping_through_the_buffer_is_one_generation():
+    # tile t: 4 M subtiles written (stepped 512 B apart), read back (stepped), then the next tile; the
+    # subtile loops walk parts of one accumulator: one generation per tile, no loop_rotate for them
+    mm = M("mmad", dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1)
+    rd = M("copy_l0c_to_ub", dtype=0, dst=0, src=0, n1=1, m=16, src_m=16)
+    tile = [M("loop_begin", count=4), _step("mmad", "dst", 1024), mm, M("loop_end"),
+            M("loop_begin", count=4), _step("copy_l0c_to_ub", "src", 1024), rd, M("loop_end")]
+    prog = [M("loop_begin", count=3), *tile, M("loop_end")]
+    g = analyse(prog, SPEC, L0C, 0, 4096)
+    assert g.problem is None
+    assert g.gen == {3: 0, 7: 0}
+    assert g.loop_gens == {1: 0, 5: 0, 0: 1} and g.total == 3
+    # renamed over 2 copies: the outer loop rotates, the subtile loops do not
+    out = rename(prog, SPEC, [(L0C, 0, 4096, 2, "acc")], "k")
+    assert [i.asm() for i in out if i.mnemonic == "loop_rotate"] == [
+        "loop_rotate space=4, base=0, size=4096, copies=2, step=1"]
+
+
+def test_a_stepping_loop_that_refills_the_buffer_is_not_renamed():
+    # each iteration writes its part and reads it back before the next writes: the next iteration's
+    # write would start a generation of its own, which one loop body cannot rename
+    mm = M("mmad", dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1)
+    rd = M("copy_l0c_to_ub", dtype=0, dst=0, src=0, n1=1, m=16, src_m=16)
+    prog = [M("loop_begin", count=4), _step("mmad", "dst", 1024), mm, _step("copy_l0c_to_ub", "src", 1024), rd,
+            M("loop_end")]
+    g = analyse(prog, SPEC, L0C, 0, 4096)
+    assert g.problem == ("instruction 0 `loop_begin count=4` starts a loop stepping through the buffer (loop_step) "
+                         "whose iterations refill it")

@@ -287,6 +287,8 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
                 _check_rotate(v)
             elif defn.mnemonic == "loop_rotate_event":
                 _check_rotate_event(v)
+            elif defn.mnemonic == "loop_step":
+                _in(v, "field_no", 0)  # which fields it may name: cann.hw.loops, on the kernel's code
         else:  # a new group in the table without checks here is a bug
             raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
     except _Bad as e:

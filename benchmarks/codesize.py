@@ -1,0 +1,102 @@
+"""Static code size per kernel at two input sizes with the same tilings (issue 12: a kernel's code
+size depends on its tiling, not on its tensor sizes).
+
+Compiles a test model (``cann.testing.test_model``) down to ascend instructions at its declared input
+size and at twice its height and width, the second time with every kernel's tiling of the first
+pinned through ``convert-graph-to-tile{tiling=...}`` (a conv's ``m_blocks``, recorded only when above
+1, pinned to 1 where absent); an ``AveragePool`` covering the whole map (the
+final pool of ResNet-50) scales its kernel and strides with the map. Prints per kernel ``name
+static_small static_large ratio`` (static: instructions of the kernel's code, loops not expanded),
+sorted by ratio, and a summary line with the number of kernels whose code grew by more than 5%.
+
+Usage: ``PYTHONPATH=. python benchmarks/codesize.py [model] [--top N] [--dump KERNEL]``
+(``--dump``: print that kernel's instructions at the large size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+
+from cann import compiler
+from cann.compiler import lower
+from cann.dialects.ascend import kernels, op_to_instr
+from cann.testing import test_model
+
+#: growth above which a kernel counts as growing with its tensors
+LIMIT = 1.05
+
+
+def resized(model, shape: list[int], base: list[int]):
+    """``model`` with input 0 of ``shape`` (NCHW), whole-map AveragePools scaled along."""
+    m = copy.deepcopy(model)
+    for d, v in zip(m.graph.input[0].type.tensor_type.shape.dim, shape):
+        d.dim_value = v
+    del m.graph.value_info[:]
+    f = shape[2] // base[2]
+    for n in m.graph.node:
+        if n.op_type == "AveragePool":
+            for a in n.attribute:
+                if a.name in ("kernel_shape", "strides"):
+                    a.ints[:] = [x * f for x in a.ints]
+    return m
+
+
+def compile_kernels(model, pins: dict | None = None) -> dict:
+    """``{kernel: (instructions, tiling)}`` of ``model`` lowered to ascend, ``pins`` pinned."""
+    orig = compiler.stage_pipelines
+
+    def patched(*a, **k):
+        stages = orig(*a, **k)
+        if pins is None:
+            return stages
+        opt = "buffers=2 tiling=" + json.dumps(json.dumps(pins)) + "}"
+        return [(s, p.replace("buffers=2}", opt, 1) if s == "tile" else p) for s, p in stages]
+
+    compiler.stage_pipelines = patched
+    try:
+        module = lower(model, until="ascend")
+    finally:
+        compiler.stage_pipelines = orig
+    out = {}
+    for k in kernels(module):
+        t = k.attributes.get("tile.tiling")
+        tiling = {kk: v.value.data for kk, v in t.data.items()} if t else {}
+        out[k.sym_name.data] = ([op_to_instr(op) for op in k.instructions], tiling)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default="resnet50", help="cann.testing.test_model name")
+    ap.add_argument("top", nargs="?", type=int, default=None, help="print only the N largest ratios")
+    ap.add_argument("--dump", default=None, help="print this kernel's instructions at the large size")
+    args = ap.parse_args()
+    model = test_model(args.model)
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    small = compile_kernels(model)
+    big = list(dims)
+    big[2] *= 2
+    big[3] *= 2
+    pins = {k: dict(t) for k, (_, t) in small.items()}
+    for t in pins.values():  # a conv records its core groups only when it splits its output tiles
+        if "rows" in t and "block_dim" in t:
+            t.setdefault("m_blocks", 1)
+    large = compile_kernels(resized(model, big, dims), pins)
+    rows = sorted(((len(large[k][0]) / max(len(small[k][0]), 1), k) for k in small if k in large), reverse=True)
+    over = [k for r, k in rows if r > LIMIT]
+    print(f"{'kernel':30s} {'static_' + str(dims[2]):>10s} {'static_' + str(big[2]):>10s}  ratio")
+    for r, k in rows[:args.top]:
+        print(f"{k:30s} {len(small[k][0]):10d} {len(large[k][0]):10d}  {r:.2f}")
+    total_s = sum(len(small[k][0]) for _, k in rows)
+    total_l = sum(len(large[k][0]) for _, k in rows)
+    print(f"kernels {len(rows)}, over {round((LIMIT - 1) * 100)}%: {len(over)}; total static {total_s} -> {total_l}"
+          + (f"; over: {' '.join(over)}" if over else ""))
+    if args.dump:
+        for ins in large[args.dump][0]:
+            print("   ", ins.asm())
+
+
+if __name__ == "__main__":
+    main()
