@@ -78,6 +78,25 @@ def nonfinite(a: np.ndarray) -> bool:
     return int(np.bitwise_and(a.view(u), u.type(mask)).max()) == mask
 
 
+def nonfinite_lanes(a: np.ndarray) -> np.ndarray:
+    """Per index of ``a``'s leading (core) axis, whether that slice holds an inf or NaN (bool array;
+    all False for non-float dtypes)."""
+    n = a.shape[0]
+    bits = _EXP_BITS.get(a.dtype)
+    if bits is None or a.size == 0:
+        return np.zeros(n, bool)
+    u, mask = bits
+    return np.bitwise_and(a.view(u), u.type(mask)).reshape(n, -1).max(axis=1) == mask
+
+
+def _any_nonfinite(arrays, n: int) -> np.ndarray:
+    """Per lane, whether any of ``arrays`` (each with the leading core axis) holds inf/NaN there."""
+    out = np.zeros(n, bool)
+    for x in arrays:
+        out |= nonfinite_lanes(x)
+    return out
+
+
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "ge": np.greater_equal,
         "le": np.less_equal}
 
@@ -111,7 +130,12 @@ class SimError(CannError):
 
 
 class _Fault(Exception):
-    """Raised by instruction handlers; :meth:`AICore.run` adds the location."""
+    """Raised by instruction handlers; :meth:`AICore.run` adds the location. ``lane``: the core of a
+    lockstep group it happens in (None: all of them)."""
+
+    def __init__(self, msg: str, lane: int | None = None):
+        super().__init__(msg)
+        self.lane = lane
 
 
 @dataclass
@@ -155,19 +179,37 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dty
     return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
 
 
-class AICore:
-    """One AI Core: on-chip buffers plus an instruction interpreter.
+def _step(bases: tuple[int, ...]) -> int | None:
+    """The common difference of ``bases`` (0 for one base), None when they are not an arithmetic
+    progression."""
+    if len(bases) < 2:
+        return 0
+    d = bases[1] - bases[0]
+    return d if all(b - a == d for a, b in zip(bases, bases[1:])) else None
 
-    ``run(instrs, gm, args, kernel_name)`` executes a kernel; buffers keep their contents between
-    runs unless :meth:`reset` is called.
+
+class AICore:
+    """One AI Core -- or ``lanes`` identical cores run in lockstep: on-chip buffers plus an
+    instruction interpreter.
+
+    ``run(instrs, gm, args, kernel_name)`` executes a kernel on one core (lane ``lane``);
+    :meth:`run_lanes` executes the same instruction stream on ``n`` consecutive lanes at once, each
+    with its own GM argument bases: every on-chip buffer has a leading core axis (``lanes`` rows of
+    the buffer's size), so one numpy call executes an instruction for all of them. Buffers keep their
+    contents between runs unless :meth:`reset` is called. ``bufs[name]``: lane 0's bytes (1-D).
     """
 
-    def __init__(self, spec: SocSpec, block_idx: int = 0):
+    def __init__(self, spec: SocSpec, block_idx: int = 0, lanes: int = 1):
+        if lanes < 1:
+            raise ValueError(f"lanes must be >= 1, got {lanes}")
         self.spec = spec
         #: this core's block index in the current launch (SPMD; 0 for block_dim 1)
         self.block_idx = block_idx
+        self.lanes = lanes
         self._cost_models: dict[int, CostModel] = {}
-        self.bufs: dict[str, np.ndarray] = {n: np.zeros(b.size, np.uint8) for n, b in spec.buffers}
+        #: per buffer, ``lanes`` rows of its bytes (row j: core j's buffer)
+        self.mem: dict[str, np.ndarray] = {n: np.zeros((lanes, b.size), np.uint8) for n, b in spec.buffers}
+        self.bufs: dict[str, np.ndarray] = {n: m[0] for n, m in self.mem.items()}
         self.limit: dict[str, int] = {n: b.usable for n, b in spec.buffers}
         self.align: dict[str, int] = {n: b.align for n, b in spec.buffers}
         self.costs = CostModel(spec)
@@ -179,14 +221,22 @@ class AICore:
         self._m0, self._n0 = spec.cube.m0, spec.cube.n0
         self._frac = spec.cube.fractal_bytes
         self.gm = np.zeros(0, np.uint8)
-        self.args: tuple[int, ...] = ()
-        #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them)
-        self.regs: list[int] = [0] * isa.SCALAR_REGS
+        self.args: tuple[int, ...] = ()  # the first lane's argument bases
+        self._lane0, self._n = 0, 1  # the lanes of the current run: [lane0, lane0 + n)
+        self._bases: list[tuple[int, ...]] = []  # per argument, its base on each lane of the run
+        self._steps: list[int | None] = []  # per argument, the bases' common difference (None: not arithmetic)
+        #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them), per lane;
+        #: ``regs`` is the current lane's (data-dependent addressing runs one lane at a time)
+        self._regs: list[list[int]] = [[0] * isa.SCALAR_REGS for _ in range(lanes)]
+        self.regs: list[int] = self._regs[0]
         self.reg_trace: list[int] = []  # register value of each copy_gm_to_ub_reg run (for the timing model)
-        #: overflow detection: handlers set ``_ovf_hit`` when ``_ovf_watch`` and a result is inf/NaN from
-        #: finite operands; run() records the first such instruction and stops watching
-        self._ovf_watch = False
-        self._ovf_hit = False
+        #: overflow detection: ``_ovf_watch`` the lanes still watching (None: none); handlers OR into
+        #: ``_ovf_hit`` the lanes where a result is inf/NaN from finite operands; run_lanes() records
+        #: the first such instruction per lane and stops watching it
+        self._ovf_watch: np.ndarray | None = None
+        self._ovf_hit: np.ndarray | None = None
+        self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
+        self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -197,8 +247,8 @@ class AICore:
     # driver
 
     def reset(self) -> None:
-        """Zero every on-chip buffer."""
-        for b in self.bufs.values():
+        """Zero every on-chip buffer of every lane."""
+        for b in self.mem.values():
             b.fill(0)
 
     def cost_model(self, active_cores: int = 1) -> CostModel:
@@ -210,7 +260,7 @@ class AICore:
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
             kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,
-            detect_overflow: bool = True, timing: Timing | None = None) -> KernelStats:
+            detect_overflow: bool = True, timing: Timing | None = None, lane: int = 0) -> KernelStats:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
@@ -224,25 +274,60 @@ class AICore:
         ``KernelStats.overflow`` the first instruction producing inf/NaN from finite operands when the
         kernel then writes inf/NaN to GM. ``timing``: the schedule of another core of the launch that
         ran the same instruction stream (its cycles, pipe times and sync checks hold for this one:
-        see :func:`cann.sim.executor.run_model`); None computes it.
+        see :func:`cann.sim.executor.run_model`); None computes it. ``lane``: which of the
+        ``lanes`` cores' buffers to use.
 
         Raises:
             SimError: the first invalid instruction (bounds, alignment, field values); with
                 ``checks="error"`` a race, a deadlocking wait or a flag set twice.
         """
+        return self.run_lanes(instrs, gm, [args], [kernel_name], lane0=lane, checks=checks,
+                              active_cores=active_cores, detect_overflow=detect_overflow, timing=timing)[0]
+
+    def run_lanes(self, instrs: list[isa.Instr], gm: np.ndarray, args: list[tuple[int, ...]], names: list[str], *,
+                  lane0: int = 0, checks: str = "error", active_cores: int = 1, detect_overflow: bool = True,
+                  timing: Timing | None = None) -> list[KernelStats]:
+        """:meth:`run` of the same ``instrs`` on lanes ``lane0 .. lane0 + len(args) - 1`` in lockstep,
+        lane ``lane0 + j`` with argument bases ``args[j]`` (the same number of arguments each) and
+        named ``names[j]`` in errors; returns one :class:`KernelStats` per lane (shared schedule:
+        computed with ``args[0]`` unless ``timing`` is given).
+
+        Each instruction runs on every lane before the next one runs, so the result equals running
+        the lanes one after another only when no lane writes GM bytes another lane reads or
+        writes, and no instruction reads the scalar registers (``ld_idx``, ``copy_gm_to_ub_reg``
+        run on one lane only): the caller's contract (:mod:`cann.sim.lockstep`). A fault names the
+        first lane it happens on.
+
+        Raises:
+            SimError: as :meth:`run`; ValueError: bad lanes, arguments or ``gm``.
+        """
         if gm.dtype != _U8 or gm.ndim != 1 or not gm.flags.c_contiguous or not gm.flags.writeable:
             raise ValueError("gm must be a writable 1-D contiguous uint8 array")
+        n = len(args)
+        if n < 1 or len(names) != n or not 0 <= lane0 <= self.lanes - n or len({len(a) for a in args}) != 1:
+            raise ValueError(f"{n} lanes from lane {lane0} with {len(names)} names on a core of {self.lanes} lanes, "
+                             f"argument counts {sorted({len(a) for a in args})}")
+        if (lane0, n) != (self._lane0, self._n):
+            self._lane0, self._n = lane0, n
+            for c in self._plan_caches:
+                c.clear()
         self.gm = gm
-        self.args = tuple(int(a) for a in args)
+        self.args = tuple(int(a) for a in args[0])
+        self._bases = [tuple(int(a[k]) for a in args) for k in range(len(args[0]))]
+        self._steps = [_step(b) for b in self._bases]
+        self.regs = self._regs[lane0]
         self.reg_trace = []
         execs = self._exec
         i = -1
         ins = None
-        origin = overflow = overflow_op = None
+        origin: list[int | None] = [None] * n
+        overflow: list[int | None] = [None] * n
+        overflow_op: list[str | None] = [None] * n
+        pending = 0  # lanes with an origin and no overflow yet
         macs = 0
         program: list[isa.Instr] = []  # the first RECORD_LIMIT instructions (for traces)
         recent: deque[isa.Instr] = deque(maxlen=_RECENT)  # the instructions before the current one
-        self._ovf_watch, self._ovf_hit = detect_overflow, False
+        self._ovf_watch, self._ovf_hit = (np.ones(n, bool) if detect_overflow else None), None
         try:
             with np.errstate(all="ignore"), single_threaded():
                 for i, ins in enumerate(instrs):
@@ -251,28 +336,36 @@ class AICore:
                     execs[m](v)
                     if m == "mmad":
                         macs += v[4] * v[5] * v[6]
-                    if self._ovf_hit:
-                        origin, overflow_op, self._ovf_hit, self._ovf_watch = i, m, False, False
-                    elif origin is not None and overflow is None and m == "copy_ub_to_gm" and \
-                            self._writes_nonfinite(ins, i, recent, instrs):
-                        overflow = origin
+                    if self._ovf_hit is not None:
+                        for j in np.flatnonzero(self._ovf_hit).tolist():
+                            origin[j], overflow_op[j] = i, m
+                            pending += 1
+                        self._ovf_watch &= ~self._ovf_hit
+                        self._ovf_hit = None
+                        if not self._ovf_watch.any():
+                            self._ovf_watch = None
+                    elif pending and m == "copy_ub_to_gm":
+                        lanes = [j for j in range(n) if origin[j] is not None and overflow[j] is None]
+                        for j in self._writes_nonfinite(ins, i, recent, instrs, lanes):
+                            overflow[j] = origin[j]
+                            pending -= 1
                     if detect_overflow:
                         recent.append(ins)
                     if i < RECORD_LIMIT:
                         program.append(ins)
         except _Fault as e:
-            raise SimError(f"{kernel_name}: instruction {i} `{ins.asm()}`", str(e)) from None
+            raise SimError(f"{names[e.lane or 0]}: instruction {i} `{ins.asm()}`", str(e)) from None
         finally:
             self.gm = np.zeros(0, np.uint8)
-            self._ovf_watch = False
+            self._ovf_watch = self._ovf_hit = None
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        t = timing if timing is not None else schedule(instrs, self.spec, shared, full, self.args, kernel_name,
+        t = timing if timing is not None else schedule(instrs, self.spec, shared, full, self.args, names[0],
                                                        checks, SimError, self.reg_trace, record=RECORD_LIMIT)
-        return KernelStats(int(t.cycles), i + 1, dict(zip(_PIPE_NAMES, t.busy)),
-                           dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
-                           sum(t.busy), t, t.problems, program, macs, overflow,
-                           overflow_op if overflow is not None else None)
+        busy, busy_full = dict(zip(_PIPE_NAMES, t.busy)), dict(zip(_PIPE_NAMES, t.busy_full))
+        return [KernelStats(int(t.cycles), i + 1, dict(busy), dict(busy_full), t.gm_read_bytes, t.gm_write_bytes,
+                            sum(t.busy), t, t.problems, program, macs, overflow[j],
+                            overflow_op[j] if overflow[j] is not None else None) for j in range(n)]
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -324,13 +417,42 @@ class AICore:
                          f"(capacity {lim} bytes{extra})")
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
+        """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane
+        (a fault names the first lane outside the arena); returns the first lane's address."""
         if not 0 <= arg < len(self.args):
             raise _Fault(f"{what}: kernel argument {arg} does not exist ({len(self.args)} arguments)")
-        addr = self.args[arg] + off
-        if addr < 0 or addr + nbytes > self.gm.size:
-            raise _Fault(f"{what}: GM bytes [{addr}, {addr + nbytes}) (argument {arg} at {self.args[arg]} + {off}) "
-                         f"outside the global-memory arena of {self.gm.size} bytes")
-        return addr
+        bases = self._bases[arg]
+        size = self.gm.size
+        if min(bases) + off < 0 or max(bases) + off + nbytes > size:
+            for j, base in enumerate(bases):
+                addr = base + off
+                if addr < 0 or addr + nbytes > size:
+                    raise _Fault(f"{what}: GM bytes [{addr}, {addr + nbytes}) (argument {arg} at {base} + {off}) "
+                                 f"outside the global-memory arena of {size} bytes", j)
+        return bases[0] + off
+
+    def _v(self, buf: str, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
+        """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes."""
+        mem = self.mem[buf]
+        size = mem.shape[1]
+        return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (size,) + strides, dt)
+
+    def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray | list:
+        """GM operand ``args[arg] + off`` (checked by :meth:`_gm_addr`): one ``(n,) + shape`` view when
+        the lanes' bases are evenly spaced, else a list of one ``shape`` view per lane."""
+        bases, step = self._bases[arg], self._steps[arg]
+        if step is not None:
+            return _view(self.gm, bases[0] + off, (self._n,) + shape, (step,) + strides, dt)
+        return [_view(self.gm, b + off, shape, strides, dt) for b in bases]
+
+    @staticmethod
+    def _put(dst: np.ndarray | list, src: np.ndarray) -> None:
+        """``dst[...] = src`` for a lane-axis view or a per-lane list of views (written in lane order)."""
+        if type(dst) is list:
+            for j, d in enumerate(dst):
+                d[...] = src[j]
+        else:
+            dst[...] = src
 
     @staticmethod
     def _dtype(code: int) -> np.dtype:
@@ -370,25 +492,36 @@ class AICore:
             raise _Fault(f"dst_stride {dst_stride} < burst {burst}: destination bursts overlap")
 
     @staticmethod
-    def _copy(src: np.ndarray, s: int, dst: np.ndarray, d: int, nburst: int, burst: int, ss: int, ds: int) -> None:
+    def _shape(nburst: int, burst: int, ss: int, ds: int) -> tuple[tuple, tuple, tuple]:
+        """(shape, source strides, destination strides) of a burst copy (one run when contiguous)."""
         if nburst == 1 or (ss == burst and ds == burst):
-            n = nburst * burst
-            dst[d:d + n] = src[s:s + n]
-        else:
-            _view(dst, d, (nburst, burst), (ds, 1))[...] = _view(src, s, (nburst, burst), (ss, 1))
+            return (nburst * burst,), (1,), (1,)
+        return (nburst, burst), (ss, 1), (ds, 1)
 
     def _dma_in(self, buf: str, v) -> None:
         dst, src_arg, src, nburst, burst, ss, ds = v
         self._bursts(nburst, burst, ss, ds)
-        g = self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
+        self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
         self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
-        self._copy(self.gm, g, self.bufs[buf], dst, nburst, burst, ss, ds)
+        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
+        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst)
+        if type(g) is list:
+            for j, x in enumerate(g):
+                d[j] = x
+        else:
+            d[...] = g
 
     def _reg(self, reg: int) -> None:
         if not 0 <= reg < len(self.regs):
             raise _Fault(f"reg {reg} outside [0, {len(self.regs)})")
 
+    def _one_lane(self, m: str) -> None:
+        if self._n != 1:
+            raise _Fault(f"{m}: data-dependent addressing runs on one core at a time (simulator contract, "
+                         f"cann.sim.lockstep)")
+
     def _ld_idx(self, v) -> None:
+        self._one_lane("ld_idx")
         reg, code, src, bound = v
         self._reg(reg)
         dt = isa.IDX_DTYPES.get(code)
@@ -400,7 +533,7 @@ class AICore:
             raise _Fault(f"src: UB address {src} is not aligned to the {dt} element size {dt.itemsize}")
         if src < 0 or src + dt.itemsize > self.limit["ub"]:
             raise _Fault(f"src: UB bytes [{src}, {src + dt.itemsize}) outside the buffer (capacity {self.limit['ub']} bytes)")
-        x = int(_view(self.bufs["ub"], src, (), (), dt)[()])
+        x = int(self._v("ub", src, (), (), dt)[0])
         idx = x + bound if x < 0 else x
         if not 0 <= idx < bound:
             raise _Fault(f"index {x} out of range [{-bound}, {bound - 1}] (bound {bound}): a Gather index outside "
@@ -408,6 +541,7 @@ class AICore:
         self.regs[reg] = idx
 
     def _dma_reg(self, v) -> None:
+        self._one_lane("copy_gm_to_ub_reg")
         dst, src_arg, src, nburst, burst, ss, ds, reg, rs = v
         self._reg(reg)
         self._nonneg(reg_stride=rs)
@@ -428,8 +562,9 @@ class AICore:
         dst_arg, dst, src, nburst, burst, ss, ds = v
         self._bursts(nburst, burst, ss, ds)
         self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
-        g = self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
-        self._copy(self.bufs["ub"], src, self.gm, g, nburst, burst, ss, ds)
+        self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
+        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
+        self._put(self._gm(dst_arg, dst, shape, dst_st), self._v("ub", src, shape, sst))
 
     def _nd2nz(self, v) -> None:
         code, dst, src_arg, src, rows, cols, stride = v
@@ -440,16 +575,18 @@ class AICore:
         c0 = self._blk_bytes // isz
         c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
         row_bytes = cols * isz
-        g = self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
+        self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
         self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
-        mat = np.ascontiguousarray(_view(self.gm, g, (rows, row_bytes), (stride, 1))).view(dt)
-        out = _view(self.bufs["l1"], dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
+        g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
+        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt)  # (n, rows, cols)
+        n = self._n
+        out = self._v("l1", dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
         if rows == r16 and cols == c1 * c0:
-            out[...] = mat.reshape(rows, c1, c0).transpose(1, 0, 2)
+            out[...] = mat.reshape(n, rows, c1, c0).transpose(0, 2, 1, 3)
         else:
-            pad = np.zeros((r16, c1 * c0), dt)
-            pad[:rows, :cols] = mat
-            out[...] = pad.reshape(r16, c1, c0).transpose(1, 0, 2)
+            pad = np.zeros((n, r16, c1 * c0), dt)
+            pad[:, :rows, :cols] = mat
+            out[...] = pad.reshape(n, r16, c1, c0).transpose(0, 2, 1, 3)
 
     def _load2d(self, v) -> None:
         space, dst, src, repeat, ss, ds = v
@@ -463,7 +600,8 @@ class AICore:
         buf = "l0a" if space == isa.L0A else "l0b"
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
         self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
-        self._copy(self.bufs["l1"], src, self.bufs[buf], dst, repeat, f, ss, ds)
+        shape, sst, dst_st = self._shape(repeat, f, ss, ds)
+        self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
 
     def _img2col(self, v) -> None:
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
@@ -485,7 +623,8 @@ class AICore:
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
         self._onchip("l0a", "dst", dst, m_count * k_count * isz)
-        out = np.zeros((m_count, k_count), dt)
+        n = self._n
+        out = np.zeros((n, m_count, k_count), dt)
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
         k_total = c1 * k_per_c1
@@ -496,25 +635,32 @@ class AICore:
             ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
             p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
             wp = fw + pl + pr
-            if (cb - ca) * (p1 - p0) * wp * c0 * isz > _MAX_SLAB:
+            slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
+            if slab_bytes > _MAX_SLAB:
                 raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
                              f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
-            slab = np.zeros((cb - ca, p1 - p0, wp, c0), dt)
             r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
-            if r1 > r0:
-                fm = _view(self.bufs["l1"], src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
-                slab[:, r0 - p0:r1 - p0, pl:pl + fw] = fm[ca:cb, r0 - pt:r1 - pt]
-            s = slab.strides
-            shape = (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
-            strides = (s[0], s[1] * sh, s[2] * sw, s[1] * dh, s[2] * dw, s[3])  # unused (maybe huge) at size 1
-            win = np.lib.stride_tricks.as_strided(
-                slab, shape, tuple(0 if n == 1 else st for n, st in zip(shape, strides)), writeable=False)
+            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
             m = np.arange(m_start, m_hi)
-            rows = win[:, m // wo - oh0, m % wo]  # (c1', M, kh, kw, c0)
-            rows = rows.transpose(1, 0, 2, 3, 4).reshape(m_hi - m_start, -1)
-            out[:m_hi - m_start, :k_hi - k_start] = rows[:, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
-        z = out.reshape(m_count // self._m0, self._m0, k_count // k0, k0).transpose(0, 2, 1, 3)
-        _view(self.bufs["l0a"], dst, z.shape, (k_count * self._m0 * isz, self._m0 * k0 * isz, k0 * isz, isz), dt)[...] = z
+            mi, mj = m // wo - oh0, m % wo
+            chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
+            for j0 in range(0, n, chunk):
+                nj = min(chunk, n - j0)
+                slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
+                if r1 > r0:
+                    slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                s = slab.strides
+                shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+                strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
+                win = np.lib.stride_tricks.as_strided(
+                    slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
+                rows = win[:, :, mi, mj]  # (n, c1', M, kh, kw, c0)
+                rows = rows.transpose(0, 2, 1, 3, 4, 5).reshape(nj, m_hi - m_start, -1)
+                out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = \
+                    rows[:, :, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+        m0 = self._m0
+        z = out.reshape(n, m_count // m0, m0, k_count // k0, k0).transpose(0, 1, 3, 2, 4)
+        self._v("l0a", dst, z.shape[1:], (k_count * m0 * isz, m0 * k0 * isz, k0 * isz, isz), dt)[...] = z
 
     # -----------------------------------------------------------------------------------------
     # cube
@@ -532,24 +678,26 @@ class AICore:
         self._onchip("l0a", "a", a, m * k * isz)
         self._onchip("l0b", "b", b, k * n * isz)
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
-        A = self._as_f32(self.bufs["l0a"], a, m * k, dt).reshape(m // m0, k // k0, m0, k0)
-        B = self._as_f32(self.bufs["l0b"], b, k * n, dt).reshape(k // k0, n // n0, n0, k0)
-        A = A.transpose(0, 2, 1, 3).reshape(m, k)
-        B = B.transpose(0, 3, 1, 2).reshape(k, n)
-        C = (A @ B).reshape(m, n // n0, n0).transpose(1, 0, 2)
-        out = _view(self.bufs["l0c"], dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
+        nl = self._n
+        A = self._as_f32("l0a", a, m * k, dt).reshape(nl, m // m0, k // k0, m0, k0)
+        B = self._as_f32("l0b", b, k * n, dt).reshape(nl, k // k0, n // n0, n0, k0)
+        A = A.transpose(0, 1, 3, 2, 4).reshape(nl, m, k)
+        B = B.transpose(0, 1, 4, 2, 3).reshape(nl, k, n)
+        # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
+        C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
+        out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
         if init:
             out[...] = C
         else:
             out += C
 
-    @staticmethod
-    def _as_f32(buf: np.ndarray, off: int, count: int, dt: np.dtype) -> np.ndarray:
-        """``count`` contiguous elements of ``dt`` at byte ``off`` of ``buf`` as a new float32 array
-        (float16 through a 64 Ki-entry table: exact, and faster than numpy's float16 cast)."""
+    def _as_f32(self, buf: str, off: int, count: int, dt: np.dtype) -> np.ndarray:
+        """``count`` contiguous elements of ``dt`` at byte ``off`` of ``buf`` on every lane as a new
+        ``(n, count)`` float32 array (float16 through a 64 Ki-entry table: exact, and faster than
+        numpy's float16 cast)."""
         if dt.itemsize == 2:
-            return np.take(_F16_TO_F32, _view(buf, off, (count,), (2,), np.dtype(np.uint16)))
-        return _view(buf, off, (count,), (4,), _F32).copy()
+            return np.take(_F16_TO_F32, self._v(buf, off, (count,), (2,), np.dtype(np.uint16)))
+        return self._v(buf, off, (count,), (4,), _F32).copy()
 
     def _l0c_to_ub(self, v) -> None:
         code, dst, src, n1, m, src_m = v
@@ -560,16 +708,16 @@ class AICore:
         n0, isz = self._n0, dt.itemsize
         self._onchip("l0c", "src", src, n1 * src_m * n0 * L0C_ITEMSIZE)
         self._onchip("ub", "dst", dst, n1 * m * n0 * isz)
-        s = _view(self.bufs["l0c"], src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
-        d = _view(self.bufs["ub"], dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
+        s = self._v("l0c", src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
+        d = self._v("ub", dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
         np.copyto(d, s, casting="unsafe")
         self._watch(d, s)
 
-    def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs) -> bool:
-        """Whether copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out: its UB
-        bytes read as the float dtype of the latest earlier instruction writing them (none, or not a
-        float: False). Searches ``recent`` (the instructions just before ``i``) first, and the stream
-        again from its start only when the writer is older than that window."""
+    def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs, lanes: list[int]) -> list[int]:
+        """Which of ``lanes`` copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out
+        on: its UB bytes read as the float dtype of the latest earlier instruction writing them (none,
+        or not a float: no lane). Searches ``recent`` (the instructions just before ``i``) first, and
+        the stream again from its start only when the writer is older than that window."""
         _, _, src, nburst, burst, ss, _ = out.values
         hi = src + (nburst - 1) * ss + burst
         fps = footprints(self.spec)
@@ -584,18 +732,32 @@ class AICore:
                 if writes(ins):
                     writer = ins
         if writer is None:
-            return False
+            return []
         dt = _written_dtype(writer)
         if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
-            return False
-        data = _view(self.bufs["ub"], src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt)
-        return nonfinite(data)
+            return []
+        bad = nonfinite_lanes(self._v("ub", src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt))
+        return [j for j in lanes if bad[j]]
 
-    def _watch(self, dst: np.ndarray, *srcs: np.ndarray) -> None:
-        """Overflow detection: flag ``dst`` holding inf/NaN while no source does (sources not
-        overwritten by the instruction: an in-place operation checks its sources beforehand)."""
-        if self._ovf_watch and nonfinite(dst) and not any(nonfinite(x) for x in srcs):
-            self._ovf_hit = True
+    def _watch(self, dst: np.ndarray, *srcs: np.ndarray, bad: np.ndarray | None = None) -> None:
+        """Overflow detection: flag the lanes where ``dst`` holds inf/NaN while no source does (sources
+        not overwritten by the instruction: an in-place operation checks its sources beforehand, and
+        passes the lanes where they held inf/NaN as ``bad``)."""
+        if self._ovf_watch is None:
+            return
+        hit = nonfinite_lanes(dst) & self._ovf_watch
+        if hit.any():
+            if bad is not None:
+                hit &= ~bad
+            for x in srcs:
+                hit &= ~nonfinite_lanes(x)
+            self._hit(hit)
+
+    def _hit(self, lanes: np.ndarray) -> None:
+        """Record an overflow origin on ``lanes`` (a bool mask; those still watching)."""
+        lanes = lanes & self._ovf_watch
+        if lanes.any():
+            self._ovf_hit = lanes if self._ovf_hit is None else self._ovf_hit | lanes
 
     # -----------------------------------------------------------------------------------------
     # vector
@@ -626,18 +788,18 @@ class AICore:
 
     def _pieces(self, ops, repeat: int, mask: int, lanes: int, e: int, dt: np.dtype) -> list[list[np.ndarray]]:
         """Views of the active lanes of each operand ``(base, blk, rep)``: one or two pieces of same-shape views."""
-        ub, isz, bb = self.bufs["ub"], dt.itemsize, self._blk_bytes
+        ub, isz, bb = self._v, dt.itemsize, self._blk_bytes
         if all(blk == 1 for _, blk, _ in ops):
             if mask == lanes and all(rep == self._nblk for _, _, rep in ops):
                 n = repeat * lanes
-                return [[_view(ub, base, (n,), (isz,), dt) for base, _, _ in ops]]
-            return [[_view(ub, base, (repeat, mask), (rep * bb, isz), dt) for base, _, rep in ops]]
+                return [[ub("ub", base, (n,), (isz,), dt) for base, _, _ in ops]]
+            return [[ub("ub", base, (repeat, mask), (rep * bb, isz), dt) for base, _, rep in ops]]
         nfull, rem = divmod(mask, e)
         out = []
         if nfull:
-            out.append([_view(ub, base, (repeat, nfull, e), (rep * bb, blk * bb, isz), dt) for base, blk, rep in ops])
+            out.append([ub("ub", base, (repeat, nfull, e), (rep * bb, blk * bb, isz), dt) for base, blk, rep in ops])
         if rem:
-            out.append([_view(ub, base + nfull * blk * bb, (repeat, rem), (rep * bb, isz), dt)
+            out.append([ub("ub", base + nfull * blk * bb, (repeat, rem), (rep * bb, isz), dt)
                         for base, blk, rep in ops])
         return out
 
@@ -700,13 +862,14 @@ class AICore:
         plans: dict[tuple, list] = {}
         # overflow detection: the plan's float views, and whether the destination overlaps a source
         watched: dict[tuple, tuple[bool, bool]] = {}
+        self._plan_caches += [plans, watched]  # cleared when the run's lanes change
         watch_op = m in _CAN_OVERFLOW
         divisor = _DIVISOR.get(m)
 
         def run(v) -> None:
             plan = plans.get(v)
             if plan is not None:
-                if watch_op and self._ovf_watch and watched[v][0]:
+                if watch_op and self._ovf_watch is not None and watched[v][0]:
                     return checked(plan, watched[v][1])
                 for views in plan:
                     op(*views)
@@ -728,22 +891,30 @@ class AICore:
                 plans.clear()
                 watched.clear()
             plans[v] = plan
-            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0], x) for p in plan for x in p[1:-1]))
-            if watch_op and self._ovf_watch and watched[v][0]:
+            # aliasing within one lane (every lane's operands sit at the same offsets)
+            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1]))
+            if watch_op and self._ovf_watch is not None and watched[v][0]:
                 return checked(plan, watched[v][1])
             for views in plan:
                 op(*views)
 
         def checked(plan, alias: bool) -> None:
             # operands are checked after the op unless the destination overlaps them
+            n = self._n
             srcs = [x for p in plan for x in p[1:-1]]
-            bad_in = alias and any(nonfinite(x) for x in srcs)
+            bad_in = _any_nonfinite(srcs, n) if alias else None
             for views in plan:
                 op(*views)
-            if any(nonfinite(p[0]) for p in plan) and not bad_in and all(np.isfinite(p[-1]) for p in plan) and \
-                    (alias or not any(nonfinite(x) for x in srcs)):
-                # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
-                self._ovf_hit = divisor is None or any(np.any(~np.isfinite(p[0]) & (p[divisor] != 0)) for p in plan)
+            hit = _any_nonfinite([p[0] for p in plan], n) & self._ovf_watch
+            if not hit.any() or not all(np.isfinite(p[-1]) for p in plan):
+                return
+            hit &= ~(bad_in if alias else _any_nonfinite(srcs, n))
+            if divisor is not None:  # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
+                quot = np.zeros(n, bool)
+                for p in plan:
+                    quot |= (~np.isfinite(p[0]) & (p[divisor] != 0)).reshape(n, -1).any(axis=1)
+                hit &= quot
+            self._hit(hit)
 
         return run
 
@@ -755,16 +926,15 @@ class AICore:
         if not 1 <= mask <= n:
             raise _Fault(f"mask {mask} outside [1, {n}]")
         self._nonneg(dst_rep=dr, src0_rep=s0r)
-        bb, ub = self._blk_bytes, self.bufs["ub"]
+        bb = self._blk_bytes
         self._onchip("ub", "dst", dst, (repeat - 1) * dr * bb + mask * ddt.itemsize)
         self._onchip("ub", "src0", s0, (repeat - 1) * s0r * bb + mask * sdt.itemsize)
-        s = _view(ub, s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
-        d = _view(ub, dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
-        if ddt.itemsize < sdt.itemsize and self._ovf_watch:
-            bad = nonfinite(s)
+        s = self._v("ub", s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
+        d = self._v("ub", dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
+        if ddt.itemsize < sdt.itemsize and self._ovf_watch is not None:
+            bad = nonfinite_lanes(s)
             np.copyto(d, s, casting="unsafe")
-            if not bad:
-                self._watch(d)
+            self._watch(d, bad=bad)
             return
         np.copyto(d, s, casting="unsafe")
 
@@ -773,7 +943,7 @@ class AICore:
         self._nonneg(**{f"{what}_rep": rep})
         bb = self._blk_bytes
         self._onchip("ub", what, base, (repeat - 1) * rep * bb + mask * dt.itemsize)
-        return _view(self.bufs["ub"], base, (repeat, mask), (rep * bb, dt.itemsize), dt)
+        return self._v("ub", base, (repeat, mask), (rep * bb, dt.itemsize), dt)
 
     def _vcmpv(self, v) -> None:
         code, mode, dst, s0, s1, repeat, mask, dr, s0r, s1r = v
@@ -803,10 +973,10 @@ class AICore:
             raise _Fault(f"mask {mask} outside [1, {n}]")
         s = self._contiguous("src0", s0, s0r, repeat, mask, sdt)
         d = self._contiguous("dst", dst, dr, repeat, mask, ddt)
-        bad = self._ovf_watch and ddt in _EXP_BITS and nonfinite(s)
+        bad = nonfinite_lanes(s) if self._ovf_watch is not None and ddt in _EXP_BITS else None
         np.copyto(d, convert(s, ddt, isa.ROUND_MODES[rnd]), casting="unsafe")
-        if ddt in _EXP_BITS and not bad:
-            self._watch(d)
+        if ddt in _EXP_BITS:
+            self._watch(d, bad=bad)
 
     def _reduce(self, v, is_max: bool) -> None:
         code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
@@ -815,11 +985,13 @@ class AICore:
         self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
         self._onchip("ub", "dst", dst, repeat * isz)
         acc = None
+        n = self._n
         for (p,) in self._pieces([(s0, s0b, s0r)], repeat, mask, lanes, e, dt):
-            p = p.reshape(repeat, -1)
-            r = p.max(axis=1) if is_max else p.sum(axis=1, dtype=_F32)
+            p = p.reshape(n, repeat, -1)
+            # a float sum per lane, exactly as on one core (numpy's summation order follows the layout)
+            r = p.max(axis=2) if is_max else np.stack([p[j].sum(axis=1, dtype=_F32) for j in range(n)])
             acc = r if acc is None else (np.maximum(acc, r) if is_max else acc + r)
-        d = _view(self.bufs["ub"], dst, (repeat,), (isz,), dt)
+        d = self._v("ub", dst, (repeat,), (isz,), dt)
         np.copyto(d, acc, casting="unsafe")
         if not is_max:  # a float32 sum narrowed to float16 may overflow
             self._watch(d, acc)
@@ -832,13 +1004,14 @@ class AICore:
         isz, n = dt.itemsize, repeat * self._rep_bytes
         self._onchip("ub", "src0", s0, isz)
         self._onchip("ub", "dst", dst, n)
-        ub = self.bufs["ub"]
-        _view(ub, dst, (n // isz,), (isz,), dt)[...] = _view(ub, s0, (), (), dt)[()]
+        self._v("ub", dst, (n // isz,), (isz,), dt)[...] = self._v("ub", s0, (), (), dt)[:, None]
 
     # -----------------------------------------------------------------------------------------
     # sync (no functional effect)
 
     def _flag(self, v) -> None:
+        if v in self._flags_ok:
+            return
         sp, dp, ev = v
         for name, p in (("src_pipe", sp), ("dst_pipe", dp)):
             if p not in _FLAG_PIPES:
@@ -846,6 +1019,7 @@ class AICore:
                                                                          if q.value in _FLAG_PIPES) + ")")
         if not 0 <= ev < self.spec.event_ids:
             raise _Fault(f"event id {ev} outside [0, {self.spec.event_ids})")
+        self._flags_ok.add(v)
 
     def _pipe_barrier(self, v) -> None:
         (p,) = v
