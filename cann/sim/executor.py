@@ -28,6 +28,7 @@ from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
+from cann.sim import lockstep
 from cann.sim.spmd import check_control, dynamic_instructions, stream
 
 #: the most instructions one run_model call executes, summed over launches and blocks (counted from
@@ -310,6 +311,20 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
     return prog, core_kind(load_soc(soc), prog, name)
 
 
+def _lockstep_groups(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], spec: SocSpec, gm_size: int,
+                     cores: int) -> list[list[int]] | None:
+    """The lockstep groups of a launch (:func:`cann.sim.lockstep.plan`), None to run it block by block."""
+    try:
+        blocks = [stream(prog, b, args) for b in range(block_dim)]
+    except ValueError:
+        return None  # the per-block path reports it at its block
+    extents: dict[int, dict | None] = {}
+    for code, _ in blocks:
+        if id(code) not in extents:
+            extents[id(code)] = lockstep.gm_extents(getattr(code, "code", code), spec)
+    return lockstep.plan(blocks, extents, gm_size, cores)
+
+
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
               max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
@@ -360,13 +375,16 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     # overflow detection needs finite inputs (an inf given is not an overflow of the model's)
     detect = all(np.dtype(t.dtype) not in _FLOATS or not nonfinite(np.asarray(inputs[t.name])) for t in om.inputs)
 
-    cores: dict[tuple[str, int], AICore] = {}
+    cores: dict[str, AICore] = {}  # per core kind, one lane per physical core
     stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
     for li, la in enumerate(om.launches):
         k = om.kernels[la.kernel]
         prog, kind = decoded[la.kernel]
         ncores = spec.core_count("aiv" if kind == "aiv" else "aic")
         active = min(k.block_dim, ncores)
+        core = cores.get(kind)
+        if core is None:
+            core = cores[kind] = AICore(spec, lanes=ncores)
         runs: list[KernelStats] = []
         # cores running the same stream (the same block_if sections) share its schedule: costs depend
         # on sizes, not addresses, and the sync checks compare one core's own accesses, whose GM
@@ -375,23 +393,37 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         share = sim_checks != "warn" and len(set(la.args)) == len(la.args) and \
             not any(ins.defn.group == "dma_reg" for ins in prog)
         timings: dict[int, Timing] = {}
-        for b in range(k.block_dim):
-            core = cores.get((kind, b % ncores))
-            if core is None:
-                core = cores[(kind, b % ncores)] = AICore(spec)
+
+        def name(b: int) -> str:
+            return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"
+
+        # blocks running the same stream execute together (cann.sim.lockstep) when that is exact
+        groups = _lockstep_groups(prog, k.block_dim, tuple(la.args), spec, gm.size, ncores) \
+            if share and lockstep.ENABLED and k.block_dim > 1 else None
+        if groups is not None:
+            for g in groups:
+                streams = [stream(prog, b, tuple(la.args)) for b in g]
+                bprog = streams[0][0]
+                core.block_idx = g[0]
+                runs += core.run_lanes(bprog, gm, [a for _, a in streams], [name(b) for b in g], lane0=g[0] % ncores,
+                                       checks=sim_checks, active_cores=active, detect_overflow=detect,
+                                       timing=timings.get(id(bprog)))
+                timings.setdefault(id(bprog), runs[-1].timing)
+        for b in range(k.block_dim if groups is None else 0):
             core.block_idx = b
             try:
                 bprog, bargs = stream(prog, b, tuple(la.args))
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
-            runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",
-                                 checks=sim_checks, active_cores=active, detect_overflow=detect,
-                                 timing=timings.get(id(bprog)) if share else None))
+            runs.append(core.run(bprog, gm, bargs, name(b), checks=sim_checks, active_cores=active,
+                                 detect_overflow=detect, timing=timings.get(id(bprog)) if share else None,
+                                 lane=b % ncores))
             if share:
                 timings.setdefault(id(bprog), runs[-1].timing)
-            stats.problems += runs[-1].problems
-            if stats.overflow is None and runs[-1].overflow is not None:
-                stats.overflow = _overflow_message(om, li, k.name, runs[-1], k.nodes)
+        for run in runs:
+            stats.problems += run.problems
+            if stats.overflow is None and run.overflow is not None:
+                stats.overflow = _overflow_message(om, li, k.name, run, k.nodes)
         waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
         ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves, la.work)
         stats.kernels.append(ls)
