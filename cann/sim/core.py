@@ -20,6 +20,7 @@ races, deadlocking waits, flags set twice (errors, or warnings with ``checks="wa
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -179,6 +180,28 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dty
     return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
 
 
+class _Recorded(Sequence):
+    """The first :data:`RECORD_LIMIT` instructions of a stream, walked when first looked at."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._list: list | None = None
+
+    def _items(self) -> list:
+        if self._list is None:
+            self._list = list(islice(iter(self._stream), RECORD_LIMIT))
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __getitem__(self, i):
+        return self._items()[i]
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other)
+
+
 def _step(bases: tuple[int, ...]) -> int | None:
     """The common difference of ``bases`` (0 for one base), None when they are not an arithmetic
     progression."""
@@ -222,7 +245,7 @@ class AICore:
         self._frac = spec.cube.fractal_bytes
         self.gm = np.zeros(0, np.uint8)
         self.args: tuple[int, ...] = ()  # the first lane's argument bases
-        self._lane0, self._n = 0, 1  # the lanes of the current run: [lane0, lane0 + n)
+        self._lane0, self._n, self._lane_step = 0, 1, 1  # the lanes of the current run: lane0 + j * lane_step
         self._bases: list[tuple[int, ...]] = []  # per argument, its base on each lane of the run
         self._steps: list[int | None] = []  # per argument, the bases' common difference (None: not arithmetic)
         #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them), per lane;
@@ -235,6 +258,8 @@ class AICore:
         #: the first such instruction per lane and stops watching it
         self._ovf_watch: np.ndarray | None = None
         self._ovf_hit: np.ndarray | None = None
+        #: the GM access checker of a lockstep launch (cann.sim.lockstep.Guard), None outside one
+        self.guard = None
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
         self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
         self._exec: dict[str, callable] = {}
@@ -285,12 +310,15 @@ class AICore:
                               active_cores=active_cores, detect_overflow=detect_overflow, timing=timing)[0]
 
     def run_lanes(self, instrs: list[isa.Instr], gm: np.ndarray, args: list[tuple[int, ...]], names: list[str], *,
-                  lane0: int = 0, checks: str = "error", active_cores: int = 1, detect_overflow: bool = True,
-                  timing: Timing | None = None) -> list[KernelStats]:
-        """:meth:`run` of the same ``instrs`` on lanes ``lane0 .. lane0 + len(args) - 1`` in lockstep,
-        lane ``lane0 + j`` with argument bases ``args[j]`` (the same number of arguments each) and
+                  lane0: int = 0, lane_step: int = 1, checks: str = "error", active_cores: int = 1,
+                  detect_overflow: bool = True, timing: Timing | None = None,
+                  own: list[tuple] | None = None) -> list[KernelStats]:
+        """:meth:`run` of the same ``instrs`` on lanes ``lane0 + j * lane_step`` (j < ``len(args)``) in
+        lockstep, lane j with argument bases ``args[j]`` (the same number of arguments each) and
         named ``names[j]`` in errors; returns one :class:`KernelStats` per lane (shared schedule:
-        computed with ``args[0]`` unless ``timing`` is given).
+        computed with ``args[0]`` unless ``timing`` is given). ``own[j]``: ``(stream, args, timing or
+        None)`` when lane j's block runs its own stream, one that ``instrs`` with ``args[j]`` executes
+        exactly (:func:`cann.sim.lockstep.congruent`): its schedule and records are that stream's.
 
         Each instruction runs on every lane before the next one runs, so the result equals running
         the lanes one after another only when no lane writes GM bytes another lane reads or
@@ -304,11 +332,12 @@ class AICore:
         if gm.dtype != _U8 or gm.ndim != 1 or not gm.flags.c_contiguous or not gm.flags.writeable:
             raise ValueError("gm must be a writable 1-D contiguous uint8 array")
         n = len(args)
-        if n < 1 or len(names) != n or not 0 <= lane0 <= self.lanes - n or len({len(a) for a in args}) != 1:
-            raise ValueError(f"{n} lanes from lane {lane0} with {len(names)} names on a core of {self.lanes} lanes, "
-                             f"argument counts {sorted({len(a) for a in args})}")
-        if (lane0, n) != (self._lane0, self._n):
-            self._lane0, self._n = lane0, n
+        if n < 1 or len(names) != n or lane_step < 1 or not 0 <= lane0 <= self.lanes - 1 - (n - 1) * lane_step or \
+                len({len(a) for a in args}) != 1:
+            raise ValueError(f"{n} lanes from lane {lane0} step {lane_step} with {len(names)} names on a core of "
+                             f"{self.lanes} lanes, argument counts {sorted({len(a) for a in args})}")
+        if (lane0, n, lane_step) != (self._lane0, self._n, self._lane_step):
+            self._lane0, self._n, self._lane_step = lane0, n, lane_step
             for c in self._plan_caches:
                 c.clear()
         self.gm = gm
@@ -360,12 +389,21 @@ class AICore:
             self._ovf_watch = self._ovf_hit = None
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        t = timing if timing is not None else schedule(instrs, self.spec, shared, full, self.args, names[0],
-                                                       checks, SimError, self.reg_trace, record=RECORD_LIMIT)
-        busy, busy_full = dict(zip(_PIPE_NAMES, t.busy)), dict(zip(_PIPE_NAMES, t.busy_full))
-        return [KernelStats(int(t.cycles), i + 1, dict(busy), dict(busy_full), t.gm_read_bytes, t.gm_write_bytes,
-                            sum(t.busy), t, t.problems, program, macs, overflow[j],
-                            overflow_op[j] if overflow[j] is not None else None) for j in range(n)]
+        own = own or [(instrs, args[j], None) for j in range(n)]
+        times: dict[int, Timing] = {} if timing is None else {id(instrs): timing}
+        out = []
+        for j, (code, cargs, t) in enumerate(own):
+            if t is None:
+                t = times.get(id(code))
+            if t is None:
+                t = schedule(code, self.spec, shared, full, tuple(cargs), names[j], checks, SimError, self.reg_trace,
+                             record=RECORD_LIMIT)
+            times.setdefault(id(code), t)
+            out.append(KernelStats(int(t.cycles), i + 1, dict(zip(_PIPE_NAMES, t.busy)),
+                                   dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
+                                   sum(t.busy), t, t.problems, program if code is instrs else _Recorded(code),
+                                   macs, overflow[j], overflow_op[j] if overflow[j] is not None else None))
+        return out
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic
@@ -435,12 +473,16 @@ class AICore:
         """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes."""
         mem = self.mem[buf]
         size = mem.shape[1]
-        return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (size,) + strides, dt)
+        return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (self._lane_step * size,) + strides, dt)
 
-    def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray | list:
+    def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8,
+            write: bool = False) -> np.ndarray | list:
         """GM operand ``args[arg] + off`` (checked by :meth:`_gm_addr`): one ``(n,) + shape`` view when
-        the lanes' bases are evenly spaced, else a list of one ``shape`` view per lane."""
+        the lanes' bases are evenly spaced, else a list of one ``shape`` view per lane. A ``guard``
+        (:class:`cann.sim.lockstep.Guard`) sees the access first."""
         bases, step = self._bases[arg], self._steps[arg]
+        if self.guard is not None:
+            self.guard.access(bases, step, off, shape, strides, dt.itemsize, write)
         if step is not None:
             return _view(self.gm, bases[0] + off, (self._n,) + shape, (step,) + strides, dt)
         return [_view(self.gm, b + off, shape, strides, dt) for b in bases]
@@ -564,7 +606,7 @@ class AICore:
         self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
         self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
         shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
-        self._put(self._gm(dst_arg, dst, shape, dst_st), self._v("ub", src, shape, sst))
+        self._put(self._gm(dst_arg, dst, shape, dst_st, write=True), self._v("ub", src, shape, sst))
 
     def _nd2nz(self, v) -> None:
         code, dst, src_arg, src, rows, cols, stride = v

@@ -25,7 +25,7 @@ from cann.codegen.om import FP16_PRECISION_MODES, LaunchWork, OfflineModel, vali
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
-from cann.sim.core import AICore, KernelStats, nonfinite
+from cann.sim.core import AICore, KernelStats, SimError, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
 from cann.sim import lockstep
@@ -311,18 +311,36 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
     return prog, core_kind(load_soc(soc), prog, name)
 
 
-def _lockstep_groups(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], spec: SocSpec, gm_size: int,
-                     cores: int) -> list[list[int]] | None:
-    """The lockstep groups of a launch (:func:`cann.sim.lockstep.plan`), None to run it block by block."""
+def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm: np.ndarray, ncores: int,
+                  timings: dict[int, Timing], name, **kw) -> list[KernelStats] | None:
+    """Run a launch's blocks in lockstep groups (:mod:`cann.sim.lockstep`); None (GM untouched) when
+    it must run block by block."""
+    args = tuple(la.args)
     try:
-        blocks = [stream(prog, b, args) for b in range(block_dim)]
+        blocks = [stream(prog, b, args) for b in range(k.block_dim)]
     except ValueError:
         return None  # the per-block path reports it at its block
-    extents: dict[int, dict | None] = {}
-    for code, _ in blocks:
-        if id(code) not in extents:
-            extents[id(code)] = lockstep.gm_extents(getattr(code, "code", code), spec)
-    return lockstep.plan(blocks, extents, gm_size, cores)
+    p = lockstep.plan(blocks, spec, gm.size, ncores)
+    if p is None:
+        return None
+    groups, bases, regions = p
+    guard = core.guard = lockstep.Guard(gm, regions)
+    runs: list[KernelStats] = []
+    try:
+        for g in groups:
+            own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0]))) for b in g]
+            guard.ids = np.array(g, np.uint16)
+            core.block_idx = g[0]
+            runs += core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
+                                   lane0=g[0] % ncores, lane_step=g[1] - g[0] if len(g) > 1 else 1, own=own, **kw)
+            for b, r in zip(g, runs[-len(g):]):
+                timings.setdefault(id(blocks[b][0]), r.timing)
+    except (lockstep.Conflict, SimError):
+        guard.restore()  # undo the launch's GM writes: the per-block path runs it (and reports any error in order)
+        return None
+    finally:
+        core.guard = None
+    return runs
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
@@ -397,19 +415,12 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         def name(b: int) -> str:
             return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"
 
-        # blocks running the same stream execute together (cann.sim.lockstep) when that is exact
-        groups = _lockstep_groups(prog, k.block_dim, tuple(la.args), spec, gm.size, ncores) \
+        # blocks running the same code execute together (cann.sim.lockstep) when that is exact
+        locked = _run_lockstep(core, prog, la, k, spec, gm, ncores, timings, name, checks=sim_checks,
+                           active_cores=active, detect_overflow=detect) \
             if share and lockstep.ENABLED and k.block_dim > 1 else None
-        if groups is not None:
-            for g in groups:
-                streams = [stream(prog, b, tuple(la.args)) for b in g]
-                bprog = streams[0][0]
-                core.block_idx = g[0]
-                runs += core.run_lanes(bprog, gm, [a for _, a in streams], [name(b) for b in g], lane0=g[0] % ncores,
-                                       checks=sim_checks, active_cores=active, detect_overflow=detect,
-                                       timing=timings.get(id(bprog)))
-                timings.setdefault(id(bprog), runs[-1].timing)
-        for b in range(k.block_dim if groups is None else 0):
+        runs = locked or []
+        for b in range(k.block_dim if locked is None else 0):
             core.block_idx = b
             try:
                 bprog, bargs = stream(prog, b, tuple(la.args))

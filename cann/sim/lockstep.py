@@ -36,6 +36,8 @@ ENABLED = True
 _CONTROL = frozenset({"loop_begin", "loop_end", "loop_offset", "loop_rotate", "loop_rotate_event",
                       "block_offset", "block_offset_mod", "block_if", "block_endif"})
 _GM_FIELDS = (("src_arg", "src"), ("dst_arg", "dst"))
+#: resolved before a core runs: their fields do not change what the core executes
+_NO_EFFECT = frozenset({"block_if", "block_endif"})
 
 
 class _Zeros:
@@ -107,37 +109,189 @@ def gm_extents(code: list[isa.Instr], spec: SocSpec) -> dict[int, tuple[int, int
     return {a: tuple(e) for a, e in ext.items()}
 
 
-def plan(blocks: list[tuple[object, tuple[int, ...]]], extents: dict[int, dict | None], gm_size: int,
-         cores: int) -> list[list[int]] | None:
-    """The lockstep groups of a launch, or None when it must run block by block.
+class Conflict(Exception):
+    """Two blocks of a lockstep launch access the same GM bytes, one of them writing: the launch must
+    run block by block (after :meth:`Guard.restore`)."""
 
-    ``blocks[b]``: block ``b``'s ``(stream, argument bases)``; ``extents[id(stream)]``: its
-    :func:`gm_extents`. Groups are lists of consecutive block indices of one wave (``cores``
-    blocks) running the same stream, in block order."""
-    reads, writes = [], []  # (lo, hi, block) in arena bytes
+
+_NONE, _MANY = 0xFFFF, 0xFFFE
+
+
+class Guard:
+    """Watches the GM accesses of a lockstep launch inside the bytes it may write (``regions``,
+    disjoint sorted ``(lo, hi)``): per byte the block that wrote it and the block(s) that read it.
+    :meth:`access` raises :class:`Conflict` when a block writes bytes another block read or wrote,
+    or reads bytes another block wrote, or an access straddles a region's edge. The regions' bytes
+    are saved first, so :meth:`restore` undoes the launch's GM writes."""
+
+    def __init__(self, gm: np.ndarray, regions: list[tuple[int, int]]):
+        self.gm = gm
+        self.regions = regions
+        self.saved = [gm[lo:hi].copy() for lo, hi in regions]
+        self.writer = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions]
+        self.reader = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions]
+        self.ids = np.zeros(0, np.uint16)  # the block of each lane of the current group
+
+    def restore(self) -> None:
+        for (lo, hi), b in zip(self.regions, self.saved):
+            self.gm[lo:hi] = b
+
+    def access(self, bases: tuple[int, ...], step: int | None, off: int, shape: tuple, strides: tuple, isz: int,
+               write: bool) -> None:
+        """A GM operand at ``bases[j] + off`` on lane j (byte strides, elements of ``isz`` bytes)."""
+        ext = sum((k - 1) * st for k, st in zip(shape, strides)) + isz
+        lo, hi = min(bases) + off, max(bases) + off + ext
+        for r, (rlo, rhi) in enumerate(self.regions):
+            if lo < rhi and rlo < hi:
+                break
+        else:
+            return
+        if not (rlo <= lo and hi <= rhi):
+            raise Conflict
+        n = len(bases)
+        shape_b, strides_b = shape + (isz,), tuple(2 * st for st in strides) + (2,)
+
+        def view(buf, addr, sh, st):
+            return np.ndarray(sh, np.uint16, buffer=buf, offset=2 * (addr - rlo), strides=st)
+
+        W, R = self.writer[r], self.reader[r]
+        if write and step is not None:
+            me = self.ids.reshape((n,) + (1,) * len(shape_b))
+            sh, st = (n,) + shape_b, (2 * step,) + strides_b
+            w, rd = view(W, bases[0] + off, sh, st), view(R, bases[0] + off, sh, st)
+            if not (((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
+                raise Conflict
+            w[...] = me
+            if not (w == me).all():  # two lanes wrote the same bytes
+                raise Conflict
+            return
+        for j, base in enumerate(bases):  # lane by lane, in block order
+            me = self.ids[j]
+            w, rd = view(W, base + off, shape_b, strides_b), view(R, base + off, shape_b, strides_b)
+            if not ((w == _NONE) | (w == me)).all():
+                raise Conflict
+            if write:
+                if not ((rd == _NONE) | (rd == me)).all():
+                    raise Conflict
+                w[...] = me
+            else:
+                rd[...] = np.where((rd == _NONE) | (rd == me), me, _MANY)
+
+
+_CONGRUENT: dict[tuple[int, int], tuple] = {}
+_GM_OF: dict[isa.InstrDef, tuple] = {}
+
+
+def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
+    """(argument field, offset field) of each GM operand of an instruction."""
+    f = _GM_OF.get(defn)
+    if f is None:
+        names = defn.field_names
+        f = _GM_OF[defn] = tuple((names.index(a), names.index(o)) for a, o in _GM_FIELDS if a in names and o in names)
+    return f
+
+
+def congruent(a: list[isa.Instr], b: list[isa.Instr]) -> dict[int, int] | None:
+    """``{arg: delta}`` when static codes ``a`` and ``b`` are the same instructions except for GM
+    offsets that differ by one constant per argument (``b`` = ``a`` with argument ``arg``'s base
+    moved by ``delta``), else None. Cached per pair of code objects."""
+    if a is b:
+        return {}
+    key = (id(a), id(b))
+    hit = _CONGRUENT.get(key)
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    deltas: dict[int, int] | None = {}
+    if len(a) != len(b):
+        deltas = None
+    else:
+        for x, y in zip(a, b):
+            if x.defn is not y.defn:
+                deltas = None
+                break
+            gm = _gm_fields(x.defn)
+            if not gm:
+                if x is y or x.values == y.values or x.defn.mnemonic in _NO_EFFECT:
+                    continue
+                deltas = None
+                break
+            xv, yv = list(x.values), list(y.values)
+            for fa, fo in gm:
+                if xv[fa] != yv[fa]:
+                    break
+                d = yv[fo] - xv[fo]
+                if deltas.setdefault(xv[fa], d) != d:
+                    break
+                yv[fo] = xv[fo]
+            else:
+                if xv == yv:
+                    continue
+            deltas = None
+            break
+    if len(_CONGRUENT) >= 4096:
+        _CONGRUENT.clear()
+    _CONGRUENT[key] = (a, b, deltas)
+    return deltas
+
+
+def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: int, cores: int):
+    """The lockstep plan of a launch, or None when it must run block by block: ``(groups, bases,
+    regions)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is an arithmetic
+    progression of block indices within one wave (``cores`` blocks), so its cores (lanes ``b %
+    cores``) are evenly spaced, whose streams are :func:`congruent` to the first one's; groups come
+    in the order of their first blocks. ``bases[b]``: block ``b``'s argument bases for running its
+    group's first stream (its own moved by the deltas); ``regions``: the disjoint GM byte ranges
+    the launch may write (for :class:`Guard`)."""
+    groups: list[list[int]] = []
+    bases: list[tuple[int, ...]] = [()] * len(blocks)
+    wave: list[list[int]] = []  # the groups of the current wave
     for b, (code, args) in enumerate(blocks):
-        ext = extents[id(code)]
+        if b % cores == 0:
+            wave = []
+        for g in wave:
+            if len(g) > 1 and b - g[-1] != g[1] - g[0]:
+                continue
+            head = blocks[g[0]][0]
+            deltas = congruent(getattr(head, "code", head), getattr(code, "code", code))
+            if deltas is None:
+                continue
+            moved = list(args)
+            for a, d in deltas.items():
+                if not 0 <= a < len(moved):
+                    return None
+                moved[a] += d
+            bases[b] = tuple(moved)
+            g.append(b)
+            break
+        else:
+            wave.append([b])
+            groups.append(wave[-1])
+            bases[b] = tuple(args)
+    extents: dict[int, tuple] = {}
+    writes = []
+    for g in groups:
+        code = blocks[g[0]][0]
+        if id(code) not in extents:
+            extents[id(code)] = (code, gm_extents(getattr(code, "code", code), spec))
+        ext = extents[id(code)][1]
         if ext is None:
             return None
-        for a, (rlo, rhi, wlo, whi) in ext.items():
-            if not 0 <= a < len(args):
-                return None
-            for lo, hi, out in ((rlo, rhi, reads), (wlo, whi, writes)):
-                if lo < hi:
-                    lo, hi = args[a] + lo, args[a] + hi
-                    if lo < 0 or hi > gm_size:
-                        return None  # a GM fault: the per-block path reports it in order
-                    out.append((lo, hi, b))
-    if writes and len(blocks) > 1:
-        w = np.array(writes, np.int64)
-        acc = np.array(writes + reads, np.int64)
-        clash = (w[:, None, 0] < acc[None, :, 1]) & (acc[None, :, 0] < w[:, None, 1]) & (w[:, None, 2] != acc[None, :, 2])
-        if clash.any():
-            return None  # blocks race on GM: keep the sequential result
-    groups: list[list[int]] = []
-    for b, (code, _) in enumerate(blocks):
-        if groups and b % cores and blocks[groups[-1][-1]][0] is code:
-            groups[-1].append(b)
+        for b in g:
+            args = bases[b]
+            for a, (rlo, rhi, wlo, whi) in ext.items():
+                if not 0 <= a < len(args):
+                    return None
+                for lo, hi, w in ((rlo, rhi, False), (wlo, whi, True)):
+                    if lo < hi:
+                        lo, hi = args[a] + lo, args[a] + hi
+                        if lo < 0 or hi > gm_size:
+                            return None  # a GM fault: the per-block path reports it in order
+                        if w:
+                            writes.append((lo, hi))
+    regions: list[tuple[int, int]] = []
+    for lo, hi in sorted(writes):
+        if regions and lo <= regions[-1][1]:
+            regions[-1] = (regions[-1][0], max(regions[-1][1], hi))
         else:
-            groups.append([b])
-    return groups
+            regions.append((lo, hi))
+    return groups, bases, regions
