@@ -312,13 +312,15 @@ class AICore:
     def run_lanes(self, instrs: list[isa.Instr], gm: np.ndarray, args: list[tuple[int, ...]], names: list[str], *,
                   lane0: int = 0, lane_step: int = 1, checks: str = "error", active_cores: int = 1,
                   detect_overflow: bool = True, timing: Timing | None = None,
-                  own: list[tuple] | None = None) -> list[KernelStats]:
+                  own: list[tuple] | None = None, same_timing: bool = False) -> list[KernelStats]:
         """:meth:`run` of the same ``instrs`` on lanes ``lane0 + j * lane_step`` (j < ``len(args)``) in
         lockstep, lane j with argument bases ``args[j]`` (the same number of arguments each) and
         named ``names[j]`` in errors; returns one :class:`KernelStats` per lane (shared schedule:
         computed with ``args[0]`` unless ``timing`` is given). ``own[j]``: ``(stream, args, timing or
         None)`` when lane j's block runs its own stream, one that ``instrs`` with ``args[j]`` executes
-        exactly (:func:`cann.sim.lockstep.congruent`): its schedule and records are that stream's.
+        exactly (:func:`cann.sim.lockstep.congruent`): its records are that stream's, and so is its
+        schedule unless ``same_timing`` (every lane takes the first lane's: the caller knows they
+        are equal).
 
         Each instruction runs on every lane before the next one runs, so the result equals running
         the lanes one after another only when no lane writes GM bytes another lane reads or
@@ -394,7 +396,7 @@ class AICore:
         out = []
         for j, (code, cargs, t) in enumerate(own):
             if t is None:
-                t = times.get(id(code))
+                t = out[0].timing if same_timing and out else times.get(id(code))
             if t is None:
                 t = schedule(code, self.spec, shared, full, tuple(cargs), names[j], checks, SimError, self.reg_trace,
                              record=RECORD_LIMIT)
@@ -666,7 +668,10 @@ class AICore:
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
         self._onchip("l0a", "dst", dst, m_count * k_count * isz)
         n = self._n
-        out = np.zeros((n, m_count, k_count), dt)
+        m0 = self._m0
+        # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
+        dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
+                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
         k_total = c1 * k_per_c1
@@ -683,8 +688,8 @@ class AICore:
                              f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
             r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
             fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
-            m = np.arange(m_start, m_hi)
-            mi, mj = m // wo - oh0, m % wo
+            full = m_hi - m_start == m_count and k_hi - k_start == k_count
+            out = None if full else np.zeros((n, m_count, k_count), dt)
             chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
             for j0 in range(0, n, chunk):
                 nj = min(chunk, n - j0)
@@ -696,13 +701,18 @@ class AICore:
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
                 win = np.lib.stride_tricks.as_strided(
                     slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
-                rows = win[:, :, mi, mj]  # (n, c1', M, kh, kw, c0)
-                rows = rows.transpose(0, 2, 1, 3, 4, 5).reshape(nj, m_hi - m_start, -1)
-                out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = \
-                    rows[:, :, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
-        m0 = self._m0
-        z = out.reshape(n, m_count // m0, m0, k_count // k0, k0).transpose(0, 1, 3, 2, 4)
-        self._v("l0a", dst, z.shape[1:], (k_count * m0 * isz, m0 * k0 * isz, k0 * isz, isz), dt)[...] = z
+                # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
+                rows = win.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, (oh1 - oh0 + 1) * wo, -1)
+                rows = rows[:, m_start - oh0 * wo:m_hi - oh0 * wo, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+                if full:
+                    dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
+                else:
+                    out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
+            if full:
+                return
+        else:
+            out = np.zeros((n, m_count, k_count), dt)
+        dst5[...] = out.reshape(dst5.shape)
 
     # -----------------------------------------------------------------------------------------
     # cube
@@ -721,10 +731,11 @@ class AICore:
         self._onchip("l0b", "b", b, k * n * isz)
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
         nl = self._n
-        A = self._as_f32("l0a", a, m * k, dt).reshape(nl, m // m0, k // k0, m0, k0)
-        B = self._as_f32("l0b", b, k * n, dt).reshape(nl, k // k0, n // n0, n0, k0)
-        A = A.transpose(0, 1, 3, 2, 4).reshape(nl, m, k)
-        B = B.transpose(0, 1, 4, 2, 3).reshape(nl, k, n)
+        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
+        A = self._as_f32("l0a", a, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
+                         dt).reshape(nl, m, k)
+        B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
+                         dt).reshape(nl, k, n)
         # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
         C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
         out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
@@ -733,13 +744,13 @@ class AICore:
         else:
             out += C
 
-    def _as_f32(self, buf: str, off: int, count: int, dt: np.dtype) -> np.ndarray:
-        """``count`` contiguous elements of ``dt`` at byte ``off`` of ``buf`` on every lane as a new
-        ``(n, count)`` float32 array (float16 through a 64 Ki-entry table: exact, and faster than
-        numpy's float16 cast)."""
+    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
+        """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane
+        as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
+        exact, and faster than numpy's float16 cast)."""
         if dt.itemsize == 2:
-            return np.take(_F16_TO_F32, self._v(buf, off, (count,), (2,), np.dtype(np.uint16)))
-        return self._v(buf, off, (count,), (4,), _F32).copy()
+            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)))
+        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
 
     def _l0c_to_ub(self, v) -> None:
         code, dst, src, n1, m, src_m = v

@@ -236,12 +236,15 @@ def congruent(a: list[isa.Instr], b: list[isa.Instr]) -> dict[int, int] | None:
 
 def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: int, cores: int):
     """The lockstep plan of a launch, or None when it must run block by block: ``(groups, bases,
-    regions)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is an arithmetic
+    regions, same)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is an arithmetic
     progression of block indices within one wave (``cores`` blocks), so its cores (lanes ``b %
     cores``) are evenly spaced, whose streams are :func:`congruent` to the first one's; groups come
     in the order of their first blocks. ``bases[b]``: block ``b``'s argument bases for running its
     group's first stream (its own moved by the deltas); ``regions``: the disjoint GM byte ranges
-    the launch may write (for :class:`Guard`)."""
+    the launch may write (for :class:`Guard`); ``same[i]``: every block of group i accesses each
+    argument's GM bytes apart from every other argument's, so their schedules are equal (the
+    streams differ only in each argument's GM offsets by a constant: costs depend on sizes, and the
+    race checks compare accesses of one argument, which keep their relative positions)."""
     groups: list[list[int]] = []
     bases: list[tuple[int, ...]] = [()] * len(blocks)
     wave: list[list[int]] = []  # the groups of the current wave
@@ -269,6 +272,7 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
             bases[b] = tuple(args)
     extents: dict[int, tuple] = {}
     writes = []
+    same = []
     for g in groups:
         code = blocks[g[0]][0]
         if id(code) not in extents:
@@ -276,8 +280,10 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
         ext = extents[id(code)][1]
         if ext is None:
             return None
+        apart = True
         for b in g:
             args = bases[b]
+            spans = []
             for a, (rlo, rhi, wlo, whi) in ext.items():
                 if not 0 <= a < len(args):
                     return None
@@ -288,10 +294,15 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
                             return None  # a GM fault: the per-block path reports it in order
                         if w:
                             writes.append((lo, hi))
+                lo, hi = min(rlo, wlo), max(rhi, whi)
+                spans.append((args[a] + lo, args[a] + hi))
+            spans.sort()
+            apart = apart and all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
+        same.append(apart)
     regions: list[tuple[int, int]] = []
     for lo, hi in sorted(writes):
         if regions and lo <= regions[-1][1]:
             regions[-1] = (regions[-1][0], max(regions[-1][1], hi))
         else:
             regions.append((lo, hi))
-    return groups, bases, regions
+    return groups, bases, regions, same
