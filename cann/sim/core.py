@@ -130,6 +130,10 @@ class SimError(CannError):
     """A program error found by the simulator (bounds, alignment, invalid field, ...)."""
 
 
+class LaneMismatch(Exception):
+    """A lockstep result that cannot be mapped to a lane's own stream (run its block alone)."""
+
+
 class _Fault(Exception):
     """Raised by instruction handlers; :meth:`AICore.run` adds the location. ``lane``: the core of a
     lockstep group it happens in (None: all of them)."""
@@ -317,10 +321,11 @@ class AICore:
         lockstep, lane j with argument bases ``args[j]`` (the same number of arguments each) and
         named ``names[j]`` in errors; returns one :class:`KernelStats` per lane (shared schedule:
         computed with ``args[0]`` unless ``timing`` is given). ``own[j]``: ``(stream, args, timing or
-        None)`` when lane j's block runs its own stream, one that ``instrs`` with ``args[j]`` executes
-        exactly (:func:`cann.sim.lockstep.congruent`): its records are that stream's, and so is its
-        schedule unless ``same_timing`` (every lane takes the first lane's: the caller knows they
-        are equal).
+        None, loose)`` when lane j's block runs its own stream, one that ``instrs`` with ``args[j]``
+        executes exactly (:func:`cann.sim.lockstep.congruent`): its records are that stream's, and so
+        is its schedule unless ``same_timing`` (every lane takes the first lane's: the caller knows
+        they are equal); ``loose``: the streams differ in synchronization instructions (instruction
+        count from its own schedule; an overflow origin there raises :class:`LaneMismatch`).
 
         Each instruction runs on every lane before the next one runs, so the result equals running
         the lanes one after another only when no lane writes GM bytes another lane reads or
@@ -391,17 +396,22 @@ class AICore:
             self._ovf_watch = self._ovf_hit = None
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
-        own = own or [(instrs, args[j], None) for j in range(n)]
+        own = own or [(instrs, args[j], None, False) for j in range(n)]
         times: dict[int, Timing] = {} if timing is None else {id(instrs): timing}
         out = []
-        for j, (code, cargs, t) in enumerate(own):
+        for j, (code, cargs, t, loose) in enumerate(own):
+            if loose and origin[j] is not None:
+                raise LaneMismatch(f"{names[j]}: an overflow origin at an index of another stream")
             if t is None:
                 t = out[0].timing if same_timing and out else times.get(id(code))
             if t is None:
                 t = schedule(code, self.spec, shared, full, tuple(cargs), names[j], checks, SimError, self.reg_trace,
                              record=RECORD_LIMIT)
             times.setdefault(id(code), t)
-            out.append(KernelStats(int(t.cycles), i + 1, dict(zip(_PIPE_NAMES, t.busy)),
+            count = i + 1
+            if loose:  # its own stream's length: the schedule records every instruction up to RECORD_LIMIT
+                count = len(t.start) if len(t.start) < RECORD_LIMIT else sum(1 for _ in code)
+            out.append(KernelStats(int(t.cycles), count, dict(zip(_PIPE_NAMES, t.busy)),
                                    dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
                                    sum(t.busy), t, t.problems, program if code is instrs else _Recorded(code),
                                    macs, overflow[j], overflow_op[j] if overflow[j] is not None else None))

@@ -25,7 +25,7 @@ from cann.codegen.om import FP16_PRECISION_MODES, LaunchWork, OfflineModel, vali
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
-from cann.sim.core import AICore, KernelStats, SimError, nonfinite
+from cann.sim.core import AICore, KernelStats, LaneMismatch, SimError, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
 from cann.sim import lockstep
@@ -323,20 +323,19 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
     p = lockstep.plan(blocks, spec, gm.size, ncores)
     if p is None:
         return None
-    groups, bases, regions, same = p
+    groups, bases, regions, same, loose = p
     guard = core.guard = lockstep.Guard(gm, regions)
     runs: list[KernelStats] = []
     try:
         for g, same_timing in zip(groups, same):
-            own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0]))) for b in g]
+            own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0])), loose[b]) for b in g]
             guard.ids = np.array(g, np.uint16)
             core.block_idx = g[0]
             runs += core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
-                                   lane0=g[0] % ncores, lane_step=g[1] - g[0] if len(g) > 1 else 1, own=own,
-                                   same_timing=same_timing, **kw)
+                                   own=own, same_timing=same_timing, **kw)
             for b, r in zip(g, runs[-len(g):]):
                 timings.setdefault(id(blocks[b][0]), r.timing)
-    except (lockstep.Conflict, SimError):
+    except (lockstep.Conflict, LaneMismatch, SimError):
         guard.restore()  # undo the launch's GM writes: the per-block path runs it (and reports any error in order)
         return None
     finally:

@@ -178,7 +178,7 @@ class Guard:
                 rd[...] = np.where((rd == _NONE) | (rd == me), me, _MANY)
 
 
-_CONGRUENT: dict[tuple[int, int], tuple] = {}
+_CONGRUENT: dict[tuple, tuple] = {}
 _GM_OF: dict[isa.InstrDef, tuple] = {}
 
 
@@ -191,21 +191,47 @@ def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
     return f
 
 
-def congruent(a: list[isa.Instr], b: list[isa.Instr]) -> dict[int, int] | None:
+def _functional(code: list[isa.Instr]) -> list[isa.Instr]:
+    """``code`` without the instructions that only order pipes (flags, barriers, event rotations)."""
+    return [x for x in code if x.defn.group != "sync" and x.defn.mnemonic != "loop_rotate_event"]
+
+
+def _sync_ok(code: list[isa.Instr], spec: SocSpec) -> bool:
+    """Every synchronization instruction of ``code`` has valid fields, rotated event ids included
+    (so running the code without them cannot skip a fault)."""
+    flag_pipes = {p.value for p in isa.Pipe if p is not isa.Pipe.ALL}
+    for x in code:
+        m, v = x.defn.mnemonic, x.values
+        if m in ("set_flag", "wait_flag"):
+            if v[0] not in flag_pipes or v[1] not in flag_pipes or not 0 <= v[2] < spec.event_ids:
+                return False
+        elif m == "pipe_barrier":
+            if v[0] not in {p.value for p in isa.Pipe}:
+                return False
+        elif m == "loop_rotate_event" and x.base + x.copies > spec.event_ids:
+            return False
+    return True
+
+
+def congruent(a: list[isa.Instr], b: list[isa.Instr], spec: SocSpec | None = None) -> dict[int, int] | None:
     """``{arg: delta}`` when static codes ``a`` and ``b`` are the same instructions except for GM
     offsets that differ by one constant per argument (``b`` = ``a`` with argument ``arg``'s base
-    moved by ``delta``), else None. Cached per pair of code objects."""
+    moved by ``delta``), else None. With ``spec``: the same comparison of their functional
+    instructions only (:func:`_functional`; ``b``'s synchronization fields valid): ``a`` then
+    computes what ``b`` computes, though its instruction indices and schedule differ. Cached per
+    pair of code objects."""
     if a is b:
         return {}
-    key = (id(a), id(b))
+    key = (id(a), id(b), spec is not None)
     hit = _CONGRUENT.get(key)
     if hit is not None and hit[0] is a and hit[1] is b:
         return hit[2]
     deltas: dict[int, int] | None = {}
-    if len(a) != len(b):
+    xs, ys = (a, b) if spec is None else (_functional(a), _functional(b))
+    if len(xs) != len(ys) or (spec is not None and not _sync_ok(b, spec)):
         deltas = None
     else:
-        for x, y in zip(a, b):
+        for x, y in zip(xs, ys):
             if x.defn is not y.defn:
                 deltas = None
                 break
@@ -236,28 +262,30 @@ def congruent(a: list[isa.Instr], b: list[isa.Instr]) -> dict[int, int] | None:
 
 def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: int, cores: int):
     """The lockstep plan of a launch, or None when it must run block by block: ``(groups, bases,
-    regions, same)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is an arithmetic
-    progression of block indices within one wave (``cores`` blocks), so its cores (lanes ``b %
-    cores``) are evenly spaced, whose streams are :func:`congruent` to the first one's; groups come
-    in the order of their first blocks. ``bases[b]``: block ``b``'s argument bases for running its
+    regions, same, loose)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is
+    at most ``cores`` blocks (increasing indices) whose streams are :func:`congruent` to the first
+    one's; groups come in the order of their first blocks. ``bases[b]``: block ``b``'s argument bases for running its
     group's first stream (its own moved by the deltas); ``regions``: the disjoint GM byte ranges
     the launch may write (for :class:`Guard`); ``same[i]``: every block of group i accesses each
     argument's GM bytes apart from every other argument's, so their schedules are equal (the
     streams differ only in each argument's GM offsets by a constant: costs depend on sizes, and the
-    race checks compare accesses of one argument, which keep their relative positions)."""
+    race checks compare accesses of one argument, which keep their relative positions);
+    ``loose[b]``: block b's stream is only functionally congruent to its group's first (its
+    synchronization differs: own instruction count, indices and schedule)."""
     groups: list[list[int]] = []
     bases: list[tuple[int, ...]] = [()] * len(blocks)
-    wave: list[list[int]] = []  # the groups of the current wave
+    loose = [False] * len(blocks)
     for b, (code, args) in enumerate(blocks):
-        if b % cores == 0:
-            wave = []
-        for g in wave:
-            if len(g) > 1 and b - g[-1] != g[1] - g[0]:
+        for g in groups:
+            if len(g) >= cores:
                 continue
-            head = blocks[g[0]][0]
-            deltas = congruent(getattr(head, "code", head), getattr(code, "code", code))
+            head = getattr(blocks[g[0]][0], "code", blocks[g[0]][0])
+            deltas = congruent(head, getattr(code, "code", code))
             if deltas is None:
-                continue
+                deltas = congruent(head, getattr(code, "code", code), spec)
+                if deltas is None:
+                    continue
+                loose[b] = True
             moved = list(args)
             for a, d in deltas.items():
                 if not 0 <= a < len(moved):
@@ -267,8 +295,7 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
             g.append(b)
             break
         else:
-            wave.append([b])
-            groups.append(wave[-1])
+            groups.append([b])
             bases[b] = tuple(args)
     extents: dict[int, tuple] = {}
     writes = []
@@ -297,7 +324,7 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
                 lo, hi = min(rlo, wlo), max(rhi, whi)
                 spans.append((args[a] + lo, args[a] + hi))
             spans.sort()
-            apart = apart and all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
+            apart = apart and not loose[b] and all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
         same.append(apart)
     regions: list[tuple[int, int]] = []
     for lo, hi in sorted(writes):
@@ -305,4 +332,4 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
             regions[-1] = (regions[-1][0], max(regions[-1][1], hi))
         else:
             regions.append((lo, hi))
-    return groups, bases, regions, same
+    return groups, bases, regions, same, loose
