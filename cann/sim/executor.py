@@ -325,15 +325,16 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
         return None
     groups, bases, regions, same, loose = p
     guard = core.guard = lockstep.Guard(gm, regions)
-    runs: list[KernelStats] = []
+    runs: list[KernelStats] = [None] * k.block_dim  # in block order
     try:
         for g, same_timing in zip(groups, same):
             own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0])), loose[b]) for b in g]
             guard.ids = np.array(g, np.uint16)
             core.block_idx = g[0]
-            runs += core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
-                                   own=own, same_timing=same_timing, **kw)
-            for b, r in zip(g, runs[-len(g):]):
+            res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
+                                 own=own, same_timing=same_timing, **kw)
+            for b, r in zip(g, res):
+                runs[b] = r
                 timings.setdefault(id(blocks[b][0]), r.timing)
     except (lockstep.Conflict, LaneMismatch, SimError):
         guard.restore()  # undo the launch's GM writes: the per-block path runs it (and reports any error in order)
