@@ -311,20 +311,31 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
     return prog, core_kind(load_soc(soc), prog, name)
 
 
+#: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
+_PLANS: dict[tuple, tuple] = {}
+
+
 def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm: np.ndarray, ncores: int,
                   timings: dict[int, Timing], name, **kw) -> list[KernelStats] | None:
     """Run a launch's blocks in lockstep groups (:mod:`cann.sim.lockstep`); None (GM untouched) when
     it must run block by block."""
     args = tuple(la.args)
-    try:
-        blocks = [stream(prog, b, args) for b in range(k.block_dim)]
-    except ValueError:
-        return None  # the per-block path reports it at its block
-    p = lockstep.plan(blocks, spec, gm.size, ncores)
+    key = (id(prog), k.block_dim, args, gm.size, ncores, spec.name)
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not prog:
+        try:
+            blocks = [stream(prog, b, args) for b in range(k.block_dim)]
+        except ValueError:
+            return None  # the per-block path reports it at its block
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        hit = _PLANS[key] = (prog, blocks, lockstep.plan(blocks, spec, gm.size, ncores))
+    _, blocks, p = hit
     if p is None:
         return None
-    groups, bases, regions, same, loose = p
-    guard = core.guard = lockstep.Guard(gm, regions)
+    groups, bases, regions, same, loose, watch = p
+    guard = lockstep.Guard(gm, regions, watch)
+    core.guard = guard if watch else None
     runs: list[KernelStats] = [None] * k.block_dim  # in block order
     try:
         for g, same_timing in zip(groups, same):

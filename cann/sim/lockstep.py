@@ -109,6 +109,19 @@ def gm_extents(code: list[isa.Instr], spec: SocSpec) -> dict[int, tuple[int, int
     return {a: tuple(e) for a, e in ext.items()}
 
 
+_EXTENTS: dict[int, tuple] = {}
+
+
+def _extents(code: list[isa.Instr], spec: SocSpec):
+    """:func:`gm_extents`, cached per code object."""
+    hit = _EXTENTS.get(id(code))
+    if hit is None or hit[0] is not code or hit[1] != spec.name:
+        if len(_EXTENTS) >= 4096:
+            _EXTENTS.clear()
+        hit = _EXTENTS[id(code)] = (code, spec.name, gm_extents(code, spec))
+    return hit[2]
+
+
 class Conflict(Exception):
     """Two blocks of a lockstep launch access the same GM bytes, one of them writing: the launch must
     run block by block (after :meth:`Guard.restore`)."""
@@ -124,12 +137,13 @@ class Guard:
     or reads bytes another block wrote, or an access straddles a region's edge. The regions' bytes
     are saved first, so :meth:`restore` undoes the launch's GM writes."""
 
-    def __init__(self, gm: np.ndarray, regions: list[tuple[int, int]]):
+    def __init__(self, gm: np.ndarray, regions: list[tuple[int, int]], watch: bool = True):
         self.gm = gm
         self.regions = regions
         self.saved = [gm[lo:hi].copy() for lo, hi in regions]
-        self.writer = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions]
-        self.reader = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions]
+        # per region byte: the block that wrote / read it (only when watching: see plan's ``watch``)
+        self.writer = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions] if watch else []
+        self.reader = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions] if watch else []
         self.ids = np.zeros(0, np.uint16)  # the block of each lane of the current group
 
     def restore(self) -> None:
@@ -262,7 +276,7 @@ def congruent(a: list[isa.Instr], b: list[isa.Instr], spec: SocSpec | None = Non
 
 def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: int, cores: int):
     """The lockstep plan of a launch, or None when it must run block by block: ``(groups, bases,
-    regions, same, loose)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is
+    regions, same, loose, watch)``. ``blocks[b]``: block ``b``'s ``(stream, argument bases)``. A group is
     at most ``cores`` blocks (increasing indices) whose streams are :func:`congruent` to the first
     one's; groups come in the order of their first blocks. ``bases[b]``: block ``b``'s argument bases for running its
     group's first stream (its own moved by the deltas); ``regions``: the disjoint GM byte ranges
@@ -271,7 +285,9 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
     streams differ only in each argument's GM offsets by a constant: costs depend on sizes, and the
     race checks compare accesses of one argument, which keep their relative positions);
     ``loose[b]``: block b's stream is only functionally congruent to its group's first (its
-    synchronization differs: own instruction count, indices and schedule)."""
+    synchronization differs: own instruction count, indices and schedule); ``watch``: some
+    block's written bytes may meet another block's accesses (bounding ranges), so the launch needs
+    a watching :class:`Guard`."""
     groups: list[list[int]] = []
     bases: list[tuple[int, ...]] = [()] * len(blocks)
     loose = [False] * len(blocks)
@@ -299,11 +315,13 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
             bases[b] = tuple(args)
     extents: dict[int, tuple] = {}
     writes = []
+    bwrites = []  # (lo, hi, block) of every argument's written bytes
+    spans_all = []  # (lo, hi, block) of every argument's bytes
     same = []
     for g in groups:
         code = blocks[g[0]][0]
         if id(code) not in extents:
-            extents[id(code)] = (code, gm_extents(getattr(code, "code", code), spec))
+            extents[id(code)] = (code, _extents(getattr(code, "code", code), spec))
         ext = extents[id(code)][1]
         if ext is None:
             return None
@@ -311,6 +329,7 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
         for b in g:
             args = bases[b]
             spans = []
+            writes_b = []
             for a, (rlo, rhi, wlo, whi) in ext.items():
                 if not 0 <= a < len(args):
                     return None
@@ -323,8 +342,12 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
                             writes.append((lo, hi))
                 lo, hi = min(rlo, wlo), max(rhi, whi)
                 spans.append((args[a] + lo, args[a] + hi))
+                if wlo < whi:
+                    writes_b.append((args[a] + wlo, args[a] + whi, b))
+                spans_all.append((args[a] + lo, args[a] + hi, b))
             spans.sort()
             apart = apart and not loose[b] and all(x[1] <= y[0] for x, y in zip(spans, spans[1:]))
+            bwrites.extend(writes_b)
         same.append(apart)
     regions: list[tuple[int, int]] = []
     for lo, hi in sorted(writes):
@@ -332,4 +355,10 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
             regions[-1] = (regions[-1][0], max(regions[-1][1], hi))
         else:
             regions.append((lo, hi))
-    return groups, bases, regions, same, loose
+    watch = False  # can a block's written bytes meet another block's (bounding ranges)?
+    if bwrites and len(blocks) > 1:
+        w = np.array(bwrites, np.int64)
+        acc = np.array(spans_all, np.int64)
+        watch = bool(((w[:, None, 0] < acc[None, :, 1]) & (acc[None, :, 0] < w[:, None, 1]) &
+                      (w[:, None, 2] != acc[None, :, 2])).any())
+    return groups, bases, regions, same, loose, watch
