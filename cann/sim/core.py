@@ -703,9 +703,12 @@ class AICore:
             chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
             for j0 in range(0, n, chunk):
                 nj = min(chunk, n - j0)
-                slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
-                if r1 > r0:
-                    slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                if r0 == p0 and r1 == p1 and wp == fw:  # no padding in the window: read the map in place
+                    slab = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                else:
+                    slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
+                    if r1 > r0:
+                        slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
                 s = slab.strides
                 shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
