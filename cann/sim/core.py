@@ -6,6 +6,9 @@ UB, sized from the :class:`~cann.hw.config.SocSpec`) and executes decoded instru
 ``np.ndarray`` view built directly on the buffer bytes (no Python loops over elements, bursts or
 repeats). Semantics are those documented in :mod:`cann.hw.isa` and ``docs/core-model.md``.
 
+With ``lanes`` > 1 the core is that many identical cores run in lockstep (:meth:`AICore.run_lanes`):
+every buffer has a leading core axis and one numpy call executes an instruction on all of them.
+
 Every instruction is checked before it runs: operands inside their buffer (the UB's reserved tail
 is off-limits; GM operands inside the arena), on-chip base addresses aligned to the buffer's
 ``align``, field values valid. A violation raises :class:`SimError` located at

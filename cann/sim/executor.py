@@ -2,14 +2,17 @@
 
 :func:`run_model` allocates the global-memory arena, loads the weights, places the inputs, runs
 every launch in order and copies the outputs out. A launch of a kernel with ``block_dim`` B runs
-its instruction stream once per block index ``0..B-1`` (SPMD), block ``b`` on core
-``b % cores`` (each core its own :class:`~cann.sim.core.AICore` with ``block_idx = b``), in waves of
-``cores`` blocks; the launch's time is the sum over waves of the slowest core's cycles, and the GM
-bandwidth is shared among the ``min(B, cores)`` active cores (docs/core-model.md).
+its instruction stream once per block index ``0..B-1`` (SPMD), in waves of ``cores`` blocks; the
+launch's time is the sum over waves of the slowest core's cycles, and the GM bandwidth is shared
+among the ``min(B, cores)`` active cores (docs/core-model.md). Blocks executing the same code run
+in lockstep on the lanes of one multi-lane :class:`~cann.sim.core.AICore` per core kind
+(:mod:`cann.sim.lockstep`), with the result of running them one after another; otherwise block
+``b`` runs alone on lane ``b % cores``.
 
-Core state between launches: the on-chip buffers are *not* cleared between launches (kernels never
-rely on leftover state; the compiler initialises everything it reads), but fresh cores are used for
-every :func:`run_model` call, so a model's results never depend on an earlier run.
+Core state between launches: the on-chip buffers are *not* cleared between launches and their
+contents at a launch's start are unspecified (kernels never rely on leftover state; the compiler
+initialises everything it reads), but fresh cores are used for every :func:`run_model` call, so a
+model's results never depend on an earlier run.
 """
 
 from __future__ import annotations
