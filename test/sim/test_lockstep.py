@@ -182,3 +182,18 @@ def test_run_lanes_equals_run_per_lane():
     assert all(g.instructions == 5 and g.cycles == got[0].cycles for g in got)
     # lanes 1..3 ran (each holds its block's row), lanes 0 and 4 did not
     assert not core.mem["ub"][0].any() and not core.mem["ub"][4].any() and all(core.mem["ub"][j].any() for j in (1, 2, 3))
+
+
+def test_overflow_found_per_block(monkeypatch, lanes_used):
+    # only block 5's row overflows float16 when doubled: its stats (and only its) name instruction 4
+    x = np.ones((8, 128), np.float16)
+    x[5, 7] = 60000
+    res = []
+    for on in (True, False):
+        monkeypatch.setattr(lockstep, "ENABLED", on)
+        with pytest.warns(cann.errors.FloatOverflowWarning, match=r"first at instruction 4 `vmuls`"):
+            out, stats = run_model(_rows_model(_double_rows(256, 256), 8, 8, 8), {"x": x})
+        res.append((out["y"].tobytes(), [(c.overflow, c.overflow_op) for c in stats.kernels[0].cores], stats.overflow))
+    assert lanes_used[0] == 8
+    assert res[0] == res[1]
+    assert res[0][1] == [(None, None)] * 5 + [(4, "vmuls")] + [(None, None)] * 2
