@@ -27,37 +27,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 
-import ml_dtypes
 import numpy as np
 
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
-from cann.sim.cost import L0C_ITEMSIZE, CostModel
+from cann.sim.cost import CostModel
+from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
+from cann.sim.mte import TransferUnit
 from cann.sim.timing import BUFS, PIPES, Timing, footprints, schedule
+from cann.sim.vector import VectorUnit
 
-_F32 = np.dtype(np.float32)
-_U8 = np.dtype(np.uint8)
 _PIPE_NAMES = PIPES
 _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
-_F16_TO_F32 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
-_PLAN_CACHE = 8192  # cached vector-instruction plans per mnemonic
 _UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 #: per kernel run on one core, the instructions whose records (``KernelStats.program``, ``Timing``
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
-_MAX_SLAB = 64 << 20  # bytes of the padded feature-map window one img2col may build (a simulator limit)
-#: float dtype -> (unsigned view, exponent mask): a value is inf/NaN iff all its exponent bits are set
-_EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dtypes.bfloat16): (np.dtype(np.uint16), 0x7F80),
-             _F32: (np.dtype(np.uint32), 0x7F800000)}
-#: vector instructions that can overflow: turn finite operands into inf/NaN (a division by zero, log 0
-#: or the root of a negative number is not an overflow)
-_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vrec"})
-#: the divisor's operand index in a plan's views (dst, src0, src1, scalar)
-_DIVISOR = {"vdiv": 2, "vrec": 1}
 
 
 def _written_dtype(ins: isa.Instr) -> np.dtype | None:
@@ -72,78 +61,12 @@ def _written_dtype(ins: isa.Instr) -> np.dtype | None:
     return None
 
 
-def nonfinite(a: np.ndarray) -> bool:
-    """Whether float array ``a`` (any strides) holds an inf or NaN; False for other dtypes.
-    Reads the exponent bits (several times faster than ``np.isfinite`` on float16)."""
-    bits = _EXP_BITS.get(a.dtype)
-    if bits is None or a.size == 0:
-        return False
-    u, mask = bits
-    return int(np.bitwise_and(a.view(u), u.type(mask)).max()) == mask
-
-
-def nonfinite_lanes(a: np.ndarray) -> np.ndarray:
-    """Per index of ``a``'s leading (core) axis, whether that slice holds an inf or NaN (bool array;
-    all False for non-float dtypes)."""
-    n = a.shape[0]
-    bits = _EXP_BITS.get(a.dtype)
-    if bits is None or a.size == 0:
-        return np.zeros(n, bool)
-    u, mask = bits
-    return np.bitwise_and(a.view(u), u.type(mask)).reshape(n, -1).max(axis=1) == mask
-
-
-def _any_nonfinite(arrays, n: int) -> np.ndarray:
-    """Per lane, whether any of ``arrays`` (each with the leading core axis) holds inf/NaN there."""
-    out = np.zeros(n, bool)
-    for x in arrays:
-        out |= nonfinite_lanes(x)
-    return out
-
-
-_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "gt": np.greater, "ge": np.greater_equal,
-        "le": np.less_equal}
-
-
-def _round(x: np.ndarray, mode: str) -> np.ndarray:
-    """float64 ``x`` rounded to integral values by ``mode`` (:data:`cann.hw.isa.ROUND_MODES`)."""
-    if mode == "rint":
-        return np.rint(x)
-    if mode == "round":  # ties away from zero (exact in float64 for float16 / float32 inputs)
-        return np.copysign(np.floor(np.abs(x) + 0.5), x)
-    return {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}[mode](x)
-
-
-def convert(s: np.ndarray, ddt: np.dtype, mode: str) -> np.ndarray:
-    """vconv semantics: float -> int rounds by ``mode``, saturates and takes NaN to 0; float ->
-    same float rounds to an integral value; int -> float and float narrowing round to nearest even;
-    int64 -> int32 keeps the low 32 bits."""
-    if s.dtype.kind == "f" and (ddt.kind in "iu" or ddt == s.dtype):
-        x = _round(s.astype(np.float64), mode)
-        if ddt.kind == "f":
-            return x.astype(ddt)
-        info = np.iinfo(ddt)
-        x = np.where(np.isnan(x), 0.0, x)
-        out = np.clip(x, info.min, info.max).astype(ddt)
-        return np.where(x >= float(info.max), ddt.type(info.max), out)
-    return s.astype(ddt)
-
-
 class SimError(CannError):
     """A program error found by the simulator (bounds, alignment, invalid field, ...)."""
 
 
 class LaneMismatch(Exception):
     """A lockstep result that cannot be mapped to a lane's own stream (run its block alone)."""
-
-
-class _Fault(Exception):
-    """Raised by instruction handlers; :meth:`AICore.run` adds the location. ``lane``: the core of a
-    lockstep group it happens in (None: all of them)."""
-
-    def __init__(self, msg: str, lane: int | None = None):
-        super().__init__(msg)
-        self.lane = lane
 
 
 @dataclass
@@ -179,14 +102,6 @@ class KernelStats:
     overflow_op: str | None = None  # the mnemonic of instruction ``overflow``
 
 
-def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
-    """A writable strided view of ``buf``'s bytes (bounds are checked by the caller; the stride of a
-    dimension of size 1 is never used, so it is not passed on: it may be any field value)."""
-    if 1 in shape:
-        strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
-    return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
-
-
 class _Recorded(Sequence):
     """The first :data:`RECORD_LIMIT` instructions of a stream, walked when first looked at."""
 
@@ -218,7 +133,7 @@ def _step(bases: tuple[int, ...]) -> int | None:
     return d if all(b - a == d for a, b in zip(bases, bases[1:])) else None
 
 
-class AICore:
+class AICore(TransferUnit, VectorUnit):
     """One AI Core -- or ``lanes`` identical cores run in lockstep: on-chip buffers plus an
     instruction interpreter.
 
@@ -538,250 +453,6 @@ class AICore:
             if x < 0:
                 raise _Fault(f"{k} must be >= 0, got {x}")
 
-    # -----------------------------------------------------------------------------------------
-    # MTE: DMA, nd2nz, load2d, img2col
-
-    @staticmethod
-    def _bursts(nburst: int, burst: int, src_stride: int, dst_stride: int) -> None:
-        AICore._positive(nburst=nburst, burst=burst)
-        AICore._nonneg(src_stride=src_stride, dst_stride=dst_stride)
-        if nburst > 1 and dst_stride < burst:
-            raise _Fault(f"dst_stride {dst_stride} < burst {burst}: destination bursts overlap")
-
-    @staticmethod
-    def _shape(nburst: int, burst: int, ss: int, ds: int) -> tuple[tuple, tuple, tuple]:
-        """(shape, source strides, destination strides) of a burst copy (one run when contiguous)."""
-        if nburst == 1 or (ss == burst and ds == burst):
-            return (nburst * burst,), (1,), (1,)
-        return (nburst, burst), (ss, 1), (ds, 1)
-
-    def _dma_in(self, buf: str, v) -> None:
-        dst, src_arg, src, nburst, burst, ss, ds = v
-        self._bursts(nburst, burst, ss, ds)
-        self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
-        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
-        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
-        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst)
-        if type(g) is list:
-            for j, x in enumerate(g):
-                d[j] = x
-        else:
-            d[...] = g
-
-    def _reg(self, reg: int) -> None:
-        if not 0 <= reg < len(self.regs):
-            raise _Fault(f"reg {reg} outside [0, {len(self.regs)})")
-
-    def _one_lane(self, m: str) -> None:
-        if self._n != 1:
-            raise _Fault(f"{m}: data-dependent addressing runs on one core at a time (simulator contract, "
-                         f"cann.sim.lockstep)")
-
-    def _ld_idx(self, v) -> None:
-        self._one_lane("ld_idx")
-        reg, code, src, bound = v
-        self._reg(reg)
-        dt = isa.IDX_DTYPES.get(code)
-        if dt is None:
-            raise _Fault(f"invalid index dtype code {code} (valid: "
-                         f"{', '.join(f'{k}={d}' for k, d in isa.IDX_DTYPES.items())})")
-        self._positive(bound=bound)
-        if src % dt.itemsize:
-            raise _Fault(f"src: UB address {src} is not aligned to the {dt} element size {dt.itemsize}")
-        if src < 0 or src + dt.itemsize > self.limit["ub"]:
-            raise _Fault(f"src: UB bytes [{src}, {src + dt.itemsize}) outside the buffer (capacity {self.limit['ub']} bytes)")
-        x = int(self._v("ub", src, (), (), dt)[0])
-        idx = x + bound if x < 0 else x
-        if not 0 <= idx < bound:
-            raise _Fault(f"index {x} out of range [{-bound}, {bound - 1}] (bound {bound}): a Gather index outside "
-                         f"the data tensor")
-        self.regs[reg] = idx
-
-    def _dma_reg(self, v) -> None:
-        self._one_lane("copy_gm_to_ub_reg")
-        dst, src_arg, src, nburst, burst, ss, ds, reg, rs = v
-        self._reg(reg)
-        self._nonneg(reg_stride=rs)
-        self._dma_in("ub", (dst, src_arg, src + self.regs[reg] * rs, nburst, burst, ss, ds))
-        self.reg_trace.append(self.regs[reg])
-
-    def _vsel(self, v) -> None:
-        code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
-        dt, lanes, e = self._vec_check(code, repeat, mask, "vsel")
-        isz = dt.itemsize
-        ops = [(dst, db, dr), (cond, cb, cr), (s0, s0b, s0r), (s1, s1b, s1r)]
-        for what, (base, blk, rep) in zip(("dst", "cond", "src0", "src1"), ops):
-            self._operand(what, base, blk, rep, repeat, mask, e, isz)
-        for d, c, a, b in self._pieces(ops, repeat, mask, lanes, e, dt):
-            np.copyto(d, np.where(c != 0, a, b))
-
-    def _dma_out(self, v) -> None:
-        dst_arg, dst, src, nburst, burst, ss, ds = v
-        self._bursts(nburst, burst, ss, ds)
-        self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
-        self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
-        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
-        self._put(self._gm(dst_arg, dst, shape, dst_st, write=True), self._v("ub", src, shape, sst))
-
-    def _nd2nz(self, v) -> None:
-        code, dst, src_arg, src, rows, cols, stride = v
-        dt = self._fdtype(code)
-        self._positive(rows=rows, cols=cols)
-        self._nonneg(src_row_stride=stride)
-        isz = dt.itemsize
-        c0 = self._blk_bytes // isz
-        c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
-        row_bytes = cols * isz
-        self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
-        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
-        g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
-        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt)  # (n, rows, cols)
-        n = self._n
-        out = self._v("l1", dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
-        if rows == r16 and cols == c1 * c0:
-            out[...] = mat.reshape(n, rows, c1, c0).transpose(0, 2, 1, 3)
-        else:
-            pad = np.zeros((n, r16, c1 * c0), dt)
-            pad[:, :rows, :cols] = mat
-            out[...] = pad.reshape(n, r16, c1, c0).transpose(0, 2, 1, 3)
-
-    def _load2d(self, v) -> None:
-        space, dst, src, repeat, ss, ds = v
-        if space not in (isa.L0A, isa.L0B):
-            raise _Fault(f"invalid dst_space {space} (valid: {isa.L0A} = L0A, {isa.L0B} = L0B)")
-        f = self._frac
-        self._positive(repeat=repeat)
-        self._nonneg(src_stride=ss, dst_stride=ds)
-        if repeat > 1 and ds < f:
-            raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
-        buf = "l0a" if space == isa.L0A else "l0b"
-        self._onchip("l1", "src", src, (repeat - 1) * ss + f)
-        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
-        shape, sst, dst_st = self._shape(repeat, f, ss, ds)
-        self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
-
-    def _img2col(self, v) -> None:
-        (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
-        dt = self._fdtype(code)
-        isz = dt.itemsize
-        c0 = self._n0  # NC1HWC0 with C0 = 16 for both dtypes
-        k0 = self.spec.cube.k0(isz)
-        self._positive(fm_c1=c1, fm_h=fh, fm_w=fw, stride_h=sh, stride_w=sw, kernel_h=kh, kernel_w=kw,
-                       dil_h=dh, dil_w=dw, m_count=m_count, k_count=k_count)
-        self._nonneg(pad_t=pt, pad_b=pb, pad_l=pl, pad_r=pr, m_start=m_start, k_start=k_start)
-        if m_count % self._m0:
-            raise _Fault(f"m_count {m_count} is not a multiple of {self._m0}")
-        if k_start % k0 or k_count % k0:
-            raise _Fault(f"k_start {k_start} and k_count {k_count} must be multiples of k0 = {k0}")
-        ho = (fh + pt + pb - dh * (kh - 1) - 1) // sh + 1
-        wo = (fw + pl + pr - dw * (kw - 1) - 1) // sw + 1
-        if ho < 1 or wo < 1:
-            raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
-                         f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
-        self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
-        self._onchip("l0a", "dst", dst, m_count * k_count * isz)
-        n = self._n
-        m0 = self._m0
-        # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
-        dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
-                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)
-        m_hi = min(m_start + m_count, ho * wo)
-        k_per_c1 = kh * kw * c0
-        k_total = c1 * k_per_c1
-        k_hi = min(k_start + k_count, k_total)
-        if m_hi > m_start and k_hi > k_start:
-            # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
-            oh0, oh1 = m_start // wo, (m_hi - 1) // wo
-            ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
-            p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
-            wp = fw + pl + pr
-            slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
-            if slab_bytes > _MAX_SLAB:
-                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
-                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
-            r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
-            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
-            full = m_hi - m_start == m_count and k_hi - k_start == k_count
-            out = None if full else np.zeros((n, m_count, k_count), dt)
-            chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
-            for j0 in range(0, n, chunk):
-                nj = min(chunk, n - j0)
-                if r0 == p0 and r1 == p1 and wp == fw:  # no padding in the window: read the map in place
-                    slab = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
-                else:
-                    slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
-                    if r1 > r0:
-                        slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
-                s = slab.strides
-                shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
-                strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
-                win = np.lib.stride_tricks.as_strided(
-                    slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
-                # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
-                rows = win.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, (oh1 - oh0 + 1) * wo, -1)
-                rows = rows[:, m_start - oh0 * wo:m_hi - oh0 * wo, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
-                if full:
-                    dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
-                else:
-                    out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
-            if full:
-                return
-        else:
-            out = np.zeros((n, m_count, k_count), dt)
-        dst5[...] = out.reshape(dst5.shape)
-
-    # -----------------------------------------------------------------------------------------
-    # cube
-
-    def _mmad(self, v) -> None:
-        code, dst, a, b, m, k, n, init = v
-        dt = self._fdtype(code)
-        isz = dt.itemsize
-        k0, m0, n0 = self.spec.cube.k0(isz), self._m0, self._n0
-        self._positive(m=m, k=k, n=n)
-        if m % m0 or n % n0 or k % k0:
-            raise _Fault(f"m={m}, n={n} must be multiples of {m0}/{n0} and k={k} a multiple of k0 = {k0}")
-        if init not in (0, 1):
-            raise _Fault(f"init must be 0 or 1, got {init}")
-        self._onchip("l0a", "a", a, m * k * isz)
-        self._onchip("l0b", "b", b, k * n * isz)
-        self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
-        nl = self._n
-        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
-        A = self._as_f32("l0a", a, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
-                         dt).reshape(nl, m, k)
-        B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
-                         dt).reshape(nl, k, n)
-        # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
-        C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
-        out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
-        if init:
-            out[...] = C
-        else:
-            out += C
-
-    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
-        """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane
-        as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
-        exact, and faster than numpy's float16 cast)."""
-        if dt.itemsize == 2:
-            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)))
-        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
-
-    def _l0c_to_ub(self, v) -> None:
-        code, dst, src, n1, m, src_m = v
-        dt = self._fdtype(code)
-        self._positive(n1=n1, m=m)
-        if src_m < m:
-            raise _Fault(f"src_m {src_m} < m {m}")
-        n0, isz = self._n0, dt.itemsize
-        self._onchip("l0c", "src", src, n1 * src_m * n0 * L0C_ITEMSIZE)
-        self._onchip("ub", "dst", dst, n1 * m * n0 * isz)
-        s = self._v("l0c", src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
-        d = self._v("ub", dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
-        np.copyto(d, s, casting="unsafe")
-        self._watch(d, s)
-
     def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs, lanes: list[int]) -> list[int]:
         """Which of ``lanes`` copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out
         on: its UB bytes read as the float dtype of the latest earlier instruction writing them (none,
@@ -827,253 +498,6 @@ class AICore:
         lanes = lanes & self._ovf_watch
         if lanes.any():
             self._ovf_hit = lanes if self._ovf_hit is None else self._ovf_hit | lanes
-
-    # -----------------------------------------------------------------------------------------
-    # vector
-
-    def _vec_check(self, code: int, repeat: int, mask: int, mnemonic: str | None = None) -> tuple[np.dtype, int, int]:
-        dt = self._dtype(code)
-        if mnemonic is not None and code not in isa.VEC_DTYPES.get(mnemonic, isa.FLOAT_CODES):
-            ok = ", ".join(str(isa.DTYPES[c]) for c in sorted(isa.VEC_DTYPES.get(mnemonic, isa.FLOAT_CODES)))
-            raise _Fault(f"{mnemonic} does not compute on {dt} (code {code}); it takes {ok}")
-        if not 1 <= repeat <= self._max_repeat:
-            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
-        lanes = self._rep_bytes // dt.itemsize
-        if not 1 <= mask <= lanes:
-            raise _Fault(f"mask {mask} outside [1, {lanes}] for {dt}")
-        return dt, lanes, self._blk_bytes // dt.itemsize
-
-    def _operand(self, what: str, base: int, blk: int, rep: int, repeat: int, mask: int, e: int, isz: int) -> None:
-        """Bounds/alignment of a repeat-model UB operand (``e`` lanes per block)."""
-        if blk < 0 or rep < 0:
-            raise _Fault(f"{what} strides must be >= 0 (blk {blk}, rep {rep})")
-        bb = self._blk_bytes
-        nfull, rem = divmod(mask, e)
-        last = (repeat - 1) * rep * bb
-        hi = last + (nfull - 1) * blk * bb + bb if nfull else 0
-        if rem:
-            hi = max(hi, last + nfull * blk * bb + rem * isz)
-        self._onchip("ub", what, base, hi)
-
-    def _pieces(self, ops, repeat: int, mask: int, lanes: int, e: int, dt: np.dtype) -> list[list[np.ndarray]]:
-        """Views of the active lanes of each operand ``(base, blk, rep)``: one or two pieces of same-shape views."""
-        ub, isz, bb = self._v, dt.itemsize, self._blk_bytes
-        if all(blk == 1 for _, blk, _ in ops):
-            if mask == lanes and all(rep == self._nblk for _, _, rep in ops):
-                n = repeat * lanes
-                return [[ub("ub", base, (n,), (isz,), dt) for base, _, _ in ops]]
-            return [[ub("ub", base, (repeat, mask), (rep * bb, isz), dt) for base, _, rep in ops]]
-        nfull, rem = divmod(mask, e)
-        out = []
-        if nfull:
-            out.append([ub("ub", base, (repeat, nfull, e), (rep * bb, blk * bb, isz), dt) for base, blk, rep in ops])
-        if rem:
-            out.append([ub("ub", base + nfull * blk * bb, (repeat, rem), (rep * bb, isz), dt)
-                        for base, blk, rep in ops])
-        return out
-
-    def _make_vector(self, m: str):
-        f32 = _F32
-        binary = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum, "vmin": np.minimum,
-                  "vand": np.bitwise_and, "vor": np.bitwise_or, "vxor": np.bitwise_xor}
-        scalar = {"vadds": np.add, "vmuls": np.multiply, "vmaxs": np.maximum}
-        unary = {"vabs": np.abs}
-        unary32 = {"vexp": np.exp, "vln": np.log, "vsqrt": np.sqrt, "vrec": lambda x: np.divide(1.0, x, dtype=f32)}
-
-        if m in binary or m == "vdiv":
-            nsrc = 2
-            if m == "vdiv":
-                def op(d, s0, s1, sc):
-                    np.copyto(d, np.divide(s0, s1, dtype=f32), casting="unsafe")
-            else:
-                uf = binary[m]
-
-                def op(d, s0, s1, sc):
-                    uf(s0, s1, out=d)
-        elif m in scalar:
-            nsrc = 1
-            uf = scalar[m]
-
-            def op(d, s0, sc):
-                uf(s0, sc, out=d)
-        elif m == "vrelu":
-            nsrc = 1
-
-            def op(d, s0, sc):
-                np.maximum(s0, d.dtype.type(0), out=d)
-        elif m == "vmov":
-            nsrc = 1
-
-            def op(d, s0, sc):
-                np.copyto(d, s0)
-        elif m in unary:
-            nsrc = 1
-            uf = unary[m]
-
-            def op(d, s0, sc):
-                uf(s0, out=d)
-        elif m in unary32:
-            nsrc = 1
-            uf = unary32[m]
-
-            def op(d, s0, sc):
-                np.copyto(d, uf(s0.astype(f32)), casting="unsafe")
-        elif m == "vdup":
-            nsrc = 0
-
-            def op(d, sc):
-                d[...] = sc
-        else:  # pragma: no cover - table and simulator out of sync
-            raise NotImplementedError(m)
-
-        # validated operand views per distinct field tuple: the buffers are never reallocated, so a
-        # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
-        plans: dict[tuple, list] = {}
-        # overflow detection: the plan's float views, and whether the destination overlaps a source
-        watched: dict[tuple, tuple[bool, bool]] = {}
-        self._plan_caches += [plans, watched]  # cleared when the run's lanes change
-        watch_op = m in _CAN_OVERFLOW
-        divisor = _DIVISOR.get(m)
-
-        def run(v) -> None:
-            plan = plans.get(v)
-            if plan is not None:
-                if watch_op and self._ovf_watch is not None and watched[v][0]:
-                    return checked(plan, watched[v][1])
-                for views in plan:
-                    op(*views)
-                return
-            code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-            dt, lanes, e = self._vec_check(code, repeat, mask, m)
-            isz = dt.itemsize
-            ops = [(dst, db, dr)]
-            self._operand("dst", dst, db, dr, repeat, mask, e, isz)
-            if nsrc >= 1:
-                self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
-                ops.append((s0, s0b, s0r))
-            if nsrc == 2:
-                self._operand("src1", s1, s1b, s1r, repeat, mask, e, isz)
-                ops.append((s1, s1b, s1r))
-            scv = dt.type(sc)
-            plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
-            if len(plans) >= _PLAN_CACHE:
-                plans.clear()
-                watched.clear()
-            plans[v] = plan
-            # aliasing within one lane (every lane's operands sit at the same offsets)
-            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1]))
-            if watch_op and self._ovf_watch is not None and watched[v][0]:
-                return checked(plan, watched[v][1])
-            for views in plan:
-                op(*views)
-
-        def checked(plan, alias: bool) -> None:
-            # operands are checked after the op unless the destination overlaps them
-            n = self._n
-            srcs = [x for p in plan for x in p[1:-1]]
-            bad_in = _any_nonfinite(srcs, n) if alias else None
-            for views in plan:
-                op(*views)
-            hit = _any_nonfinite([p[0] for p in plan], n) & self._ovf_watch
-            if not hit.any() or not all(np.isfinite(p[-1]) for p in plan):
-                return
-            hit &= ~(bad_in if alias else _any_nonfinite(srcs, n))
-            if divisor is not None:  # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
-                quot = np.zeros(n, bool)
-                for p in plan:
-                    quot |= (~np.isfinite(p[0]) & (p[divisor] != 0)).reshape(n, -1).any(axis=1)
-                hit &= quot
-            self._hit(hit)
-
-        return run
-
-    def _vconv(self, v, sdt: np.dtype, ddt: np.dtype) -> None:
-        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-        n = self._rep_bytes // max(sdt.itemsize, ddt.itemsize)  # elements per repeat (64)
-        if not 1 <= repeat <= self._max_repeat:
-            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
-        if not 1 <= mask <= n:
-            raise _Fault(f"mask {mask} outside [1, {n}]")
-        self._nonneg(dst_rep=dr, src0_rep=s0r)
-        bb = self._blk_bytes
-        self._onchip("ub", "dst", dst, (repeat - 1) * dr * bb + mask * ddt.itemsize)
-        self._onchip("ub", "src0", s0, (repeat - 1) * s0r * bb + mask * sdt.itemsize)
-        s = self._v("ub", s0, (repeat, mask), (s0r * bb, sdt.itemsize), sdt)
-        d = self._v("ub", dst, (repeat, mask), (dr * bb, ddt.itemsize), ddt)
-        if ddt.itemsize < sdt.itemsize and self._ovf_watch is not None:
-            bad = nonfinite_lanes(s)
-            np.copyto(d, s, casting="unsafe")
-            self._watch(d, bad=bad)
-            return
-        np.copyto(d, s, casting="unsafe")
-
-    def _contiguous(self, what: str, base: int, rep: int, repeat: int, mask: int, dt: np.dtype) -> np.ndarray:
-        """The (repeat, mask) lanes of a contiguous-lane operand (vcmpv, vconv), bounds checked."""
-        self._nonneg(**{f"{what}_rep": rep})
-        bb = self._blk_bytes
-        self._onchip("ub", what, base, (repeat - 1) * rep * bb + mask * dt.itemsize)
-        return self._v("ub", base, (repeat, mask), (rep * bb, dt.itemsize), dt)
-
-    def _vcmpv(self, v) -> None:
-        code, mode, dst, s0, s1, repeat, mask, dr, s0r, s1r = v
-        dt, lanes, e = self._vec_check(code, repeat, mask, "vcmpv")
-        fn = _CMP.get(isa.CMP_MODES.get(mode, ""))
-        if fn is None:
-            raise _Fault(f"invalid compare mode {mode} (valid: {', '.join(f'{k}={n}' for k, n in isa.CMP_MODES.items())})")
-        a = self._contiguous("src0", s0, s0r, repeat, mask, dt)
-        b = self._contiguous("src1", s1, s1r, repeat, mask, dt)
-        d = self._contiguous("dst", dst, dr, repeat, mask, _U8)
-        np.copyto(d, fn(a, b), casting="unsafe")
-
-    def _vconv_round(self, v) -> None:
-        sc, dc, rnd, dst, s0, repeat, mask, dr, s0r = v
-        sdt, ddt = self._dtype(sc), self._dtype(dc)
-        modes = isa.VCONV_PAIRS.get((sc, dc))
-        if modes is None:
-            raise _Fault(f"no vconv from {sdt} to {ddt} (pairs: " +
-                         ", ".join(f"{isa.DTYPES[a]}->{isa.DTYPES[b]}" for a, b in isa.VCONV_PAIRS) + ")")
-        if rnd not in modes:
-            raise _Fault(f"vconv {sdt}->{ddt} takes round modes "
-                         f"{', '.join(f'{k}={isa.ROUND_MODES[k]}' for k in sorted(modes))}, got {rnd}")
-        n = self._rep_bytes // max(sdt.itemsize, ddt.itemsize)
-        if not 1 <= repeat <= self._max_repeat:
-            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
-        if not 1 <= mask <= n:
-            raise _Fault(f"mask {mask} outside [1, {n}]")
-        s = self._contiguous("src0", s0, s0r, repeat, mask, sdt)
-        d = self._contiguous("dst", dst, dr, repeat, mask, ddt)
-        bad = nonfinite_lanes(s) if self._ovf_watch is not None and ddt in _EXP_BITS else None
-        np.copyto(d, convert(s, ddt, isa.ROUND_MODES[rnd]), casting="unsafe")
-        if ddt in _EXP_BITS:
-            self._watch(d, bad=bad)
-
-    def _reduce(self, v, is_max: bool) -> None:
-        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-        dt, lanes, e = self._vec_check(code, repeat, mask, "vcmax" if is_max else "vcadd")
-        isz = dt.itemsize
-        self._operand("src0", s0, s0b, s0r, repeat, mask, e, isz)
-        self._onchip("ub", "dst", dst, repeat * isz)
-        acc = None
-        n = self._n
-        for (p,) in self._pieces([(s0, s0b, s0r)], repeat, mask, lanes, e, dt):
-            p = p.reshape(n, repeat, -1)
-            # a float sum per lane, exactly as on one core (numpy's summation order follows the layout)
-            r = p.max(axis=2) if is_max else np.stack([p[j].sum(axis=1, dtype=_F32) for j in range(n)])
-            acc = r if acc is None else (np.maximum(acc, r) if is_max else acc + r)
-        d = self._v("ub", dst, (repeat,), (isz,), dt)
-        np.copyto(d, acc, casting="unsafe")
-        if not is_max:  # a float32 sum narrowed to float16 may overflow
-            self._watch(d, acc)
-
-    def _vbrcb(self, v) -> None:
-        code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, sc = v
-        dt = self._dtype(code)
-        if not 1 <= repeat <= self._max_repeat:
-            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
-        isz, n = dt.itemsize, repeat * self._rep_bytes
-        self._onchip("ub", "src0", s0, isz)
-        self._onchip("ub", "dst", dst, n)
-        self._v("ub", dst, (n // isz,), (isz,), dt)[...] = self._v("ub", s0, (), (), dt)[:, None]
 
     # -----------------------------------------------------------------------------------------
     # sync (no functional effect)
