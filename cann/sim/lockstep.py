@@ -150,38 +150,53 @@ class Guard:
         for (lo, hi), b in zip(self.regions, self.saved):
             self.gm[lo:hi] = b
 
+    def _region(self, lo: int, hi: int) -> int | None:
+        """The region holding ``[lo, hi)``, None when it meets none; :class:`Conflict` when it
+        straddles a region's edge."""
+        for r, (rlo, rhi) in enumerate(self.regions):
+            if lo < rhi and rlo < hi:
+                if not (rlo <= lo and hi <= rhi):
+                    raise Conflict
+                return r
+        return None
+
     def access(self, bases: tuple[int, ...], step: int | None, off: int, shape: tuple, strides: tuple, isz: int,
                write: bool) -> None:
         """A GM operand at ``bases[j] + off`` on lane j (byte strides, elements of ``isz`` bytes)."""
         ext = sum((k - 1) * st for k, st in zip(shape, strides)) + isz
         lo, hi = min(bases) + off, max(bases) + off + ext
-        for r, (rlo, rhi) in enumerate(self.regions):
-            if lo < rhi and rlo < hi:
-                break
-        else:
+        if not any(lo < rhi and rlo < hi for rlo, rhi in self.regions):
             return
-        if not (rlo <= lo and hi <= rhi):
-            raise Conflict
         n = len(bases)
-        shape_b, strides_b = shape + (isz,), tuple(2 * st for st in strides) + (2,)
+        shape_b = shape + (isz,)
+        strides_b = tuple(0 if k == 1 else 2 * st for k, st in zip(shape, strides)) + (2,)
 
-        def view(buf, addr, sh, st):
-            return np.ndarray(sh, np.uint16, buffer=buf, offset=2 * (addr - rlo), strides=st)
+        def view(r, buf, addr, sh, st):
+            return np.ndarray(sh, np.uint16, buffer=buf, offset=2 * (addr - self.regions[r][0]), strides=st)
 
-        W, R = self.writer[r], self.reader[r]
-        if write and step is not None:
-            me = self.ids.reshape((n,) + (1,) * len(shape_b))
-            sh, st = (n,) + shape_b, (2 * step,) + strides_b
-            w, rd = view(W, bases[0] + off, sh, st), view(R, bases[0] + off, sh, st)
-            if not (((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
-                raise Conflict
-            w[...] = me
-            if not (w == me).all():  # two lanes wrote the same bytes
-                raise Conflict
-            return
+        if write and step is not None and n > 1:
+            r = None
+            try:
+                r = self._region(lo, hi)
+            except Conflict:
+                pass  # the lanes span several regions: lane by lane below
+            if r is not None:
+                me = self.ids.reshape((n,) + (1,) * len(shape_b))
+                sh, st = (n,) + shape_b, (2 * step,) + strides_b
+                w, rd = view(r, self.writer[r], bases[0] + off, sh, st), view(r, self.reader[r], bases[0] + off, sh, st)
+                if not (((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
+                    raise Conflict
+                w[...] = me
+                if not (w == me).all():  # two lanes wrote the same bytes
+                    raise Conflict
+                return
         for j, base in enumerate(bases):  # lane by lane, in block order
+            r = self._region(base + off, base + off + ext)
+            if r is None:
+                continue
             me = self.ids[j]
-            w, rd = view(W, base + off, shape_b, strides_b), view(R, base + off, shape_b, strides_b)
+            w = view(r, self.writer[r], base + off, shape_b, strides_b)
+            rd = view(r, self.reader[r], base + off, shape_b, strides_b)
             if not ((w == _NONE) | (w == me)).all():
                 raise Conflict
             if write:
@@ -288,6 +303,8 @@ def plan(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec, gm_size: i
     synchronization differs: own instruction count, indices and schedule); ``watch``: some
     block's written bytes may meet another block's accesses (bounding ranges), so the launch needs
     a watching :class:`Guard`."""
+    if len(blocks) >= _MANY:  # block ids must fit the guard's marks
+        return None
     groups: list[list[int]] = []
     bases: list[tuple[int, ...]] = [()] * len(blocks)
     loose = [False] * len(blocks)

@@ -197,3 +197,23 @@ def test_overflow_found_per_block(monkeypatch, lanes_used):
     assert lanes_used[0] == 8
     assert res[0] == res[1]
     assert res[0][1] == [(None, None)] * 5 + [(4, "vmuls")] + [(None, None)] * 2
+
+
+def test_guard_marks_bytes_per_block_and_restores():
+    gm = np.arange(1024, dtype=np.uint32).astype(np.uint8)
+    before = gm.copy()
+    g = lockstep.Guard(gm, [(0, 256), (512, 768)])
+    g.ids = np.array([0, 1], np.uint16)
+    g.access((0, 512), 512, 0, (64,), (1,), 1, True)  # blocks 0 and 1 write in different regions
+    g.access((0, 512), 512, 32, (32,), (1,), 1, False)  # each reads back its own bytes
+    g.access((300, 800), 500, 0, (8,), (1,), 1, False)  # outside the regions: not watched
+    gm[:256] = gm[512:768] = 7  # the launch writes inside its regions
+    g.ids = np.array([2], np.uint16)
+    g.access((64,), 0, 0, (16,), (1,), 1, True)  # untouched bytes
+    for addr, write in ((48, False), (520, True), (56, True)):  # block 0's, block 1's, block 0's and 2's bytes
+        with pytest.raises(lockstep.Conflict):
+            g.access((addr,), 0, 0, (16,), (1,), 1, write)
+    with pytest.raises(lockstep.Conflict):
+        g.access((250,), 0, 0, (16,), (1,), 1, False)  # straddles a region's edge
+    g.restore()
+    assert np.array_equal(gm, before)
