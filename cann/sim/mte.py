@@ -232,7 +232,8 @@ class TransferUnit:
         as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
         exact, and faster than numpy's float16 cast)."""
         if dt.itemsize == 2:
-            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)))
+            # every uint16 is a valid index: "clip" skips numpy's bounds check (about twice as fast)
+            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)), mode="clip")
         return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
 
     def _l0c_to_ub(self, v) -> None:
