@@ -2,14 +2,17 @@
 
 :func:`run_model` allocates the global-memory arena, loads the weights, places the inputs, runs
 every launch in order and copies the outputs out. A launch of a kernel with ``block_dim`` B runs
-its instruction stream once per block index ``0..B-1`` (SPMD), block ``b`` on core
-``b % cores`` (each core its own :class:`~cann.sim.core.AICore` with ``block_idx = b``), in waves of
-``cores`` blocks; the launch's time is the sum over waves of the slowest core's cycles, and the GM
-bandwidth is shared among the ``min(B, cores)`` active cores (docs/core-model.md).
+its instruction stream once per block index ``0..B-1`` (SPMD), in waves of ``cores`` blocks; the
+launch's time is the sum over waves of the slowest core's cycles, and the GM bandwidth is shared
+among the ``min(B, cores)`` active cores (docs/core-model.md). Blocks executing the same code run
+in lockstep on the lanes of one multi-lane :class:`~cann.sim.core.AICore` per core kind
+(:mod:`cann.sim.lockstep`), with the result of running them one after another; otherwise block
+``b`` runs alone on lane ``b % cores``.
 
-Core state between launches: the on-chip buffers are *not* cleared between launches (kernels never
-rely on leftover state; the compiler initialises everything it reads), but fresh cores are used for
-every :func:`run_model` call, so a model's results never depend on an earlier run.
+Core state between launches: the on-chip buffers are *not* cleared between launches and their
+contents at a launch's start are unspecified (kernels never rely on leftover state; the compiler
+initialises everything it reads), but fresh cores are used for every :func:`run_model` call, so a
+model's results never depend on an earlier run.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from cann.codegen.om import FP16_PRECISION_MODES, LaunchWork, OfflineModel, vali
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
-from cann.sim.core import AICore, KernelStats, nonfinite
+from cann.sim.core import AICore, KernelStats, LaneMismatch, SimError, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
+from cann.sim import lockstep
 from cann.sim.spmd import check_control, dynamic_instructions, stream
 
 #: the most instructions one run_model call executes, summed over launches and blocks (counted from
@@ -310,6 +314,50 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
     return prog, core_kind(load_soc(soc), prog, name)
 
 
+#: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm: np.ndarray, ncores: int,
+                  timings: dict[int, Timing], name, **kw) -> list[KernelStats] | None:
+    """Run a launch's blocks in lockstep groups (:mod:`cann.sim.lockstep`); None (GM untouched) when
+    it must run block by block."""
+    args = tuple(la.args)
+    key = (id(prog), k.block_dim, args, gm.size, ncores, spec.name)
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not prog:
+        try:
+            blocks = [stream(prog, b, args) for b in range(k.block_dim)]
+        except ValueError:
+            return None  # the per-block path reports it at its block
+        if len(_PLANS) >= 1024:
+            _PLANS.clear()
+        hit = _PLANS[key] = (prog, blocks, lockstep.plan(blocks, spec, gm.size, ncores))
+    _, blocks, p = hit
+    if p is None:
+        return None
+    groups, bases, regions, same, loose, watch = p
+    guard = lockstep.Guard(gm, regions, watch)
+    core.guard = guard if watch else None
+    runs: list[KernelStats] = [None] * k.block_dim  # in block order
+    try:
+        for g, same_timing in zip(groups, same):
+            own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0])), loose[b]) for b in g]
+            guard.ids = np.array(g, np.uint16)
+            core.block_idx = g[0]
+            res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
+                                 own=own, same_timing=same_timing, **kw)
+            for b, r in zip(g, res):
+                runs[b] = r
+                timings.setdefault(id(blocks[b][0]), r.timing)
+    except (lockstep.Conflict, LaneMismatch, SimError):
+        guard.restore()  # undo the launch's GM writes: the per-block path runs it (and reports any error in order)
+        return None
+    finally:
+        core.guard = None
+    return runs
+
+
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
               max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
@@ -360,13 +408,16 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     # overflow detection needs finite inputs (an inf given is not an overflow of the model's)
     detect = all(np.dtype(t.dtype) not in _FLOATS or not nonfinite(np.asarray(inputs[t.name])) for t in om.inputs)
 
-    cores: dict[tuple[str, int], AICore] = {}
+    cores: dict[str, AICore] = {}  # per core kind, one lane per physical core
     stats = RunStats(0, 0, [], spec.name, spec.clock_mhz)
     for li, la in enumerate(om.launches):
         k = om.kernels[la.kernel]
         prog, kind = decoded[la.kernel]
         ncores = spec.core_count("aiv" if kind == "aiv" else "aic")
         active = min(k.block_dim, ncores)
+        core = cores.get(kind)
+        if core is None:
+            core = cores[kind] = AICore(spec, lanes=ncores)
         runs: list[KernelStats] = []
         # cores running the same stream (the same block_if sections) share its schedule: costs depend
         # on sizes, not addresses, and the sync checks compare one core's own accesses, whose GM
@@ -375,23 +426,30 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         share = sim_checks != "warn" and len(set(la.args)) == len(la.args) and \
             not any(ins.defn.group == "dma_reg" for ins in prog)
         timings: dict[int, Timing] = {}
-        for b in range(k.block_dim):
-            core = cores.get((kind, b % ncores))
-            if core is None:
-                core = cores[(kind, b % ncores)] = AICore(spec)
+
+        def name(b: int) -> str:
+            return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"
+
+        # blocks running the same code execute together (cann.sim.lockstep) when that is exact
+        locked = _run_lockstep(core, prog, la, k, spec, gm, ncores, timings, name, checks=sim_checks,
+                           active_cores=active, detect_overflow=detect) \
+            if share and lockstep.ENABLED and k.block_dim > 1 else None
+        runs = locked or []
+        for b in range(k.block_dim if locked is None else 0):
             core.block_idx = b
             try:
                 bprog, bargs = stream(prog, b, tuple(la.args))
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
-            runs.append(core.run(bprog, gm, bargs, k.name if k.block_dim == 1 else f"{k.name}[block {b}]",
-                                 checks=sim_checks, active_cores=active, detect_overflow=detect,
-                                 timing=timings.get(id(bprog)) if share else None))
+            runs.append(core.run(bprog, gm, bargs, name(b), checks=sim_checks, active_cores=active,
+                                 detect_overflow=detect, timing=timings.get(id(bprog)) if share else None,
+                                 lane=b % ncores))
             if share:
                 timings.setdefault(id(bprog), runs[-1].timing)
-            stats.problems += runs[-1].problems
-            if stats.overflow is None and runs[-1].overflow is not None:
-                stats.overflow = _overflow_message(om, li, k.name, runs[-1], k.nodes)
+        for run in runs:
+            stats.problems += run.problems
+            if stats.overflow is None and run.overflow is not None:
+                stats.overflow = _overflow_message(om, li, k.name, run, k.nodes)
         waves = [list(range(w, min(w + ncores, k.block_dim))) for w in range(0, k.block_dim, ncores)]
         ls = _launch_stats(li, k.name, k.block_dim, kind, spec, runs, waves, la.work)
         stats.kernels.append(ls)

@@ -1,0 +1,251 @@
+"""The memory-transfer engines and the cube of the simulated AI Core (:class:`cann.sim.core.AICore`):
+GM <-> buffer DMA, ``nd2nz``, ``load2d``, ``img2col``, ``mmad`` and the L0C -> UB copy, each on every
+lane of a lockstep run (operands are views with a leading core axis: :mod:`cann.sim.lanes`).
+Semantics: :mod:`cann.hw.isa` and ``docs/core-model.md``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cann.hw import isa
+from cann.sim.cost import L0C_ITEMSIZE
+from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
+
+
+class TransferUnit:
+    """Mixin of :class:`cann.sim.core.AICore`: the MTE and cube instruction handlers (they use the
+    core's checks, ``_v`` / ``_gm`` views and overflow watch)."""
+
+    # -----------------------------------------------------------------------------------------
+    # MTE: DMA, nd2nz, load2d, img2col
+
+    def _bursts(self, nburst: int, burst: int, src_stride: int, dst_stride: int) -> None:
+        self._positive(nburst=nburst, burst=burst)
+        self._nonneg(src_stride=src_stride, dst_stride=dst_stride)
+        if nburst > 1 and dst_stride < burst:
+            raise _Fault(f"dst_stride {dst_stride} < burst {burst}: destination bursts overlap")
+
+    @staticmethod
+    def _shape(nburst: int, burst: int, ss: int, ds: int) -> tuple[tuple, tuple, tuple]:
+        """(shape, source strides, destination strides) of a burst copy (one run when contiguous)."""
+        if nburst == 1 or (ss == burst and ds == burst):
+            return (nburst * burst,), (1,), (1,)
+        return (nburst, burst), (ss, 1), (ds, 1)
+
+    def _dma_in(self, buf: str, v) -> None:
+        dst, src_arg, src, nburst, burst, ss, ds = v
+        self._bursts(nburst, burst, ss, ds)
+        self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
+        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
+        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
+        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst)
+        if type(g) is list:
+            for j, x in enumerate(g):
+                d[j] = x
+        else:
+            d[...] = g
+
+    def _reg(self, reg: int) -> None:
+        if not 0 <= reg < len(self.regs):
+            raise _Fault(f"reg {reg} outside [0, {len(self.regs)})")
+
+    def _one_lane(self, m: str) -> None:
+        if self._n != 1:
+            raise _Fault(f"{m}: data-dependent addressing runs on one core at a time (simulator contract, "
+                         f"cann.sim.lockstep)")
+
+    def _ld_idx(self, v) -> None:
+        self._one_lane("ld_idx")
+        reg, code, src, bound = v
+        self._reg(reg)
+        dt = isa.IDX_DTYPES.get(code)
+        if dt is None:
+            raise _Fault(f"invalid index dtype code {code} (valid: "
+                         f"{', '.join(f'{k}={d}' for k, d in isa.IDX_DTYPES.items())})")
+        self._positive(bound=bound)
+        if src % dt.itemsize:
+            raise _Fault(f"src: UB address {src} is not aligned to the {dt} element size {dt.itemsize}")
+        if src < 0 or src + dt.itemsize > self.limit["ub"]:
+            raise _Fault(f"src: UB bytes [{src}, {src + dt.itemsize}) outside the buffer (capacity {self.limit['ub']} bytes)")
+        x = int(self._v("ub", src, (), (), dt)[0])
+        idx = x + bound if x < 0 else x
+        if not 0 <= idx < bound:
+            raise _Fault(f"index {x} out of range [{-bound}, {bound - 1}] (bound {bound}): a Gather index outside "
+                         f"the data tensor")
+        self.regs[reg] = idx
+
+    def _dma_reg(self, v) -> None:
+        self._one_lane("copy_gm_to_ub_reg")
+        dst, src_arg, src, nburst, burst, ss, ds, reg, rs = v
+        self._reg(reg)
+        self._nonneg(reg_stride=rs)
+        self._dma_in("ub", (dst, src_arg, src + self.regs[reg] * rs, nburst, burst, ss, ds))
+        self.reg_trace.append(self.regs[reg])
+
+    def _dma_out(self, v) -> None:
+        dst_arg, dst, src, nburst, burst, ss, ds = v
+        self._bursts(nburst, burst, ss, ds)
+        self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
+        self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
+        shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
+        self._put(self._gm(dst_arg, dst, shape, dst_st, write=True), self._v("ub", src, shape, sst))
+
+    def _nd2nz(self, v) -> None:
+        code, dst, src_arg, src, rows, cols, stride = v
+        dt = self._fdtype(code)
+        self._positive(rows=rows, cols=cols)
+        self._nonneg(src_row_stride=stride)
+        isz = dt.itemsize
+        c0 = self._blk_bytes // isz
+        c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
+        row_bytes = cols * isz
+        self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
+        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
+        g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
+        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt)  # (n, rows, cols)
+        n = self._n
+        out = self._v("l1", dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
+        if rows == r16 and cols == c1 * c0:
+            out[...] = mat.reshape(n, rows, c1, c0).transpose(0, 2, 1, 3)
+        else:
+            pad = np.zeros((n, r16, c1 * c0), dt)
+            pad[:, :rows, :cols] = mat
+            out[...] = pad.reshape(n, r16, c1, c0).transpose(0, 2, 1, 3)
+
+    def _load2d(self, v) -> None:
+        space, dst, src, repeat, ss, ds = v
+        if space not in (isa.L0A, isa.L0B):
+            raise _Fault(f"invalid dst_space {space} (valid: {isa.L0A} = L0A, {isa.L0B} = L0B)")
+        f = self._frac
+        self._positive(repeat=repeat)
+        self._nonneg(src_stride=ss, dst_stride=ds)
+        if repeat > 1 and ds < f:
+            raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
+        buf = "l0a" if space == isa.L0A else "l0b"
+        self._onchip("l1", "src", src, (repeat - 1) * ss + f)
+        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
+        shape, sst, dst_st = self._shape(repeat, f, ss, ds)
+        self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
+
+    def _img2col(self, v) -> None:
+        (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
+        dt = self._fdtype(code)
+        isz = dt.itemsize
+        c0 = self._n0  # NC1HWC0 with C0 = 16 for both dtypes
+        k0 = self.spec.cube.k0(isz)
+        self._positive(fm_c1=c1, fm_h=fh, fm_w=fw, stride_h=sh, stride_w=sw, kernel_h=kh, kernel_w=kw,
+                       dil_h=dh, dil_w=dw, m_count=m_count, k_count=k_count)
+        self._nonneg(pad_t=pt, pad_b=pb, pad_l=pl, pad_r=pr, m_start=m_start, k_start=k_start)
+        if m_count % self._m0:
+            raise _Fault(f"m_count {m_count} is not a multiple of {self._m0}")
+        if k_start % k0 or k_count % k0:
+            raise _Fault(f"k_start {k_start} and k_count {k_count} must be multiples of k0 = {k0}")
+        ho = (fh + pt + pb - dh * (kh - 1) - 1) // sh + 1
+        wo = (fw + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        if ho < 1 or wo < 1:
+            raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
+                         f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
+        self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
+        self._onchip("l0a", "dst", dst, m_count * k_count * isz)
+        n = self._n
+        m0 = self._m0
+        # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
+        dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
+                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)
+        m_hi = min(m_start + m_count, ho * wo)
+        k_per_c1 = kh * kw * c0
+        k_total = c1 * k_per_c1
+        k_hi = min(k_start + k_count, k_total)
+        if m_hi > m_start and k_hi > k_start:
+            # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
+            oh0, oh1 = m_start // wo, (m_hi - 1) // wo
+            ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
+            p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
+            wp = fw + pl + pr
+            slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
+            if slab_bytes > _MAX_SLAB:
+                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
+                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
+            r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
+            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
+            full = m_hi - m_start == m_count and k_hi - k_start == k_count
+            out = None if full else np.zeros((n, m_count, k_count), dt)
+            chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
+            for j0 in range(0, n, chunk):
+                nj = min(chunk, n - j0)
+                if r0 == p0 and r1 == p1 and wp == fw:  # no padding in the window: read the map in place
+                    slab = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                else:
+                    slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
+                    if r1 > r0:
+                        slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                s = slab.strides
+                shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+                strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
+                win = np.lib.stride_tricks.as_strided(
+                    slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
+                # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
+                rows = win.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, (oh1 - oh0 + 1) * wo, -1)
+                rows = rows[:, m_start - oh0 * wo:m_hi - oh0 * wo, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+                if full:
+                    dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
+                else:
+                    out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
+            if full:
+                return
+        else:
+            out = np.zeros((n, m_count, k_count), dt)
+        dst5[...] = out.reshape(dst5.shape)
+
+    # -----------------------------------------------------------------------------------------
+    # cube
+
+    def _mmad(self, v) -> None:
+        code, dst, a, b, m, k, n, init = v
+        dt = self._fdtype(code)
+        isz = dt.itemsize
+        k0, m0, n0 = self.spec.cube.k0(isz), self._m0, self._n0
+        self._positive(m=m, k=k, n=n)
+        if m % m0 or n % n0 or k % k0:
+            raise _Fault(f"m={m}, n={n} must be multiples of {m0}/{n0} and k={k} a multiple of k0 = {k0}")
+        if init not in (0, 1):
+            raise _Fault(f"init must be 0 or 1, got {init}")
+        self._onchip("l0a", "a", a, m * k * isz)
+        self._onchip("l0b", "b", b, k * n * isz)
+        self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
+        nl = self._n
+        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
+        A = self._as_f32("l0a", a, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
+                         dt).reshape(nl, m, k)
+        B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
+                         dt).reshape(nl, k, n)
+        # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
+        C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
+        out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
+        if init:
+            out[...] = C
+        else:
+            out += C
+
+    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
+        """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane
+        as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
+        exact, and faster than numpy's float16 cast)."""
+        if dt.itemsize == 2:
+            # every uint16 is a valid index: "clip" skips numpy's bounds check (about twice as fast)
+            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)), mode="clip")
+        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
+
+    def _l0c_to_ub(self, v) -> None:
+        code, dst, src, n1, m, src_m = v
+        dt = self._fdtype(code)
+        self._positive(n1=n1, m=m)
+        if src_m < m:
+            raise _Fault(f"src_m {src_m} < m {m}")
+        n0, isz = self._n0, dt.itemsize
+        self._onchip("l0c", "src", src, n1 * src_m * n0 * L0C_ITEMSIZE)
+        self._onchip("ub", "dst", dst, n1 * m * n0 * isz)
+        s = self._v("l0c", src, (n1, m, n0), (src_m * n0 * 4, n0 * 4, 4), _F32)
+        d = self._v("ub", dst, (n1, m, n0), (m * n0 * isz, n0 * isz, isz), dt)
+        np.copyto(d, s, casting="unsafe")
+        self._watch(d, s)
