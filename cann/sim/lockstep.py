@@ -33,7 +33,7 @@ from cann.hw.config import SocSpec
 #: module switch: False runs every launch block by block (tests compare the two paths)
 ENABLED = True
 
-_CONTROL = frozenset({"loop_begin", "loop_end", "loop_offset", "loop_rotate", "loop_rotate_event",
+_CONTROL = frozenset({"loop_begin", "loop_end", "loop_offset", "loop_rotate", "loop_rotate_event", "loop_step",
                       "block_offset", "block_offset_mod", "block_if", "block_endif"})
 _GM_FIELDS = (("src_arg", "src"), ("dst_arg", "dst"))
 #: resolved before a core runs: their fields do not change what the core executes

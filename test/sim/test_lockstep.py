@@ -82,6 +82,21 @@ def test_conv_lockstep_equals_block_by_block(precision_mode, monkeypatch, lanes_
     assert y1 == y2 and s1 == s2 and c1 == c2
 
 
+def test_a_conv_with_stepped_loops_runs_in_lockstep(monkeypatch, lanes_used):
+    # its M subtiles are loops with loop_step (on-chip fields only): the GM extents stay static, so
+    # every launch runs in lockstep (a loop_step once sent ResNet-50's big convs block by block)
+    model = cann.compile(_conv(cin=64, cout=64, h=56, w=56))
+    code = [i for k in model.om.kernels for i in isa.decode(k.code)]
+    assert any(i.mnemonic == "loop_step" for i in code)
+    plans = []
+    orig = lockstep.plan
+    monkeypatch.setattr(lockstep, "plan", lambda *a: plans.append(orig(*a)) or plans[-1])
+    x = np.random.default_rng(3).standard_normal((1, 64, 56, 56)).astype(np.float32)
+    (y1, s1, c1), (y2, s2, c2) = _both(model, {"x": x}, monkeypatch)
+    assert plans and all(p is not None for p in plans)
+    assert y1 == y2 and s1 == s2 and c1 == c2
+
+
 def test_elementwise_lockstep_equals_block_by_block(monkeypatch, lanes_used):
     model = cann.compile(_add())
     rng = np.random.default_rng(2)
