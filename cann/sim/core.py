@@ -36,7 +36,7 @@ from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel
 from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
-from cann.sim.timing import BUFS, PIPES, Timing, footprints, schedule
+from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
 from cann.sim.vector import VectorUnit
 
 _PIPE_NAMES = PIPES
@@ -323,8 +323,8 @@ class AICore(TransferUnit, VectorUnit):
             if t is None:
                 t = out[0].timing if same_timing and out else times.get(id(code))
             if t is None:
-                t = schedule(code, self.spec, shared, full, tuple(cargs), names[j], checks, SimError, self.reg_trace,
-                             record=RECORD_LIMIT)
+                t = cached_schedule(code, self.spec, shared, full, tuple(cargs), active_cores, names[j], checks,
+                                    SimError, self.reg_trace, record=RECORD_LIMIT)
             times.setdefault(id(code), t)
             count = i + 1
             if loose:  # its own stream's length: the schedule records every instruction up to RECORD_LIMIT

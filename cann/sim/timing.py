@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 import warnings
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -310,3 +311,46 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
                         f"kernel ends with the event set (a leaked event id)")
     return Timing(max(free) if i >= 0 else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
                   np.array(end, np.int64), np.array(pipe_of, np.int8), problems)
+
+
+#: schedules of earlier runs, least recently used first: ``(id(instrs), args, checks, record, active
+#: cores, spec) -> (instrs, Timing)``; the stream object is held, so its id is not reused meanwhile
+_SCHEDULES: OrderedDict[tuple, tuple] = OrderedDict()
+#: the most instruction records (start, end, pipe: 17 bytes each) all cached schedules hold together
+SCHEDULE_RECORDS = 1 << 22
+_held_records = 0
+
+
+def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict,
+                    args: tuple[int, ...], active_cores: int, kernel_name: str = "kernel", checks: str = "error",
+                    SimError=CannError, reg_values: list[int] | None = None,
+                    record: int | None = None) -> Timing:
+    """:func:`schedule`, reusing the result of an earlier call on the same ``instrs`` object (a
+    decoded program or a :class:`cann.sim.spmd.Stream`, which do not change), argument bases, SoC,
+    ``checks``, ``record`` and ``active_cores`` (``costs`` must be the cost functions of ``spec``
+    with GM bandwidth shared among ``active_cores`` cores). A schedule depends on nothing else: not
+    on data, except through register-addressed copies (``reg_values`` non-empty: never cached), and
+    ``checks="warn"`` reports its problems on every run (never cached). A run that raises caches
+    nothing. Repeated runs of a model pay for timing once.
+
+    Raises:
+        SimError: as :func:`schedule`.
+    """
+    global _held_records
+    if checks == "warn" or reg_values:
+        return schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record)
+    key = (id(instrs), tuple(args), checks, record, active_cores, spec)
+    hit = _SCHEDULES.get(key)
+    if hit is not None and hit[0] is instrs:
+        _SCHEDULES.move_to_end(key)
+        return hit[1]
+    t = schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record)
+    old = _SCHEDULES.pop(key, None)
+    if old is not None:
+        _held_records -= len(old[1].start)
+    _SCHEDULES[key] = (instrs, t)
+    _held_records += len(t.start)
+    while _held_records > SCHEDULE_RECORDS and _SCHEDULES:
+        _, (_, dropped) = _SCHEDULES.popitem(last=False)
+        _held_records -= len(dropped.start)
+    return t

@@ -306,3 +306,41 @@ def test_socs_load_and_separated_part():
     mixed = [isa.make("mmad", dtype=0, m=16, k=16, n=16, init=1), isa.make("pipe_barrier", pipe=P.ALL), vmuls(0)]
     with pytest.raises(Exception, match="separated cube"):
         run_model(_om(mixed, soc="Ascend910B1"), {"x": x})
+
+
+def test_a_second_run_reuses_the_schedules_of_the_first(monkeypatch):
+    # a schedule depends only on the stream, argument bases, SoC, checks and sharing cores: a second run
+    # of the same model (other data) computes none, and gets the same cycles
+    from cann.sim import timing
+
+    calls = []
+    orig = timing.schedule
+    monkeypatch.setattr(timing, "schedule", lambda *a, **k: calls.append(1) or orig(*a, **k))
+    monkeypatch.setattr(timing, "_SCHEDULES", timing.OrderedDict())
+    monkeypatch.setattr(timing, "_held_records", 0)
+    om = _om(SYNCED, 4)
+    _, st1 = run_model(om, {"x": np.ones(TILE // 2, np.float16)})
+    first = len(calls)
+    _, st2 = run_model(om, {"x": np.full(TILE // 2, 3, np.float16)})
+    assert first >= 1 and len(calls) == first
+    assert st1.cycles == st2.cycles and st1.kernels[0].cores[0].busy_by_pipe == st2.kernels[0].cores[0].busy_by_pipe
+    run_model(om, {"x": np.ones(TILE // 2, np.float16)}, sim_checks="off")  # another checks mode: its own
+    assert len(calls) == 2 * first
+    run_model(om, {"x": np.ones(TILE // 2, np.float16)}, sim_checks="warn")  # never cached: problems per run
+    run_model(om, {"x": np.ones(TILE // 2, np.float16)}, sim_checks="warn")
+    assert len(calls) == 2 * first + 2 * 4  # every block of both runs (warn mode shares nothing)
+
+
+def test_cached_schedules_are_dropped_least_recent_first_over_the_record_budget(monkeypatch):
+    from cann.sim import timing
+
+    monkeypatch.setattr(timing, "_SCHEDULES", timing.OrderedDict())
+    monkeypatch.setattr(timing, "_held_records", 0)
+    monkeypatch.setattr(timing, "SCHEDULE_RECORDS", 10)
+    costs = AICore(SPEC)._cost
+    a, b = list(SYNCED), list(SYNCED)  # 7 records each
+    ta = timing.cached_schedule(a, SPEC, costs, costs, (0, TILE), 1)
+    assert timing.cached_schedule(a, SPEC, costs, costs, (0, TILE), 1) is ta
+    timing.cached_schedule(b, SPEC, costs, costs, (0, TILE), 1)  # 14 > 10: a's is dropped
+    assert timing._held_records == 7 and list(timing._SCHEDULES)[0][0] == id(b)
+    assert timing.cached_schedule(a, SPEC, costs, costs, (0, TILE), 1) is not ta
