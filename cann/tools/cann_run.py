@@ -25,7 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from cann.codegen.om import FP16_PRECISION_MODES
-from cann.errors import CannError, FloatOverflowWarning
+from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.fileio import atomic_output
 from cann.tools._cli import run_command
 
@@ -271,7 +271,11 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SimWarning)
         warnings.simplefilter("ignore", FloatOverflowWarning)
-        outputs = model.run(inputs, **kw)
+        try:
+            outputs = model.run(inputs, **kw)
+        except CannError as e:  # the simulator names the model "<model>": here it is the .om file
+            raise CannError(diagnostics=[Diagnostic(str(om) if d.location == "<model>" else d.location, d.message,
+                                                    d.needs_constant) for d in e.diagnostics]) from None
     for loc, msg in getattr(model.last_run, "problems", ()):
         print(f"warning: {loc}: {msg}", file=sys.stderr)
     overflow = getattr(model.last_run, "overflow", None)

@@ -467,7 +467,7 @@ def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs t
     assert r.returncode == 0 and r.stderr == "" and "min=40000 max=40000" in r.stdout
     r = cli("cann_run", om, "--input", tmp_path / "x.npy", "--max-instructions", "5")
     assert r.returncode == 2
-    assert re.fullmatch(r"error: <model>: the launches up to launch \d \('\w+'\) execute \d+ instructions in \d+ "
+    assert re.fullmatch(re.escape(f"error: {om}: ") + r"the launches up to launch \d \('\w+'\) execute \d+ instructions in \d+ "
                         r"blocks, over the simulator's budget of 5 instructions \+ blocks \(docs/om-format.md, "
                         r"\"Running\"\)\n", r.stderr)
 
