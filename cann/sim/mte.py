@@ -215,8 +215,8 @@ class TransferUnit:
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
         nl = self._n
         # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
-        A = self._as_f32("l0a", a, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
-                         dt).reshape(nl, m, k)
+        A = self._as_f32_lanes("l0a", a, m * k, (m // m0, m0, k // k0, k0),
+                               (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt).reshape(nl, m, k)
         B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
                          dt).reshape(nl, k, n)
         # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
@@ -226,6 +226,22 @@ class TransferUnit:
             out[...] = C
         else:
             out += C
+
+    def _as_f32_lanes(self, buf: str, off: int, count: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
+        """:meth:`_as_f32` of an operand whose ``count`` elements are contiguous at ``off``, converting
+        each distinct lane once: lanes holding the same bytes as the lane before them (the cores of a
+        channel-split convolution share their img2col matrix) take a copy of its values."""
+        n = self._n
+        if n == 1 or dt.itemsize != 2:
+            return self._as_f32(buf, off, shape, strides, dt)
+        raw = self._v(buf, off, (count,), (2,), np.dtype(np.uint16))  # (n, count)
+        same = (raw[1:] == raw[:-1]).all(axis=1)  # lane j holds lane j-1's bytes
+        if not same.any():
+            return self._as_f32(buf, off, shape, strides, dt)
+        first = np.flatnonzero(np.concatenate(([True], ~same)))  # the lanes that start a run
+        inv = np.cumsum(np.concatenate(([1], ~same))) - 1  # lane -> its run
+        u = self._v(buf, off, shape, strides, np.dtype(np.uint16))[first]
+        return np.take(_F16_TO_F32, u, mode="clip")[inv]
 
     def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
         """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane

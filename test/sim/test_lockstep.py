@@ -232,3 +232,31 @@ def test_guard_marks_bytes_per_block_and_restores():
         g.access((250,), 0, 0, (16,), (1,), 1, False)  # straddles a region's edge
     g.restore()
     assert np.array_equal(gm, before)
+
+
+def test_mmad_of_lanes_sharing_their_l0a_matrix_equals_each_lane_alone(monkeypatch):
+    # lanes 0-1 and 2-3 hold the same L0A bytes (a channel-split conv's cores share their img2col
+    # matrix): each run of equal lanes is converted once, and every lane's product is its own
+    from cann.sim import mte
+
+    m, k, n = 32, 32, 16
+    rng = np.random.default_rng(4)
+    a = [rng.standard_normal(m * k).astype(np.float16) for _ in range(2)]
+    lanes_a = [a[0], a[0], a[1], a[1]]
+    lanes_b = [rng.standard_normal(k * n).astype(np.float16) for _ in range(4)]
+    prog = [isa.make("mmad", dtype=0, dst=0, a=0, b=0, m=m, k=k, n=n, init=1)]
+    core = AICore(SPEC, lanes=4)
+    for j in range(4):
+        core.mem["l0a"][j, :m * k * 2] = lanes_a[j].view(np.uint8)
+        core.mem["l0b"][j, :k * n * 2] = lanes_b[j].view(np.uint8)
+    converted = []
+    orig = np.take
+    monkeypatch.setattr(mte.np, "take", lambda t, u, **kw: converted.append(u.shape[0]) or orig(t, u, **kw))
+    core.run_lanes(prog, np.zeros(64, np.uint8), [(0,)] * 4, list("abcd"), checks="off")
+    assert converted[0] == 2  # A: two distinct lanes converted; B: all four
+    for j in range(4):
+        one = AICore(SPEC)
+        one.bufs["l0a"][:m * k * 2] = lanes_a[j].view(np.uint8)
+        one.bufs["l0b"][:k * n * 2] = lanes_b[j].view(np.uint8)
+        one.run(prog, np.zeros(64, np.uint8), (0,), "k", checks="off")
+        assert np.array_equal(core.mem["l0c"][j, :m * n * 4], one.bufs["l0c"][:m * n * 4])
