@@ -64,12 +64,3 @@ def step_targets(prog: list) -> dict[int, list[tuple[int, int, int]]]:
     if pending:
         raise ValueError(f"instruction {pending[0][0]}: loop_step with no work instruction after it in its loop")
     return out
-
-
-def stepped(ins: isa.Instr, steps, iteration_of) -> isa.Instr:
-    """``ins`` with its stepped fields advanced: ``steps`` ``[(field, step, owner), ...]``,
-    ``iteration_of(owner)`` the owner loop's current iteration."""
-    values = list(ins.values)
-    for fld, step, owner in steps:
-        values[fld] += iteration_of(owner) * step
-    return isa.Instr(ins.defn, tuple(values))

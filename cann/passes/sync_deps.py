@@ -20,6 +20,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import BUFS, footprints
+from cann.hw.loops import step_targets
 
 NP = len(isa.Pipe) - 1  # pipes S .. MTE3
 GM = BUFS.index("gm")
@@ -76,22 +77,27 @@ class Loop:
 
 
 def parse(ops: list, where: str) -> list:
-    """The flat instruction list as items (instructions, fenced regions, control)."""
+    """The flat instruction list as items (instructions, fenced regions, control); each
+    instruction carries the ``loop_step`` s that advance it (:func:`cann.hw.loops.step_targets`, the
+    resolution the simulator uses) as ``(field, step, owner loop key, owner trip count)``.
+
+    Raises:
+        CannError: unbalanced loops or block sections, loop control outside a loop, or a
+            ``loop_step`` without a valid target.
+    """
+    try:
+        targets = step_targets([op_to_instr(op) for op in ops])
+    except ValueError as e:
+        raise CannError(where, str(e)) from None
+    owners: dict[int, tuple[int, int]] = {}  # loop_begin index -> (key of its body, trip count)
     stack: list[tuple[AscendInstrOp | None, list, list]] = [(None, [], [])]
-    pending: list[tuple[int, int, int, int]] = []  # loop_steps waiting for their target (cann.hw.loops)
-    for op in ops:
+    for i, op in enumerate(ops):
         m = op.DEFN.mnemonic
         top = stack[-1]
-        if m == "loop_step":
-            if top[0] is None or top[0].DEFN.mnemonic != "loop_begin":
-                raise CannError(where, "loop_step outside a loop_begin .. loop_end")
-            pending.append((op.field("field_no"), op.field("step"), id(top[2]), top[0].field("count")))
-            top[2].append(Ctrl(op))
-            continue
-        if pending and m in ("block_if", "block_endif", "loop_end") and any(p[2] == id(top[2]) for p in pending):
-            raise CannError(where, f"loop_step with no work instruction after it before a {m}")
         if m in ("loop_begin", "block_if"):
             stack.append((op, [], []))
+            if m == "loop_begin":
+                owners[i] = (id(stack[-1][2]), op.field("count"))
         elif m in ("loop_end", "block_endif"):
             want = "loop_begin" if m == "loop_end" else "block_if"
             if top[0] is None or top[0].DEFN.mnemonic != want:
@@ -105,8 +111,8 @@ def parse(ops: list, where: str) -> list:
         elif op.DEFN.group == "spmd":
             top[2].append(Ctrl(op))
         else:
-            top[2].append(Ins(op, int(op.DEFN.pipe), [], pending))
-            pending = []
+            steps = [(f, st, *owners[o]) for f, st, o in targets.get(i, ())]
+            top[2].append(Ins(op, int(op.DEFN.pipe), [], steps))
     if len(stack) > 1:
         raise CannError(where, f"{stack[-1][0].DEFN.mnemonic} without its end")
     return stack[0][2]

@@ -318,3 +318,24 @@ def test_deleting_each_wait_is_a_race_or_redundant(name, tmp_path):
             assert _unordered_conflicts(compiled.om, _KERNELS[name]) == [], f"deleting wait {w} was not redundant"
     print(f"{name}: {races} of {len(pairs)} deletions reported as races")
     assert races >= 1
+
+
+def test_the_sync_pass_resolves_loop_steps_as_the_simulator_does():
+    # the same resolution (cann.hw.loops.step_targets): the step applies to the next work
+    # instruction, and a loop_step with none before its loop's end is the same one-line error
+    from cann.dialects.ascend import instr_to_op
+    from cann.errors import CannError
+    from cann.hw import isa
+    from cann.passes.sync_deps import Ins, Region, parse
+
+    mm = isa.make("mmad", dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1)
+    good = [isa.make("loop_begin", count=3), isa.make("loop_step", field_no=1, step=1024), mm, isa.make("loop_end")]
+    (loop,) = parse([instr_to_op(i) for i in good], "k")
+    assert isinstance(loop, Region)
+    (ins,) = [it for it in loop.body if isinstance(it, Ins)]
+    assert ins.steps == [(1, 1024, id(loop.body), 3)]
+    bad = [isa.make("loop_begin", count=3), mm, isa.make("loop_step", field_no=1, step=1024), isa.make("loop_end")]
+    with pytest.raises(CannError) as e:
+        parse([instr_to_op(i) for i in bad], "k")
+    assert e.value.lines() == ["error: k: instruction 2: loop_step with no work instruction after it in its loop "
+                               "(loop_end at 3)"]
