@@ -29,13 +29,13 @@ import numpy as np
 from cann.hw import isa
 from cann.hw.footprint import footprints
 from cann.hw.config import SocSpec
+from cann.sim.spmd import gm_fields
 
 #: module switch: False runs every launch block by block (tests compare the two paths)
 ENABLED = True
 
 _CONTROL = frozenset({"loop_begin", "loop_end", "loop_offset", "loop_rotate", "loop_rotate_event", "loop_step",
                       "block_offset", "block_offset_mod", "block_if", "block_endif"})
-_GM_FIELDS = (("src_arg", "src"), ("dst_arg", "dst"))
 #: resolved before a core runs: their fields do not change what the core executes
 _NO_EFFECT = frozenset({"block_if", "block_endif"})
 
@@ -91,8 +91,7 @@ def gm_extents(code: list[isa.Instr], spec: SocSpec) -> dict[int, tuple[int, int
             continue
         if dead or d.group in ("sync", "spmd"):
             continue
-        names = d.field_names
-        gm = [(names.index(a), names.index(o)) for a, o in _GM_FIELDS if a in names and o in names]
+        gm = gm_fields(d)
         accs = [x for x in fps[m](ins.values, _ZERO)[0] if x[0] == 0]
         if not accs:
             continue
@@ -208,16 +207,6 @@ class Guard:
 
 
 _CONGRUENT: dict[tuple, tuple] = {}
-_GM_OF: dict[isa.InstrDef, tuple] = {}
-
-
-def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
-    """(argument field, offset field) of each GM operand of an instruction."""
-    f = _GM_OF.get(defn)
-    if f is None:
-        names = defn.field_names
-        f = _GM_OF[defn] = tuple((names.index(a), names.index(o)) for a, o in _GM_FIELDS if a in names and o in names)
-    return f
 
 
 def _functional(code: list[isa.Instr]) -> list[isa.Instr]:
@@ -264,7 +253,7 @@ def congruent(a: list[isa.Instr], b: list[isa.Instr], spec: SocSpec | None = Non
             if x.defn is not y.defn:
                 deltas = None
                 break
-            gm = _gm_fields(x.defn)
+            gm = gm_fields(x.defn)
             if not gm:
                 if x is y or x.values == y.values or x.defn.mnemonic in _NO_EFFECT:
                     continue

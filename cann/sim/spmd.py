@@ -38,7 +38,7 @@ from cann.hw import isa, loops
 
 
 @cache
-def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
+def gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
     """(arg field index, byte offset field index) of each GM operand of an instruction."""
     names = defn.field_names
     return tuple((names.index(a), names.index(o)) for a, o in (("src_arg", "src"), ("dst_arg", "dst"))
@@ -46,7 +46,7 @@ def _gm_fields(defn: isa.InstrDef) -> tuple[tuple[int, int], ...]:
 
 
 def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
-    fields = _gm_fields(ins.defn)
+    fields = gm_fields(ins.defn)
     if not fields:
         return ins
     values = list(ins.values)
@@ -86,6 +86,8 @@ def _with_steps(code: list[isa.Instr]) -> list:
     for t, steps in targets.items():
         out[t] = _Stepped(code[t], tuple((f, s, level[o]) for f, s, o in steps if s))
     return out
+
+
 _FLAGS = ("set_flag", "wait_flag")
 
 
