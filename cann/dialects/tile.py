@@ -287,17 +287,55 @@ class LoopStepOp(IRDLOperation):
     operand (``dst_offset`` of a UB ``dst``, ``c_offset`` of ``tile.mmad``, ...) or
     ``tile.img2col``'s ``m_start`` / ``k_start`` (positions, columns). Lowered to the ISA's
     ``loop_step`` on every instruction the op becomes (``convert-tile-to-ascend`` checks the op
-    lowers to the same instructions stepping linearly)."""
+    lowers to the same instructions stepping linearly).
+
+    With ``offset``, ``lo`` and ``hi`` (``lo <= hi``) the advance is ``clamp(offset + i * step, lo,
+    hi)`` (ISA ``loop_clamp``): the border tiles of a loop share its body, e.g. a GM offset
+    (``src_offset`` of a GM ``src``), a copy's ``nburst`` / ``burst`` or img2col's ``fm_h`` /
+    ``pad_t`` / ``pad_b`` that only the first or last iteration changes. With ``up`` (default 0) the
+    step is of the loop that many levels out from the innermost one around the op (an op of a
+    nested loop moving with an outer loop; lowered to ``loop_clamp``)."""
 
     name = "tile.loop_step"
     field = prop_def(StringAttr)
     step = prop_def(IntegerAttr)
+    offset = opt_prop_def(IntegerAttr)
+    lo = opt_prop_def(IntegerAttr)
+    hi = opt_prop_def(IntegerAttr)
+    up = opt_prop_def(IntegerAttr)
     traits = traits_def(MemoryReadEffect(), MemoryWriteEffect())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "attr-dict"
 
-    def __init__(self, field: str, step: int):
-        super().__init__(properties={"field": StringAttr(field), "step": IntegerAttr(step, i64)})
+    def __init__(self, field: str, step: int, clamp: tuple[int, int, int] | None = None, up: int = 0):
+        props = {"field": StringAttr(field), "step": IntegerAttr(step, i64)}
+        if clamp is not None:
+            props.update(offset=IntegerAttr(clamp[0], i64), lo=IntegerAttr(clamp[1], i64),
+                         hi=IntegerAttr(clamp[2], i64))
+        if up:
+            props["up"] = IntegerAttr(up, i64)
+        super().__init__(properties=props)
+
+    @property
+    def levels_up(self) -> int:
+        """How many loops out from the innermost one around the op the stepping loop is."""
+        return self.up.value.data if self.up is not None else 0
+
+    @property
+    def clamp(self) -> tuple[int, int, int] | None:
+        """``(offset, lo, hi)`` of a clamped step, None for a linear one."""
+        if self.lo is None:
+            return None
+        return (self.offset.value.data if self.offset is not None else 0, self.lo.value.data, self.hi.value.data)
+
+    def verify_(self) -> None:
+        given = [p is not None for p in (self.lo, self.hi)]
+        if any(given) and not all(given) or self.offset is not None and not all(given):
+            raise VerifyException("tile.loop_step: a clamped step gives lo and hi (and optionally offset)")
+        if self.up is not None and self.up.value.data < 0:
+            raise VerifyException(f"tile.loop_step: up {self.up.value.data} < 0")
+        if all(given) and self.lo.value.data > self.hi.value.data:
+            raise VerifyException(f"tile.loop_step: lo {self.lo.value.data} > hi {self.hi.value.data}")
 
 
 @irdl_op_definition

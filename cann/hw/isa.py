@@ -262,6 +262,14 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "nested loop; it must not cross a block_if, block_endif or the loop's end) advanced by i*step; the "
      "field must be steppable (STEP_FIELDS: on-chip addresses, img2col m_start / k_start); an address is "
      "stepped after loop_rotate remapped it; several levels of nesting add their i*step"),
+    # clamped steps: the tiles at a border (padding, a tail) in the same loop body; appended
+    ("loop_clamp", Pipe.S, _f("field_no", "step", "offset", "lo", "hi", "up"), "spmd",
+     "as loop_step, but iteration i of the loop `up` levels out from the innermost loop enclosing it (0: that "
+     "loop) sees the field advanced by clamp(offset + i*step, lo, hi) = min(max(offset + i*step, lo), hi) "
+     "(lo <= hi): a window that stops at a tensor's edge, a pad that only the first tile has, a last tile "
+     "moved back to end at the edge, an instruction of a nested loop moving with an outer one; the field must "
+     "be clampable (CLAMP_FIELDS: the steppable fields, GM offsets, DMA nburst / burst, img2col fm_h / pad_t / "
+     "pad_b); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -281,6 +289,9 @@ _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
 
 #: mnemonic -> its non-address fields a ``loop_step`` may advance (besides the on-chip addresses)
 _EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_start")}
+#: instruction group -> its size / window fields a ``loop_clamp`` may also move
+_EXTRA_CLAMP_FIELDS: dict[str, tuple[str, ...]] = {"dma": ("nburst", "burst", "src_stride", "dst_stride"),
+                                                    "img2col": ("fm_h", "pad_t", "pad_b")}
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
     InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
@@ -306,6 +317,18 @@ def step_fields(defn: InstrDef) -> frozenset[int]:
     names = defn.field_names
     return frozenset([i for i, _ in _address_fields(defn)]
                      + [names.index(f) for f in _EXTRA_STEP_FIELDS.get(defn.mnemonic, ())])
+
+
+@cache
+def clamp_fields(defn: InstrDef) -> frozenset[int]:
+    """Indices of the fields of ``defn`` a ``loop_clamp`` may move: the :func:`step_fields`, the GM
+    byte offsets (``src`` of a ``src_arg``, ``dst`` of a ``dst_arg``), and the fields of
+    :data:`_EXTRA_CLAMP_FIELDS` (a DMA's ``nburst`` / ``burst``, img2col's ``fm_h`` / ``pad_t`` /
+    ``pad_b``)."""
+    names = defn.field_names
+    gm = [names.index(o) for a, o in (("src_arg", "src"), ("dst_arg", "dst")) if a in names and o in names]
+    extra = [names.index(f) for f in _EXTRA_CLAMP_FIELDS.get(defn.group, ()) if f in names]
+    return step_fields(defn) | frozenset(gm + extra)
 
 
 def address_fields(ins: "Instr") -> tuple[tuple[int, int], ...]:

@@ -211,11 +211,13 @@ class KernelBuilder:
             self.block.add_op(op)
         return op
 
-    def roll(self, count: int, body: Callable[[int], None]) -> None:
+    def roll(self, count: int, body: Callable[[int], None], clamp: bool = False) -> None:
         """Emit ``body(i)`` for ``i`` in ``range(count)``, the runs of iterations that are one code moved
         through GM, their on-chip offsets stepping linearly, as hardware loops
         (:mod:`cann.lowering.rolling`): the kernel's code grows with its
-        tiling, not with its tensors. Buffers must be allocated before (``alloc`` is not captured)."""
+        tiling, not with its tensors. Buffers must be allocated before (``alloc`` is not captured).
+        ``clamp``: the first and last iterations join the loop when they differ only in fields a
+        clamped step can give them (:func:`cann.lowering.rolling.clamped_runs`)."""
         iterations = []
         outer = self._sink
         try:
@@ -225,13 +227,20 @@ class KernelBuilder:
                 iterations.append(self._sink)
         finally:
             self._sink = outer
-        for first, n, step, chip in rolling.runs(iterations):
+        found = rolling.clamped_runs(iterations) if clamp else [(*r, {}) for r in rolling.runs(iterations)]
+        for first, n, step, chip, clamps in found:
+            ops = iterations[first]
+            up = rolling.depths(ops)  # an op in a nested loop steps with this loop, `up` levels out
             with self.loop(n, step) if n > 1 else contextlib.nullcontext():
-                for k, op in enumerate(iterations[first]):
+                for k, op in enumerate(ops):
                     if n > 1:
                         for (j, prop), st in chip.items():
                             if j == k:
-                                self.emit(tile.LoopStepOp(prop, st))
+                                self.emit(tile.LoopStepOp(prop, st, up=up[k]))
+                        for (j, prop), cl in clamps.items():
+                            if j == k:
+                                for st, off, lo, hi in cl:
+                                    self.emit(tile.LoopStepOp(prop, st, (off, lo, hi), up=up[k]))
                     self.emit(op)
             for k in range(first + 1, first + n):
                 rolling.discard(iterations[k])

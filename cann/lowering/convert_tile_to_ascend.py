@@ -39,6 +39,10 @@ _DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to
         (Space.UB, Space.GM): "copy_ub_to_gm"}
 
 
+#: the bounds of a ``loop_clamp`` that never binds (a linear step of an outer loop)
+_NO_BOUND = 1 << 62
+
+
 @dataclass(frozen=True)
 class Layout:
     """On-chip addresses of a kernel's buffers: per ``tile.alloc`` (in order) its ``base`` byte
@@ -139,21 +143,59 @@ class _Kernel:
                 raise CannError(f"@{self.name}", str(e).split(": ", 1)[1]) from None
         return self.out
 
-    def _lowered(self, op, handler, steps: list, times: int) -> list[isa.Instr]:
-        """The instructions of ``op`` with every stepped property advanced ``times`` steps."""
-        if times:
+    def _lowered(self, op, handler, steps: list, times: int, by: int | None = None) -> list[isa.Instr]:
+        """The instructions of ``op`` with every stepped property advanced ``times`` steps (``by``:
+        advanced by that many units instead)."""
+        if times or by:
             op = op.clone()
             for st in steps:
                 f = st.field.data
-                op.properties[f] = IntegerAttr(op.properties[f].value.data + times * st.step.value.data, i64)
+                d = times * st.step.value.data if by is None else by
+                op.properties[f] = IntegerAttr(op.properties[f].value.data + d, i64)
         out, self.out = self.out, []
         try:
             handler(op)
             return self.out
         finally:
             self.out = out
-            if times:
+            if times or by:
                 op.drop_all_references()
+
+    def _clamps(self, op, handler, steps: list, base: list[isa.Instr], where: str) -> list[list[isa.Instr]]:
+        """Per instruction of ``base`` (``op`` lowered), the ISA ``loop_clamp`` s of the clamped
+        ``tile.loop_step`` s and of the steps of an outer loop (``up``; linear ones as a clamp that
+        never binds): each moves every field that its property moves, scaled (a property in
+        elements, a field in bytes) from the op lowered at the values the step takes."""
+        out: list[list[isa.Instr]] = [[] for _ in base]
+        for st in steps:
+            s = st.step.value.data
+            linear = st.clamp is None  # a linear step of an outer loop: a clamp that never binds
+            off, lo, hi = (0, -_NO_BOUND, _NO_BOUND) if linear else st.clamp
+            vals = sorted({min(max(off + i * s, lo), hi) for i in (0, 1, 2)} | (set() if linear else {lo, hi}))
+            if len(vals) < 2:
+                raise self.error(f"{where}: the clamp of '{st.field.data}' never moves it (lo = hi = {lo})")
+            lows = [self._lowered(op, handler, [st], 0, by=v) for v in vals]
+            for lw_ in lows:
+                if [i.defn for i in lw_] != [i.defn for i in base]:
+                    raise self.error(f"{where}: its instructions change with the clamped '{st.field.data}'")
+            for n, a in enumerate(base):
+                allowed = isa.clamp_fields(a.defn)
+                for k in range(len(a.values)):
+                    ys = [lw_[n].values[k] for lw_ in lows]
+                    if all(y == ys[0] for y in ys):
+                        continue
+                    coef, rem = divmod(ys[1] - ys[0], vals[1] - vals[0])
+                    if k not in allowed or rem or any(y != ys[0] + coef * (v - vals[0]) for y, v in zip(ys, vals)):
+                        raise self.error(f"{where}: field {a.defn.field_names[k]} of {a.mnemonic} does not move "
+                                         f"linearly with the clamped '{st.field.data}' or cannot be clamped")
+                    b = ys[0] - coef * vals[0]  # the field at the static property value
+                    if b != a.values[k]:
+                        raise self.error(f"{where}: field {a.defn.field_names[k]} of {a.mnemonic} is not linear "
+                                         f"in '{st.field.data}'")
+                    c_lo, c_hi = (-_NO_BOUND, _NO_BOUND) if linear else sorted((coef * lo, coef * hi))
+                    out[n].append(isa.make("loop_clamp", field_no=k, step=coef * s, offset=coef * off,
+                                           lo=c_lo, hi=c_hi, up=st.levels_up))
+        return out
 
     def _stepped(self, op, handler, steps: list) -> None:
         """``op`` preceded by ``tile.loop_step`` s: its instructions, each preceded by one ISA
@@ -166,7 +208,10 @@ class _Kernel:
             f = st.field.data
             if f not in op.INTS:
                 raise self.error(f"{where}: no integer property '{f}' (it has {', '.join(op.INTS)})")
+        clamped = [st for st in steps if st.clamp is not None or st.levels_up]
+        steps = [st for st in steps if st.clamp is None and not st.levels_up]
         base, one, two = (self._lowered(op, handler, steps, t) for t in (0, 1, 2))
+        clamps = self._clamps(op, handler, clamped, base, where) if clamped else [[] for _ in base]
         if [i.defn for i in base] != [i.defn for i in one] or [i.defn for i in base] != [i.defn for i in two]:
             raise self.error(f"{where}: its instructions change with the step (not a linear step)")
         for a, b, c in zip(base, one, two):
@@ -178,6 +223,7 @@ class _Kernel:
                     raise self.error(f"{where}: field {a.defn.field_names[k]} of {a.mnemonic} does not step "
                                      f"linearly on chip ({x}, {y}, {z} at steps 0, 1, 2)")
                 self.emit("loop_step", field_no=k, step=y - x)
+            self.out.extend(clamps.pop(0))
             self.out.append(a)
 
     def _block_offset(self, op) -> None:

@@ -532,7 +532,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 mine = out_tiles[starts[grp]:starts[grp + 1]]
                 by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
                 # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop
-                kb.roll(len(by_row), lambda i, by_row=by_row: [tile_code(*t) for t in by_row[i]])
+                kb.roll(len(by_row), lambda i, by_row=by_row: [tile_code(*t) for t in by_row[i]], clamp=True)
     lw.launch(kb)
     return y
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import footprints
-from cann.hw.loops import step_targets
+from cann.hw.loops import step_targets, variants
 
 _BOUNDARIES = ("loop_begin", "loop_end", "block_if", "block_endif")
 
@@ -88,11 +88,21 @@ def stepped_accesses(instrs: list[isa.Instr], spec: SocSpec, accs: list) -> tupl
     moving: dict[int, set[int]] = {}
     for i, steps in targets.items():
         ins = instrs[i]
+        if any(s.clamp is not None for s in steps):  # clamped: the hull of every position it takes
+            hull = [accesses(x, spec) for x in variants(ins, steps, {s.owner: instrs[s.owner].count for s in steps})]
+            hull = [h for h in hull if len(h) == len(accs[i])]  # (a window clamped to nothing drops out)
+            for owner in dict.fromkeys(s.owner for s in steps):
+                for k, (sp, lo, hi, w) in enumerate(accs[i]):
+                    if any(h[k][1] != lo or h[k][2] != hi for h in hull):
+                        moving.setdefault(owner, set()).add(sp)
+            accs[i] = tuple((sp, min(h[k][1] for h in hull), max(h[k][2] for h in hull), w)
+                            for k, (sp, _, _, w) in enumerate(accs[i]))
+            continue
         lo_d = [0] * len(accs[i])
         hi_d = [0] * len(accs[i])
-        for owner in dict.fromkeys(o for _, _, o in steps):
+        for owner in dict.fromkeys(s.owner for s in steps):
             values = list(ins.values)
-            for f, st, o in steps:
+            for f, st, o, _ in steps:
                 if o == owner:
                     values[f] += st
             moved = accesses(isa.Instr(ins.defn, tuple(values)), spec)

@@ -11,8 +11,11 @@ and each steppable field by its own constant. A maximal run of such iterations i
 ``tile.loop_begin {count}`` + one ``tile.loop_offset`` per moving argument + the first iteration's
 code, a ``tile.loop_step`` before each op whose field moves, + ``tile.loop_end`` (the hardware loop
 of ``cann/hw/isa.py``); first and last iterations that
-differ (padding at a border, a partial tile, an ``init`` flag) stay as they are. A kernel's code size
-then depends on its tiling, not on its tensor sizes.
+differ (padding at a border, a partial tile, an ``init`` flag) stay as they are. With
+:func:`clamped_runs` (``KernelBuilder.roll(clamp=True)``) the first and last iterations join the loop
+when they differ only in fields a ``loop_clamp`` can give them (a pad, a window stopping at the
+edge), and ops of loops nested in the iteration may move too (their steps name the outer loop with
+``up``). A kernel's code size then depends on its tiling, not on its tensor sizes.
 """
 
 from __future__ import annotations
@@ -100,6 +103,128 @@ def runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict[SSAValu
             step, chip = d, c
             j += 1
         out.append((i, j - i, step or {}, {f: v for f, v in (chip or {}).items() if v}))
+        i = j
+    return out
+
+
+#: properties only a clamped ``tile.loop_step`` may move (the window of a border tile), per op name
+_CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b")}
+
+
+def _clamped_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:
+    """``(structure, ((op index, property, GM argument, value), ...), ((op index, property, value),
+    ...))`` of one iteration for :func:`clamped_runs`: the structure leaves out the GM offsets and
+    the steppable and clampable properties (of ops in loops nested in the iteration too: their
+    steps name the iteration's loop with ``up``)."""
+    structure, gm_vals, vals = [], [], []
+    depth = 0
+    for k, op in enumerate(ops):
+        if isinstance(op, tile.LoopEndOp):
+            depth -= 1
+        gm, chip = _offset_fields(op)
+        free = (*chip, *_CLAMP_FIELDS.get(op.name, ()))
+        skip = {p for p, _ in gm} | set(free)
+        props = tuple(sorted((n, v) for n, v in op.properties.items() if n not in skip))
+        structure.append((op.name, tuple(op.operands), props, tuple(sorted(op.attributes.items()))))
+        gm_vals += [(k, p, v, op.properties[p].value.data) for p, v in gm]
+        vals += [(k, p, op.properties[p].value.data) for p in free]
+        if isinstance(op, tile.LoopBeginOp):
+            depth += 1
+    return tuple(structure), tuple(gm_vals), tuple(vals)
+
+
+def depths(ops: list[Operation]) -> list[int]:
+    """Per op, how many loops nested in the iteration enclose it."""
+    out, depth = [], 0
+    for op in ops:
+        if isinstance(op, tile.LoopEndOp):
+            depth -= 1
+        out.append(depth)
+        if isinstance(op, tile.LoopBeginOp):
+            depth += 1
+    return out
+
+
+def fit(seq: list[int], prefer: int | None = None) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+    """``(d, clamps)`` with ``seq[i] == seq[0] + i*d + sum(clamp(off + i*step, lo, hi))`` over
+    ``clamps`` ``[(step, off, lo, hi), ...]``, for a sequence linear but for its first and last
+    values (at most two clamps: one for each end); None when its middle is not linear. Of three
+    values (a middle of one point) the line with fewer clamps is taken, ``prefer`` (a step) on a tie."""
+    n = len(seq)
+    if n <= 2:
+        return (seq[-1] - seq[0] if n == 2 else 0), []
+    options = [seq[2] - seq[1]] if n > 3 else list(dict.fromkeys([seq[2] - seq[1], seq[1] - seq[0], 0]))
+    if any(seq[i + 1] - seq[i] != options[0] for i in range(1, n - 2)):
+        return None
+    best = None
+    for d in options:
+        e0 = seq[0] - (seq[1] - d)  # the first value's deviation from the line
+        e1 = seq[-1] - (seq[-2] + d)  # the last one's
+        clamps = []
+        if e0:  # -e0 from iteration 1 on
+            clamps.append((-e0, 0, min(0, -e0), max(0, -e0)))
+        if e1:  # +e1 in the last iteration only
+            clamps.append((e1, -e1 * (n - 2), min(0, e1), max(0, e1)))
+        key = (len(clamps) + (d != 0 and prefer == 0), d != prefer)
+        if best is None or key < best[0]:
+            best = (key, d, clamps)
+    return best[1], best[2]
+
+
+def _fit_run(keys: list) -> tuple[dict, dict, dict] | None:
+    """For iterations of one structure: (elements each GM argument moves per iteration, {(op index,
+    property): linear step}, {(op index, property): [clamp, ...]}), or None when not one loop body."""
+    gm_step: dict[SSAValue, int] = {}
+    steps: dict[tuple[int, str], int] = {}
+    clamps: dict[tuple[int, str], list] = {}
+    for col in range(len(keys[0][1])):
+        k, p, v, _ = keys[0][1][col]
+        f = fit([key[1][col][3] for key in keys], gm_step.get(v))
+        if f is None:
+            return None
+        if gm_step.setdefault(v, f[0]) != f[0]:
+            return None
+        if f[1]:
+            clamps[(k, p)] = f[1]
+    for col in range(len(keys[0][2])):
+        k, p, _ = keys[0][2][col]
+        only_clamp = p in _CLAMP_FIELDS.get(keys[0][0][k][0], ())
+        f = fit([key[2][col][2] for key in keys], 0 if only_clamp else None)
+        if f is None:
+            return None
+        d, cl = f
+        if only_clamp and d:  # no linear step: a clamp over the whole run
+            n = len(keys)
+            cl = [(d, 0, min(0, d * (n - 1)), max(0, d * (n - 1))), *cl]
+            d = 0
+        if d:
+            steps[(k, p)] = d
+        if cl:
+            clamps[(k, p)] = cl
+    return gm_step, steps, clamps
+
+
+def clamped_runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict, dict, dict]]:
+    """As :func:`runs`, also folding iterations whose fields are linear but for the first and last
+    iteration (the tiles at a border: a pad, a window stopping at the edge, a last tile moved back)
+    into the loop, their deviations as clamped steps, and moving fields of ops in nested loops too
+    (:func:`depths` gives their ``up``): ``(first, count, GM moves, {(op index,
+    property): step}, {(op index, property): [(step, offset, lo, hi), ...]})``. Fields that only a
+    clamp may move (a copy's ``nburst`` / ``burst``, img2col's ``fm_h`` / ``pad_t`` / ``pad_b``) may
+    differ too."""
+    keys = [_clamped_key(ops) for ops in iterations]
+    out = []
+    i = 0
+    while i < len(keys):
+        j, best = i + 1, ({}, {}, {})
+        while j < len(keys) and keys[j][0] == keys[i][0]:
+            f = _fit_run(keys[i:j + 1])
+            if f is None:
+                break
+            best = f
+            j += 1
+        gm, st, cl = best
+        out.append((i, j - i, {v: d for v, d in gm.items() if d}, st, cl))
         i = j
     return out
 

@@ -20,7 +20,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import BUFS, footprints
-from cann.hw.loops import step_targets
+from cann.hw.loops import Step, step_targets, variants
 
 NP = len(isa.Pipe) - 1  # pipes S .. MTE3
 GM = BUFS.index("gm")
@@ -39,7 +39,8 @@ class Ins:
     op: AscendInstrOp
     pipe: int
     accs: list  # (buffer key, lo, hi, is_write)
-    #: the loop_steps applying to it: (field index, step, owner loop key, owner trip count)
+    #: the loop_steps / loop_clamps applying to it: (field index, step, owner loop key, owner trip
+    #: count, clamp: None or (offset, lo, hi))
     steps: list = field(default_factory=list)
     #: per access, {owner loop key: (trip count, bytes it moves per iteration)} (loop_step s)
     moves: list = field(default_factory=list)
@@ -79,7 +80,7 @@ class Loop:
 def parse(ops: list, where: str) -> list:
     """The flat instruction list as items (instructions, fenced regions, control); each
     instruction carries the ``loop_step`` s that advance it (:func:`cann.hw.loops.step_targets`, the
-    resolution the simulator uses) as ``(field, step, owner loop key, owner trip count)``.
+    resolution the simulator uses) as ``(field, step, owner loop key, owner trip count, clamp)``.
 
     Raises:
         CannError: unbalanced loops or block sections, loop control outside a loop, or a
@@ -111,7 +112,7 @@ def parse(ops: list, where: str) -> list:
         elif op.DEFN.group == "spmd":
             top[2].append(Ctrl(op))
         else:
-            steps = [(f, st, *owners[o]) for f, st, o in targets.get(i, ())]
+            steps = [(s.field, s.step, *owners[s.owner], s.clamp) for s in targets.get(i, ())]
             top[2].append(Ins(op, int(op.DEFN.pipe), [], steps))
     if len(stack) > 1:
         raise CannError(where, f"{stack[-1][0].DEFN.mnemonic} without its end")
@@ -150,10 +151,18 @@ def fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
         reg = ins.defn.group == "dma_reg"
         accs = fn(ins.values, args, 0)[0] if reg else fn(ins.values, args)[0]
         moved = {}  # owner -> the accesses one step of it gives
-        for f, st, owner, count in it.steps:
-            values = list(moved[owner][1].values) if owner in moved else list(ins.values)
-            values[f] += st
-            moved[owner] = (count, isa.Instr(ins.defn, tuple(values)))
+        if any(c is not None for *_, c in it.steps):
+            # clamped: each access as the hull of every position it takes, fixed in every scope
+            steps = [Step(f, st, owner, c) for f, st, owner, _, c in it.steps]
+            counts = {owner: count for _, _, owner, count, _ in it.steps}
+            hull = [(fn(x.values, args, 0) if reg else fn(x.values, args))[0] for x in variants(ins, steps, counts)]
+            accs = [(buf, min(h[k][1] for h in hull), max(h[k][2] for h in hull), w)
+                    for k, (buf, _, _, w) in enumerate(accs)]
+        else:
+            for f, st, owner, count, _ in it.steps:
+                values = list(moved[owner][1].values) if owner in moved else list(ins.values)
+                values[f] += st
+                moved[owner] = (count, isa.Instr(ins.defn, tuple(values)))
         moved = {o: (c, (fn(x.values, args, 0) if reg else fn(x.values, args))[0]) for o, (c, x) in moved.items()}
         for k, (buf, lo, hi, w) in enumerate(accs):
             if hi <= lo:

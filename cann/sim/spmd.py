@@ -15,7 +15,8 @@ instructions:
   (several levels of nesting add their ``i*step``); a ``loop_step field_no, step`` advances that field
   of the next work instruction (an on-chip address after any rotation, img2col's ``m_start``) by
   ``i*step`` (:mod:`cann.hw.loops`: the target skips sync and control instructions, so inserted
-  synchronisation does not move it).
+  synchronisation does not move it), a ``loop_clamp field_no, step, offset, lo, hi`` by
+  ``clamp(offset + i*step, lo, hi)`` (the border tiles of a loop in its one body).
 
 The control instructions stay in the stream (they cost scalar cycles). :func:`stream` gives a core's
 instructions as a :class:`Stream` that walks the loop structure lazily, so a loop is never expanded
@@ -55,12 +56,13 @@ def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
     return isa.Instr(ins.defn, tuple(values))
 
 
-_CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event", "loop_step")  # run once per loop entry
+_CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event", "loop_step", "loop_clamp")  # run once per loop entry
 
 
 class _Stepped:
-    """A body instruction some ``loop_step`` s advance: ``steps`` ``((field, step, loop level), ...)``
-    (level: nesting depth of the owner loop, 0 = outermost); ``defn`` is the instruction's."""
+    """A body instruction some ``loop_step`` s / ``loop_clamp`` s advance: ``steps`` ``((field, step,
+    loop level, clamp), ...)`` (level: nesting depth of the owner loop, 0 = outermost; clamp: None or
+    ``(offset, lo, hi)``); ``defn`` is the instruction's."""
 
     __slots__ = ("ins", "steps", "defn")
 
@@ -84,7 +86,8 @@ def _with_steps(code: list[isa.Instr]) -> list:
             depth -= 1
     out = list(code)
     for t, steps in targets.items():
-        out[t] = _Stepped(code[t], tuple((f, s, level[o]) for f, s, o in steps if s))
+        out[t] = _Stepped(code[t], tuple((s.field, s.step, level[s.owner], s.clamp) for s in steps
+                                         if s.step or s.clamp is not None))
     return out
 
 
@@ -157,7 +160,7 @@ def _tree(prog: list[isa.Instr]) -> list:
             if bm in _CONTROL and d == 0:
                 if bm == "loop_offset":
                     offsets[b.arg] = offsets.get(b.arg, 0) + b.stride
-                elif bm != "loop_step":  # a loop_step acts through its target (_Stepped)
+                elif bm not in ("loop_step", "loop_clamp"):  # they act through their target (_Stepped)
                     key, step = _rotation_key(b)
                     rotations[key] = rotations.get(key, 0) + step
                 offs.append(b)  # costed once
@@ -189,8 +192,11 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict,
                 y = z
             if x.steps:
                 values = list(y.values)
-                for fld, step, lvl in x.steps:
-                    values[fld] += its[lvl] * step
+                for fld, step, lvl, clamp in x.steps:
+                    if clamp is None:
+                        values[fld] += its[lvl] * step
+                    else:
+                        values[fld] += min(max(clamp[0] + its[lvl] * step, clamp[1]), clamp[2])
                 y = isa.Instr(y.defn, tuple(values))
             yield y if not shift else _shifted(y, shift)
             continue
@@ -316,8 +322,9 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
     argument, a ``block_offset_mod`` modulo is >= 1, and
     ``loop_rotate``/``loop_rotate_event`` are inside a loop with ``copies >= 1``, ``step >= 0``,
     ``base >= 0`` and (loop_rotate) a known space (:data:`cann.hw.isa.SPACE_CODES`) and
-    ``size >= 1``, (loop_rotate_event) two different single pipes; every ``loop_step`` is in a loop
-    and applies to a steppable field of a work instruction of it (:func:`cann.hw.loops.step_targets`).
+    ``size >= 1``, (loop_rotate_event) two different single pipes; every ``loop_step`` / ``loop_clamp``
+    is in a loop and applies to a steppable (clampable) field of a work instruction of it, a clamp
+    with ``lo <= hi`` (:func:`cann.hw.loops.step_targets`).
     Whether a rotated or stepped window fits its buffer is checked by the simulator's bounds checks
     on the addresses it produces.
 

@@ -14,7 +14,7 @@
 // CHECK:        tile.copy %0, %[[FM:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 3, burst = 112, src_stride = 336, dst_stride = 112}
 // CHECK:        tile.img2col %[[FM]], %{{.*}}fm_c1 = 1, fm_h = 3, fm_w = 7, pad_t = 2, pad_b = 0, pad_l = 2, pad_r = 0, {{.*}}kernel_h = 3, kernel_w = 3, dil_h = 2, dil_w = 2
 // CHECK-NEXT:   tile.mmad {{.*}}m = 16, k = 144, n = 16, init = 1}
-// CHECK-NEXT:   tile.copy %0, %[[FM]] {src_offset = 3024,
+// CHECK:        tile.copy %0, %[[FM]] {src_offset = 3024,
 // CHECK:        tile.mmad {{.*}}init = 0}
 // CHECK:        tile.copy %0, %[[FM]] {src_offset = 6048,
 // CHECK:        tile.mmad {{.*}}init = 0}

@@ -122,3 +122,72 @@ def test_pool_window_blocks_are_nested_loops_whatever_the_kernel_size():
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
         sizes[hw] = {k.name: len(k.code) for k in model.om.kernels}["avg_pool_0"]
     assert sizes[12] == sizes[24]
+
+
+def test_fit_a_line_but_for_its_ends():
+    assert rolling.fit([5, 9]) == (4, [])
+    assert rolling.fit([0, 10, 20, 30]) == (10, [])
+    # first value 3 off the line 10 i (pad of the first tile), last one moved back by 4 (a tail)
+    d, clamps = rolling.fit([3, 10, 20, 26])
+    assert d == 10
+    vals = [3 + 10 * i + sum(min(max(off + i * st, lo), hi) for st, off, lo, hi in clamps) for i in range(4)]
+    assert vals == [3, 10, 20, 26]
+    assert rolling.fit([0, 1, 3, 6, 10]) is None  # not linear in the middle
+
+
+def test_clamped_runs_fold_the_border_iterations():
+    # tiles of 256 elements over 704: the last moved back to start at 448 (a GM offset off the line)
+    # and the first with a shorter burst (a pad): one loop with clamped steps; plain runs split it
+    gm, ub = _bufs()
+    offs = [0, 256, 448]
+    its = [[tile.CopyOp(gm, ub, src_offset=off, dst_offset=0, nburst=1, burst=192 if i == 0 else 256,
+                        src_stride=256, dst_stride=256)] for i, off in enumerate(offs)]
+    assert [r[:2] for r in rolling.runs(its)] == [(0, 1), (1, 2)]
+    (run,) = rolling.clamped_runs(its)
+    first, count, gm_step, steps, clamps = run
+    assert (first, count, steps) == (0, 3, {})
+    for (k, prop), cl in clamps.items():
+        base = its[0][k].properties[prop].value.data
+        seq = [base + gm_step.get(gm, 0) * i * (prop == "src_offset")
+               + sum(min(max(off + i * st, lo), hi) for st, off, lo, hi in cl) for i in range(3)]
+        want = [it[k].properties[prop].value.data for it in its]
+        assert seq == want, prop
+
+
+def test_clamped_runs_step_ops_of_nested_loops():
+    # an op of an inner loop whose UB offset moves with the outer loop: one run, the step named on it
+    gm, ub = _bufs()
+
+    def it(off):
+        return [tile.LoopBeginOp(2), *_iteration(gm, ub, 0, off), tile.LoopEndOp()]
+
+    runs = rolling.clamped_runs([it(0), it(512), it(1024)])
+    assert runs == [(0, 3, {}, {(1, "dst_offset"): 512}, {})]
+    assert rolling.depths(it(0)) == [0, 1, 0]
+
+
+def _padded_conv(h: int):
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array((rng.standard_normal((32, 32, 3, 3)) / 8).astype(np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, h, 12])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, h, 12])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+def test_a_padded_conv_is_the_same_code_at_two_heights():
+    # 3 output rows per tile: a 9-row map has 3 row tiles (the first reading the top pad, the last the
+    # bottom one), a 21-row one 7: the row tiles are one loop whose img2col pads (in the M-subtile
+    # loops nested in it) and feature-map windows are clamped steps: the same code at both heights
+    sizes = {}
+    for h in (9, 21):
+        m = _padded_conv(h)
+        x = testing.random_inputs(m)
+        ref = testing.run_onnxruntime(m, x)["y"]
+        model = _compile_pinned(m, {"conv2d_0": {"rows": 3, "m": 16, "n": 32, "k": 144, "block_dim": 1}})
+        y = model.run(x)["y"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
+        sizes[h] = {k.name: len(k.code) for k in model.om.kernels}["conv2d_0"]
+    assert sizes[9] == sizes[21]

@@ -333,7 +333,7 @@ def test_the_sync_pass_resolves_loop_steps_as_the_simulator_does():
     (loop,) = parse([instr_to_op(i) for i in good], "k")
     assert isinstance(loop, Region)
     (ins,) = [it for it in loop.body if isinstance(it, Ins)]
-    assert ins.steps == [(1, 1024, id(loop.body), 3)]
+    assert ins.steps == [(1, 1024, id(loop.body), 3, None)]
     bad = [isa.make("loop_begin", count=3), mm, isa.make("loop_step", field_no=1, step=1024), isa.make("loop_end")]
     with pytest.raises(CannError) as e:
         parse([instr_to_op(i) for i in bad], "k")

@@ -11,7 +11,7 @@ import pytest
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import load_soc
-from cann.hw.loops import step_targets
+from cann.hw.loops import Step, step_targets
 from cann.sim.core import AICore
 from cann.sim.spmd import check_control, dynamic_instructions, specialize, stream
 
@@ -102,7 +102,7 @@ def test_step_targets_name_the_owner_loop():
     f = _field("copy_gm_to_ub", "dst")
     prog = [M("loop_begin", count=2), M("loop_step", field_no=f, step=5), M("loop_begin", count=3), _copy(0),
             M("loop_step", field_no=f, step=7), _copy(0), M("loop_end"), M("loop_end")]
-    assert step_targets(prog) == {3: [(f, 5, 0)], 5: [(f, 7, 2)]}
+    assert step_targets(prog) == {3: [Step(f, 5, 0)], 5: [Step(f, 7, 2)]}
 
 
 def test_encode_decode_and_disassembly():

@@ -287,8 +287,10 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
                 _check_rotate(v)
             elif defn.mnemonic == "loop_rotate_event":
                 _check_rotate_event(v)
-            elif defn.mnemonic == "loop_step":
+            elif defn.mnemonic in ("loop_step", "loop_clamp"):
                 _in(v, "field_no", 0)  # which fields it may name: cann.hw.loops, on the kernel's code
+                if defn.mnemonic == "loop_clamp":
+                    _in(v, "hi", v["lo"])
         else:  # a new group in the table without checks here is a bug
             raise AssertionError(f"no operand checks for instruction group {g!r} ({defn.mnemonic})")
     except _Bad as e:
