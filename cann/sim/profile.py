@@ -19,7 +19,8 @@ from cann.sim.timing import PIPES
 
 #: profile columns, in order
 COLUMNS = ("launch", "kernel", "block_dim", "core_kind", "cycles", "time_us", *(c for c, _, _ in RATIO_COLUMNS),
-           "gm_read_bytes", "gm_write_bytes", "l2_read_bytes", "hbm_read_bytes", "compiled_bound_cycles", "compiled_bound_pct", "bound",
+           "gm_read_bytes", "gm_write_bytes", "l2_read_bytes", "hbm_read_bytes", "compiled_bound_cycles",
+           "compiled_bound_pct", "bound",
            "model_macs", "executed_macs", "compulsory_bytes", "ideal_cycles", "ideal_pct")
 
 
