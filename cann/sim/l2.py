@@ -25,6 +25,7 @@ import numpy as np
 
 from cann.hw import isa
 from cann.hw.config import SocSpec
+from cann.sim.spmd import Stream
 
 #: L2 fractions are integers in units of 1 / SCALE (the cost model's ``l2`` tuples)
 SCALE = 1024
@@ -121,8 +122,7 @@ def read_intervals(code) -> dict[int, tuple[np.ndarray, np.ndarray] | None]:
             else:
                 parts.setdefault(r[0], []).append((r[1], r[2]))
 
-    tree = getattr(code, "_tree", None)
-    visit(code if tree is None else tree, ())
+    visit(code.tree if isinstance(code, Stream) else code, ())
     out: dict[int, tuple[np.ndarray, np.ndarray] | None] = {a: None for a in bad}
     for a, lst in parts.items():
         if a not in bad:

@@ -155,3 +155,21 @@ def test_l2_fractions_change_only_reads_of_their_argument():
     assert cm.cost(_dma(1, 0)) == CostModel(SPEC).cost(_dma(1, 0)) == L.mte_startup + T // B.gm_to_ub
     out = isa.make("copy_ub_to_gm", dst_arg=0, dst=0, src=0, nburst=1, burst=T)
     assert cm.cost(out) == L.mte_startup + T // B.ub_to_gm  # writes go to HBM
+
+
+def test_a_read_too_large_to_enumerate_gets_no_hits(monkeypatch):
+    # 4 blocks read the same 64 bursts; with room for 16 intervals the argument is not modeled
+    prog = [_dma(0, 0, nburst=64, burst=64, stride=128)]
+    assert _fractions(prog, 4) == [(768,)] * 4
+    monkeypatch.setattr(l2, "MAX_INTERVALS", 16)
+    monkeypatch.setattr(l2, "_INTERVALS", {})
+    assert l2.read_intervals(prog) == {0: None}
+    assert _fractions(prog, 4) == [()] * 4
+
+
+def test_nd2nz_reads_are_modeled_row_by_row():
+    # rows of 32 fp16 (64 B) every 256 B: block b starts 64 B further -> interleaved, disjoint rows
+    nz = isa.make("copy_gm_to_l1_nd2nz", dtype=0, dst=0, src_arg=0, src=0, rows=16, cols=32, src_row_stride=256)
+    prog = [isa.make("block_offset", arg=0, stride=64), nz]
+    assert _fractions(prog, 4) == [()] * 4
+    assert _fractions([nz], 2) == [(512,)] * 2
