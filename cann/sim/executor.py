@@ -330,12 +330,14 @@ _PLANS: dict[tuple, tuple] = {}
 _L2: dict[tuple, tuple] = {}
 
 
-def _l2_fractions(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], spec: SocSpec) -> list[tuple]:
-    """Per block of a launch of ``prog``, its L2 fractions (:func:`cann.sim.l2.launch_fractions`);
-    no hits when a block's control is malformed (the per-block path reports it)."""
+def _l2_fractions(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], spec: SocSpec,
+                  cores: int) -> list[tuple]:
+    """Per block of a launch of ``prog`` on ``cores`` cores, its L2 fractions
+    (:func:`cann.sim.l2.launch_fractions`); no hits when a block's control is malformed (the
+    per-block path reports it)."""
     if block_dim < 2:
         return [()] * block_dim
-    key = (id(prog), block_dim, args, spec)
+    key = (id(prog), block_dim, args, spec, cores)
     hit = _L2.get(key)
     if hit is None or hit[0] is not prog:
         try:
@@ -344,7 +346,7 @@ def _l2_fractions(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], 
             return [()] * block_dim
         if len(_L2) >= 1024:
             _L2.clear()
-        hit = _L2[key] = (prog, l2model.launch_fractions(blocks, spec))
+        hit = _L2[key] = (prog, l2model.launch_fractions(blocks, spec, cores))
     return hit[1]
 
 
@@ -459,7 +461,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
             not any(ins.defn.group == "dma_reg" for ins in prog)
         timings: dict[tuple, Timing] = {}  # (stream id, L2 fractions) -> schedule
         # reads of GM bytes that several blocks read are served by the L2 (cann.sim.l2): timing only
-        fr = _l2_fractions(prog, k.block_dim, tuple(la.args), spec)
+        fr = _l2_fractions(prog, k.block_dim, tuple(la.args), spec, ncores)
 
         def name(b: int) -> str:
             return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"

@@ -4,9 +4,11 @@ Model (docs/core-model.md, "L2"): within one kernel launch, a GM byte that ``k``
 launch read comes from HBM once and from the L2 the other ``k - 1`` times. The blocks run
 concurrently, so no block is "first": each of the ``k`` reads is charged ``(k - 1) / k`` at the
 L2 rate (``SocSpec.l2.rate``) and ``1 / k`` at the HBM rate. When the launch reads more distinct
-bytes than the L2 holds (``SocSpec.l2.size``), the L2 share of every read is scaled by
-``size / distinct bytes``. A block re-reading its own bytes is not a hit (only sharing between the
-blocks of a launch is modeled), writes go to HBM, and a launch starts with an empty L2.
+bytes than the L2 holds (``SocSpec.l2.size``), only blocks reading the byte together (same wave,
+same code, same argument base: the same point of the same stream) are sure to share it; the L2
+share between such groups is scaled by ``size / distinct bytes`` (:func:`launch_fractions`).
+A block re-reading its own bytes is not a hit (only sharing between the blocks of a launch is
+modeled), writes go to HBM, and a launch starts with an empty L2.
 
 The granularity is per (block, kernel argument): :func:`read_intervals` computes, once per
 instruction stream, the exact byte intervals its GM reads touch per argument (relative to the
@@ -143,60 +145,95 @@ def _cached_intervals(code) -> dict:
     return hit[1]
 
 
-def launch_fractions(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec) -> list[tuple[int, ...]]:
+def launch_fractions(blocks: list[tuple[object, tuple[int, ...]]], spec: SocSpec,
+                     cores: int | None = None) -> list[tuple[int, ...]]:
     """The L2 fraction of every (block, argument) of a launch, in units of 1 / :data:`SCALE`.
 
-    ``blocks[b]``: ``(code, argument bases)`` of block ``b`` (:func:`cann.sim.spmd.stream`). Block
-    ``b``'s fraction for argument ``a`` is the mean over the bytes it reads through ``a`` of
-    ``(k - 1) / k``, ``k`` the number of blocks reading the byte, times ``min(1, l2.size /
-    distinct bytes read by the launch)``, rounded down. A block without any shared byte gets ``()``
-    (no L2: the cost model's plain HBM formulas). Vectorized over blocks and intervals.
+    ``blocks[b]``: ``(code, argument bases)`` of block ``b`` (:func:`cann.sim.spmd.stream`);
+    ``cores``: blocks per wave (block ``b`` runs in wave ``b // cores``; None: one wave).
+
+    Per argument, the blocks of one wave running the same code with the same base for it form a
+    *group*: they read the same bytes at the same point of their streams, together. At a byte
+    read through the argument by ``k`` blocks in ``G`` groups, the L2 serves ``(k - G) + (G - 1) *
+    scale`` of the ``k`` reads, ``scale = min(1, l2.size / distinct bytes the launch reads)``: the
+    first group fetches it from HBM, the other members of a group find it in the L2, and another
+    group (another time) finds it there if the launch's footprint fits. Each of the ``k`` reads is
+    charged that share / ``k``; a block's fraction is the mean over the bytes it reads through the
+    argument, rounded down. A block without any shared byte gets ``()`` (no L2: the plain HBM
+    formulas). Vectorized over groups and intervals.
     """
     n = len(blocks)
     if n < 2:
         return [()] * n
-    owners, los, his = [], [], []  # per (block, argument) read: owner b * nargs + a, absolute intervals
+    cores = cores or n
     nargs = max(len(bases) for _, bases in blocks)
+    per_arg = []  # per argument: (group of each block or -1, group sizes, group los, group his, owner of each interval)
+    all_lo, all_hi = [], []
     total = 0
-    for b, (code, bases) in enumerate(blocks):
-        for a, x in _cached_intervals(code).items():
-            if x is None or not 0 <= a < len(bases) or not x[0].size:
+    for a in range(nargs):
+        groups: dict[tuple, int] = {}
+        of_block = [-1] * n
+        sizes: list[int] = []
+        los, his, owners = [], [], []
+        for b, (code, bases) in enumerate(blocks):
+            if a >= len(bases):
                 continue
-            total += x[0].size
-            if total > MAX_INTERVALS:
-                return [()] * n
-            owners.append(np.full(x[0].size, b * nargs + a, np.int64))
-            los.append(x[0] + bases[a])
-            his.append(x[1] + bases[a])
-    if not owners:
+            x = _cached_intervals(code).get(a)
+            if x is None or not x[0].size:
+                continue
+            key = (b // cores, id(code), bases[a])
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = len(sizes)
+                sizes.append(0)
+                total += x[0].size
+                if total > MAX_INTERVALS:
+                    return [()] * n
+                los.append(x[0] + bases[a])
+                his.append(x[1] + bases[a])
+                owners.append(np.full(x[0].size, g, np.int64))
+            sizes[g] += 1
+            of_block[b] = g
+        if sizes:
+            lo, hi = np.concatenate(los), np.concatenate(his)
+            per_arg.append((of_block, np.array(sizes, np.int64), lo, hi, np.concatenate(owners)))
+            all_lo.append(lo)
+            all_hi.append(hi)
+        else:
+            per_arg.append(None)
+    if not all_lo:
         return [()] * n
-    owner, lo, hi = np.concatenate(owners), np.concatenate(los), np.concatenate(his)
-    # each block's union over its arguments: merge with the blocks moved apart by ``span``
-    base = int(lo.min())
-    span = int(hi.max()) - base + 1
-    block = owner // nargs
-    ulo, uhi = merge(lo - base + block * span, hi - base + block * span)
-    ublock = ulo // span
-    ulo, uhi = ulo - ublock * span + base, uhi - ublock * span + base
-    # every (block, argument) interval's ends are segment boundaries (a block's union of its
-    # arguments merges intervals whose ends then lie inside a union interval)
-    points = np.unique(np.concatenate([ulo, uhi, lo, hi]))
-    delta = np.zeros(points.size, np.int64)
-    np.add.at(delta, np.searchsorted(points, ulo), 1)
-    np.add.at(delta, np.searchsorted(points, uhi), -1)
-    k = np.cumsum(delta)[:-1]  # blocks reading segment [points[i], points[i + 1])
-    if not (k > 1).any():
-        return [()] * n
-    seg = np.diff(points)
-    distinct = int(seg[k > 0].sum())
-    share = np.where(k > 1, seg * (k - 1) / np.maximum(k, 1), 0.0)
-    cum = np.concatenate([[0.0], np.cumsum(share)])
-    hits = np.bincount(owner, cum[np.searchsorted(points, hi)] - cum[np.searchsorted(points, lo)], n * nargs)
-    nbytes = np.bincount(owner, (hi - lo).astype(np.float64), n * nargs)
+    ulo, uhi = merge(np.concatenate(all_lo), np.concatenate(all_hi))
+    distinct = int((uhi - ulo).sum())
     scale = min(1.0, spec.l2.size / distinct)
-    frac = np.minimum(np.floor(hits * scale / np.maximum(nbytes, 1) * SCALE + 1e-9), SCALE).astype(np.int64)
+    frac = np.zeros((n, nargs), np.int64)
+    for a, entry in enumerate(per_arg):
+        if entry is None:
+            continue
+        of_block, sizes, lo, hi, owner = entry
+        if sizes.sum() < 2:
+            continue
+        points = np.unique(np.concatenate([lo, hi]))
+        dk = np.zeros(points.size, np.int64)
+        dg = np.zeros(points.size, np.int64)
+        at_lo, at_hi = np.searchsorted(points, lo), np.searchsorted(points, hi)
+        np.add.at(dk, at_lo, sizes[owner])
+        np.add.at(dk, at_hi, -sizes[owner])
+        np.add.at(dg, at_lo, 1)
+        np.add.at(dg, at_hi, -1)
+        k = np.cumsum(dk)[:-1]  # blocks reading segment [points[i], points[i + 1]) through the argument
+        g = np.cumsum(dg)[:-1]  # their groups
+        if not (k > 1).any():
+            continue
+        hits = np.where(k > 1, ((k - g) + (g - 1) * scale) / np.maximum(k, 1), 0.0) * np.diff(points)
+        cum = np.concatenate([[0.0], np.cumsum(hits)])
+        ghits = np.bincount(owner, cum[at_hi] - cum[at_lo], sizes.size)
+        gbytes = np.bincount(owner, (hi - lo).astype(np.float64), sizes.size)
+        gfrac = np.minimum(np.floor(ghits / np.maximum(gbytes, 1) * SCALE + 1e-9), SCALE).astype(np.int64)
+        ob = np.array(of_block, np.int64)
+        frac[ob >= 0, a] = gfrac[ob[ob >= 0]]
     out = []
-    for row in frac.reshape(n, nargs).tolist():
+    for row in frac.tolist():
         while row and not row[-1]:
             row.pop()
         out.append(tuple(row))

@@ -135,11 +135,20 @@ def test_interleaved_strided_reads_of_different_bytes_share_nothing():
     assert l2.read_intervals(stream(looped, 1, (0,))[0])[0][0].tolist() == list(range(0, 128 * 256, 256))
 
 
-def test_reads_beyond_the_l2_capacity_scale_the_hits():
-    prog = [_dma(0, 0, burst=8 * T)]  # 4 blocks read the same 32 KiB
-    assert _fractions(prog, 4) == [(768,)] * 4
-    small = dataclasses.replace(SPEC, l2=L2Spec(size=8 * T // 4, rate=128))  # holds a quarter
-    assert _fractions(prog, 4, spec=small) == [(192,)] * 4
+def test_reads_beyond_the_l2_capacity_scale_the_hits_between_groups():
+    # block b reads [bT, bT + 2T): T shared with each neighbour at another point of its stream
+    # (another base: another group). Fits: k = 2 -> 1/2 of the shared T: ends 1/4, middle 1/2
+    halo = [isa.make("block_offset", arg=0, stride=T), _dma(0, 0, burst=2 * T)]
+    assert _fractions(halo, 4) == [(256,), (512,), (512,), (256,)]
+    quarter = dataclasses.replace(SPEC, l2=L2Spec(size=5 * T // 4, rate=128))  # 5T read: holds a quarter
+    assert _fractions(halo, 4, spec=quarter) == [(64,), (128,), (128,), (64,)]
+    # the same bytes at the same base: the 4 blocks read them together, whatever the capacity
+    same = [_dma(0, 0, burst=8 * T)]
+    tiny = dataclasses.replace(SPEC, l2=L2Spec(size=1, rate=128))
+    assert _fractions(same, 4) == _fractions(same, 4, spec=tiny) == [(768,)] * 4
+    # ... but not across waves: on 2 cores, 2 groups of 2: 3 of 4 reads hit if it fits, else 2
+    assert l2.launch_fractions([stream(same, b, (0,)) for b in range(4)], SPEC, cores=2) == [(768,)] * 4
+    assert l2.launch_fractions([stream(same, b, (0,)) for b in range(4)], tiny, cores=2) == [(512,)] * 4
 
 
 def test_a_lone_block_and_register_addressed_copies_get_no_hits():
