@@ -94,6 +94,15 @@ class BandwidthSpec:
 
 
 @dataclass(frozen=True)
+class L2Spec:
+    """The chip-wide L2 cache in front of GM (docs/core-model.md, "L2"): ``size`` in bytes,
+    ``rate`` the bytes per cycle per core at which a read served by the L2 arrives."""
+
+    size: int
+    rate: int
+
+
+@dataclass(frozen=True)
 class LatencySpec:
     """Fixed costs in cycles (assumptions: see docs/core-model.md)."""
 
@@ -118,6 +127,7 @@ class SocSpec:
     vector: VectorSpec
     bandwidth: BandwidthSpec
     latency: LatencySpec
+    l2: L2Spec
     event_ids: int
     cube_core_count: int = 0  # cores holding a cube unit (coupled: = ai_core_count)
     vector_core_count: int = 0  # stand-alone vector cores (AIV; 0 on coupled parts)
@@ -194,6 +204,7 @@ def _load(name: str) -> SocSpec:
             vector=VectorSpec(**raw["vector"]),
             bandwidth=BandwidthSpec(**raw["bandwidth"]),
             latency=LatencySpec(**raw["latency"]),
+            l2=L2Spec(**raw["l2"]),
             event_ids=int(raw["sync"]["event_ids"]),
             cube_core_count=int(raw.get("cube_core_count", raw["ai_core_count"])),
             vector_core_count=int(raw.get("vector_core_count", 0)),
@@ -220,7 +231,7 @@ def _validate(spec: SocSpec, where: str) -> None:
         if not isinstance(getattr(spec, f), str):
             bad(f"{f} must be a string")
     for name, v in (("cube", spec.cube), ("vector", spec.vector), ("latency", spec.latency),
-                    ("bandwidth", spec.bandwidth), *((f"buffers.{b}", x) for b, x in spec.buffers)):
+                    ("bandwidth", spec.bandwidth), ("l2", spec.l2), *((f"buffers.{b}", x) for b, x in spec.buffers)):
         for f, x in vars(v).items():
             if not isinstance(x, int) or isinstance(x, bool) or x < 0:
                 bad(f"{name}.{f} must be a non-negative integer, got {x!r}")
@@ -244,6 +255,8 @@ def _validate(spec: SocSpec, where: str) -> None:
     for f in ("gm_to_l1", "gm_to_ub", "l1_to_l0a", "l1_to_l0b", "ub_to_gm", "gm_total"):
         if getattr(bw, f) <= 0:
             bad(f"bandwidth.{f} must be > 0")
+    if spec.l2.size <= 0 or spec.l2.rate <= 0:
+        bad("l2.size and l2.rate must be > 0")
     for f in ("l0c_to_ub", "l0c_to_gm", "l0c_to_l1"):
         if getattr(bw, f) < 0:
             bad(f"bandwidth.{f} must be >= 0 (0: no such path)")

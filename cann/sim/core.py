@@ -100,6 +100,9 @@ class KernelStats:
     #: reported); else None
     overflow: int | None = None
     overflow_op: str | None = None  # the mnemonic of instruction ``overflow``
+    #: of ``gm_read_bytes``, the bytes served by the chip's L2 (shared with other blocks of the
+    #: launch, :mod:`cann.sim.l2`); the rest came from HBM
+    l2_read_bytes: int = 0
 
 
 class _Recorded(Sequence):
@@ -151,7 +154,8 @@ class AICore(TransferUnit, VectorUnit):
         #: this core's block index in the current launch (SPMD; 0 for block_dim 1)
         self.block_idx = block_idx
         self.lanes = lanes
-        self._cost_models: dict[int, CostModel] = {}
+        self._cost_models: dict[tuple, CostModel] = {}
+        self._fn_sets: dict[tuple, tuple[dict, dict]] = {}  # (active cores, L2 fractions) -> cost functions
         #: per buffer, ``lanes`` rows of its bytes (row j: core j's buffer)
         self.mem: dict[str, np.ndarray] = {n: np.zeros((lanes, b.size), np.uint8) for n, b in spec.buffers}
         self.bufs: dict[str, np.ndarray] = {n: m[0] for n, m in self.mem.items()}
@@ -198,16 +202,34 @@ class AICore(TransferUnit, VectorUnit):
         for b in self.mem.values():
             b.fill(0)
 
-    def cost_model(self, active_cores: int = 1) -> CostModel:
-        """The cost model with GM bandwidth shared among ``active_cores`` cores."""
-        cm = self._cost_models.get(active_cores)
+    def cost_model(self, active_cores: int = 1, l2: tuple[int, ...] = ()) -> CostModel:
+        """The cost model with GM bandwidth shared among ``active_cores`` cores and the L2
+        fractions ``l2`` (:class:`cann.sim.cost.CostModel`)."""
+        key = (active_cores, l2)
+        cm = self._cost_models.get(key)
         if cm is None:
-            cm = self._cost_models[active_cores] = self.costs if active_cores == 1 else CostModel(self.spec, active_cores)
+            if len(self._cost_models) >= 256:
+                self._cost_models.clear()
+            cm = self._cost_models[key] = self.costs if key == (1, ()) else CostModel(self.spec, active_cores, l2)
         return cm
+
+    def _cost_fns(self, active_cores: int, l2: tuple[int, ...]) -> tuple[dict, dict]:
+        """(shared, full) cost functions by mnemonic: GM shared among ``active_cores`` cores, and at
+        the full per-core rate, both with the L2 fractions ``l2``."""
+        key = (active_cores, l2)
+        fns = self._fn_sets.get(key)
+        if fns is None:
+            full = self._cost if not l2 else {m: self.cost_model(1, l2).fn(m) for m in self._cost}
+            shared = full if active_cores == 1 else {m: self.cost_model(active_cores, l2).fn(m) for m in self._cost}
+            if len(self._fn_sets) >= 256:
+                self._fn_sets.clear()
+            fns = self._fn_sets[key] = (shared, full)
+        return fns
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
             kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,
-            detect_overflow: bool = True, timing: Timing | None = None, lane: int = 0) -> KernelStats:
+            detect_overflow: bool = True, timing: Timing | None = None, lane: int = 0,
+            l2: tuple[int, ...] = ()) -> KernelStats:
         """Execute ``instrs`` in program order against the GM arena ``gm`` (1-D contiguous uint8),
         then time them on parallel pipes and check their synchronization.
 
@@ -222,19 +244,22 @@ class AICore(TransferUnit, VectorUnit):
         kernel then writes inf/NaN to GM. ``timing``: the schedule of another core of the launch that
         ran the same instruction stream (its cycles, pipe times and sync checks hold for this one:
         see :func:`cann.sim.executor.run_model`); None computes it. ``lane``: which of the
-        ``lanes`` cores' buffers to use.
+        ``lanes`` cores' buffers to use. ``l2``: per kernel argument, the share of its GM reads
+        served by the L2 (:func:`cann.sim.l2.launch_fractions`; ``()``: all from HBM): timing only.
 
         Raises:
             SimError: the first invalid instruction (bounds, alignment, field values); with
                 ``checks="error"`` a race, a deadlocking wait or a flag set twice.
         """
         return self.run_lanes(instrs, gm, [args], [kernel_name], lane0=lane, checks=checks,
-                              active_cores=active_cores, detect_overflow=detect_overflow, timing=timing)[0]
+                              active_cores=active_cores, detect_overflow=detect_overflow, timing=timing,
+                              l2=[l2])[0]
 
     def run_lanes(self, instrs: list[isa.Instr], gm: np.ndarray, args: list[tuple[int, ...]], names: list[str], *,
                   lane0: int = 0, lane_step: int = 1, checks: str = "error", active_cores: int = 1,
                   detect_overflow: bool = True, timing: Timing | None = None,
-                  own: list[tuple] | None = None, same_timing: bool = False) -> list[KernelStats]:
+                  own: list[tuple] | None = None, same_timing: bool = False,
+                  l2: list[tuple[int, ...]] | None = None) -> list[KernelStats]:
         """:meth:`run` of the same ``instrs`` on lanes ``lane0 + j * lane_step`` (j < ``len(args)``) in
         lockstep, lane j with argument bases ``args[j]`` (the same number of arguments each) and
         named ``names[j]`` in errors; returns one :class:`KernelStats` per lane (shared schedule:
@@ -244,6 +269,8 @@ class AICore(TransferUnit, VectorUnit):
         is its schedule unless ``same_timing`` (every lane takes the first lane's: the caller knows
         they are equal); ``loose``: the streams differ in synchronization instructions (instruction
         count from its own schedule; an overflow origin there raises :class:`LaneMismatch`).
+        ``l2[j]``: lane j's L2 fractions (as :meth:`run`; None: none on any lane); lanes sharing a
+        schedule (``timing``, ``same_timing``) must have equal ones.
 
         Each instruction runs on every lane before the next one runs, so the result equals running
         the lanes one after another only when no lane writes GM bytes another lane reads or
@@ -312,27 +339,28 @@ class AICore(TransferUnit, VectorUnit):
         finally:
             self.gm = np.zeros(0, np.uint8)
             self._ovf_watch = self._ovf_hit = None
-        full = self._cost
-        shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
         own = own or [(instrs, args[j], None, False) for j in range(n)]
-        times: dict[int, Timing] = {} if timing is None else {id(instrs): timing}
+        l2 = l2 or [()] * n
+        times: dict[tuple, Timing] = {} if timing is None else {(id(instrs), l2[0]): timing}
         out = []
         for j, (code, cargs, t, loose) in enumerate(own):
             if loose and origin[j] is not None:
                 raise LaneMismatch(f"{names[j]}: an overflow origin at an index of another stream")
             if t is None:
-                t = out[0].timing if same_timing and out else times.get(id(code))
+                t = out[0].timing if same_timing and out else times.get((id(code), l2[j]))
             if t is None:
+                shared, full = self._cost_fns(active_cores, l2[j])
                 t = cached_schedule(code, self.spec, shared, full, tuple(cargs), active_cores, names[j], checks,
-                                    SimError, self.reg_trace, record=RECORD_LIMIT)
-            times.setdefault(id(code), t)
+                                    SimError, self.reg_trace, record=RECORD_LIMIT, l2=l2[j])
+            times.setdefault((id(code), l2[j]), t)
             count = i + 1
             if loose:  # its own stream's length: the schedule records every instruction up to RECORD_LIMIT
                 count = len(t.start) if len(t.start) < RECORD_LIMIT else sum(1 for _ in code)
             out.append(KernelStats(int(t.cycles), count, dict(zip(_PIPE_NAMES, t.busy)),
                                    dict(zip(_PIPE_NAMES, t.busy_full)), t.gm_read_bytes, t.gm_write_bytes,
                                    sum(t.busy), t, t.problems, program if code is instrs else _Recorded(code),
-                                   macs, overflow[j], overflow_op[j] if overflow[j] is not None else None))
+                                   macs, overflow[j], overflow_op[j] if overflow[j] is not None else None,
+                                   t.l2_read_bytes))
         return out
 
     def _handler(self, d: isa.InstrDef):

@@ -9,6 +9,10 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
   bandwidth (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``). With ``active_cores`` cores of a launch
   moving data, a GM path's bandwidth is ``min(bw, gm_total / active_cores)``:
   ``ceil(bytes / bw)`` becomes ``max(ceil(bytes / bw), ceil(bytes * active_cores / gm_total))``.
+* L2 (:mod:`cann.sim.l2`): with an ``l2`` fraction ``f`` (units of 1/``l2.SCALE``) for the source
+  argument of a GM read (``copy_gm_to_l1``, ``copy_gm_to_ub``, ``copy_gm_to_l1_nd2nz``),
+  ``hit = bytes * f // SCALE`` of its bytes come from the L2 at ``l2.rate`` and the rest from HBM as
+  above: the transfer term is ``hbm(bytes - hit) + ceil(hit / l2.rate)``. Writes always go to HBM.
 * ``copy_gm_to_l1_nd2nz``: a DMA of ``rows`` bursts of ``cols*itemsize`` bytes on ``gm_to_l1``.
 * ``load2d``: ``mte_startup + ceil(repeat*fractal_bytes / bw)``, ``bw`` = ``l1_to_l0a`` or ``l1_to_l0b``.
 * ``img2col``: ``mte_startup + ceil(m_count*k_count*itemsize / l1_to_l0a)`` (bytes written).
@@ -33,6 +37,7 @@ from typing import Callable
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import L0C_ITEMSIZE
+from cann.sim.l2 import SCALE as L2_SCALE, read_arg_field
 
 
 
@@ -46,11 +51,17 @@ def _itemsize(code: int) -> int:
 
 
 class CostModel:
-    """Per-instruction cycle costs for one SoC: ``cost(instr) -> int``."""
+    """Per-instruction cycle costs for one SoC: ``cost(instr) -> int``.
 
-    def __init__(self, spec: SocSpec, active_cores: int = 1):
+    ``active_cores``: cores of the launch sharing ``gm_total``; ``l2``: per kernel argument, the
+    share of its GM reads served by the L2, in units of 1 / :data:`cann.sim.l2.SCALE` (``()``:
+    none; :func:`cann.sim.l2.launch_fractions`)."""
+
+    def __init__(self, spec: SocSpec, active_cores: int = 1, l2: tuple[int, ...] = ()):
         self.spec = spec
         self.active_cores = active_cores = max(1, int(active_cores))
+        self.l2 = l2 = tuple(l2) if any(l2) else ()
+        l2_rate = spec.l2.rate
         lat, bw, cube, vec = spec.latency, spec.bandwidth, spec.cube, spec.vector
         dma_bw = {"copy_gm_to_l1": bw.gm_to_l1, "copy_gm_to_ub": bw.gm_to_ub, "copy_ub_to_gm": bw.ub_to_gm}
         gm_total = bw.gm_total
@@ -60,15 +71,30 @@ class CostModel:
             c = _cdiv(nbytes, bwidth)
             return max(c, _cdiv(nbytes * active_cores, gm_total)) if shared else c
 
-        def dma(bwidth: int) -> Callable:
-            def f(v):  # fields: dst/dst_arg, src_arg/dst, src, nburst, burst, src_stride, dst_stride
+        def read_cycles(nbytes: int, bwidth: int, arg: int) -> int:
+            f = l2[arg] if arg < len(l2) else 0
+            if not f:
+                return gm_cycles(nbytes, bwidth)
+            hit = nbytes * f // L2_SCALE
+            return gm_cycles(nbytes - hit, bwidth) + _cdiv(hit, l2_rate)
+
+        def dma(bwidth: int, arg_field: int | None) -> Callable:
+            if not l2 or arg_field is None:
+                def f(v):  # fields: dst/dst_arg, src_arg/dst, src, nburst, burst, src_stride, dst_stride
+                    nburst, burst = v[3], v[4]
+                    return lat.mte_startup + gm_cycles(nburst * burst, bwidth) + lat.burst_overhead * max(nburst - 1, 0)
+                return f
+
+            def f_l2(v):
                 nburst, burst = v[3], v[4]
-                return lat.mte_startup + gm_cycles(nburst * burst, bwidth) + lat.burst_overhead * max(nburst - 1, 0)
-            return f
+                return lat.mte_startup + read_cycles(nburst * burst, bwidth, v[arg_field]) + \
+                    lat.burst_overhead * max(nburst - 1, 0)
+            return f_l2
 
         def nd2nz(v):  # dtype, dst, src_arg, src, rows, cols, src_row_stride
             rows, row_bytes = v[4], v[5] * _itemsize(v[0])
-            return lat.mte_startup + gm_cycles(rows * row_bytes, bw.gm_to_l1) + lat.burst_overhead * max(rows - 1, 0)
+            return lat.mte_startup + read_cycles(rows * row_bytes, bw.gm_to_l1, v[2]) + \
+                lat.burst_overhead * max(rows - 1, 0)
 
         def load2d(v):  # dst_space, dst, src, repeat, src_stride, dst_stride
             b = bw.l1_to_l0a if v[0] == isa.L0A else bw.l1_to_l0b
@@ -108,12 +134,12 @@ class CostModel:
         by_group = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad,
                     "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
                     "broadcast": vector, "sync": sync, "spmd": sync, "scalar": sync,
-                    "dma_reg": dma(bw.gm_to_ub), "select": select,
+                    "dma_reg": dma(bw.gm_to_ub, None), "select": select,
                     "compare": compare, "convert": convert}
         self._fn: dict[str, Callable] = {}
         for d in isa.INSTRUCTIONS:
             if d.group == "dma":
-                self._fn[d.mnemonic] = dma(dma_bw[d.mnemonic])
+                self._fn[d.mnemonic] = dma(dma_bw[d.mnemonic], read_arg_field(d.mnemonic))
             elif d.mnemonic in isa.TRANSCENDENTAL:
                 self._fn[d.mnemonic] = vector_tr
             else:

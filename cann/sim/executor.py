@@ -31,7 +31,7 @@ from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats, LaneMismatch, SimError, nonfinite
 from cann.sim.timing import CHECK_MODES, PIPES, Timing
 
-from cann.sim import lockstep
+from cann.sim import l2 as l2model, lockstep
 from cann.sim.spmd import check_control, dynamic_instructions, stream
 
 #: the most instructions one run_model call executes, summed over launches and blocks (counted from
@@ -64,7 +64,9 @@ class LaunchStats:
     ``cycles``: the launch's time (sum over waves of the slowest core); ``instructions``: executed
     over all cores; ``core_kind``: "aicore" (coupled), "aic" or "aiv" (separated);
     ``compiled_bound``: the lower bound of the code as compiled in cycles (each pipe's busy cycles
-    at the full per-core rate, GM bytes over ``gm_total``), ``bound``: its binding resource;
+    at the full per-core rate, HBM bytes -- GM bytes minus L2 hits -- over ``gm_total``),
+    ``bound``: its binding resource; ``l2_read_bytes``: of ``gm_read_bytes``, those served by the
+    L2 (:mod:`cann.sim.l2`);
     ``work``: the model work the launch computes (from the ``.om``); ``executed_macs``: the
     MACs of the mmad instructions run on all cores (padding included); ``ideal_cycles``: the
     ideal bound of ``work`` on the whole SoC (:func:`ideal_cycles`). docs/core-model.md, "Profile".
@@ -88,6 +90,7 @@ class LaunchStats:
     work: LaunchWork = LaunchWork()
     executed_macs: int = 0
     ideal_cycles: int = 0
+    l2_read_bytes: int = 0  # of gm_read_bytes, served by the L2 (read by several blocks: cann.sim.l2)
 
     @property
     def time_us(self) -> float:
@@ -106,6 +109,11 @@ class LaunchStats:
     def ideal_pct(self) -> float:
         """100 x ideal_cycles / cycles (0 for a launch computing no model work)."""
         return _pct(self.ideal_cycles, self.cycles)
+
+    @property
+    def hbm_read_bytes(self) -> int:
+        """GM bytes read from HBM (``gm_read_bytes`` minus the L2 hits)."""
+        return self.gm_read_bytes - self.l2_read_bytes
 
     @property
     def busy_by_pipe_ratio(self) -> dict[str, float]:
@@ -128,11 +136,12 @@ class LaunchStats:
 
     def profile(self) -> dict[str, object]:
         """One profile row: launch, kernel, block_dim, core_kind, cycles, time_us, the ratios,
-        gm_read_bytes, gm_write_bytes, compiled_bound_cycles, compiled_bound_pct, bound,
-        model_macs, executed_macs, compulsory_bytes, ideal_cycles, ideal_pct."""
+        gm_read_bytes, gm_write_bytes, l2_read_bytes, hbm_read_bytes, compiled_bound_cycles,
+        compiled_bound_pct, bound, model_macs, executed_macs, compulsory_bytes, ideal_cycles, ideal_pct."""
         return {"launch": self.index, "kernel": self.name, "block_dim": self.block_dim, "core_kind": self.core_kind,
                 "cycles": self.cycles, "time_us": self.time_us, **self.ratios(),
                 "gm_read_bytes": self.gm_read_bytes, "gm_write_bytes": self.gm_write_bytes,
+                "l2_read_bytes": self.l2_read_bytes, "hbm_read_bytes": self.hbm_read_bytes,
                 "compiled_bound_cycles": self.compiled_bound, "compiled_bound_pct": self.compiled_bound_pct,
                 "bound": self.bound, "model_macs": self.model_macs, "executed_macs": self.executed_macs,
                 "compulsory_bytes": self.work.compulsory_bytes, "ideal_cycles": self.ideal_cycles,
@@ -275,14 +284,15 @@ def _launch_stats(li: int, name: str, block_dim: int, kind: str, spec: SocSpec, 
     cycles = sum(max(runs[b].cycles for b in w) for w in waves)
     gm_r = sum(r.gm_read_bytes for r in runs)
     gm_w = sum(r.gm_write_bytes for r in runs)
+    l2_r = sum(r.l2_read_bytes for r in runs)
     terms = {RESOURCE[p]: sum(max(runs[b].busy_full_by_pipe[p] for b in w) for w in waves) for p in PIPES}
     gm_total = spec.bandwidth.gm_total
-    terms["gm_bandwidth"] = -(-(gm_r + gm_w) // gm_total)
+    terms["gm_bandwidth"] = -(-(gm_r - l2_r + gm_w) // gm_total)  # HBM traffic: L2 hits do not use gm_total
     bound = max(terms, key=lambda k: terms[k])
     busy = {p: sum(r.busy_by_pipe[p] for r in runs) / len(runs) for p in PIPES}
     return LaunchStats(li, name, block_dim, kind, spec.clock_mhz, cycles, sum(r.instructions for r in runs),
                        runs, waves, gm_r, gm_w, terms[bound], bound, busy, spec.has_fixpipe, work,
-                       sum(r.executed_macs for r in runs), ideal_cycles(work, spec))
+                       sum(r.executed_macs for r in runs), ideal_cycles(work, spec), l2_r)
 
 
 def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats, nodes: tuple[str, ...]) -> tuple[str, str]:
@@ -316,12 +326,35 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
 
 #: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
 _PLANS: dict[tuple, tuple] = {}
+#: L2 fractions per (program, block_dim, arguments, SoC), the program held
+_L2: dict[tuple, tuple] = {}
+
+
+def _l2_fractions(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], spec: SocSpec,
+                  cores: int) -> list[tuple]:
+    """Per block of a launch of ``prog`` on ``cores`` cores, its L2 fractions
+    (:func:`cann.sim.l2.launch_fractions`); no hits when a block's control is malformed (the
+    per-block path reports it)."""
+    if block_dim < 2:
+        return [()] * block_dim
+    key = (id(prog), block_dim, args, spec, cores)
+    hit = _L2.get(key)
+    if hit is None or hit[0] is not prog:
+        try:
+            blocks = [stream(prog, b, args) for b in range(block_dim)]
+        except ValueError:
+            return [()] * block_dim
+        if len(_L2) >= 1024:
+            _L2.clear()
+        hit = _L2[key] = (prog, l2model.launch_fractions(blocks, spec, cores))
+    return hit[1]
 
 
 def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm: np.ndarray, ncores: int,
-                  timings: dict[int, Timing], name, **kw) -> list[KernelStats] | None:
+                  timings: dict[tuple, Timing], name, fr: list[tuple], **kw) -> list[KernelStats] | None:
     """Run a launch's blocks in lockstep groups (:mod:`cann.sim.lockstep`); None (GM untouched) when
-    it must run block by block."""
+    it must run block by block. ``fr[b]``: block b's L2 fractions; ``timings``: schedules by
+    (stream id, L2 fractions)."""
     args = tuple(la.args)
     key = (id(prog), k.block_dim, args, gm.size, ncores, spec.name)
     hit = _PLANS.get(key)
@@ -342,14 +375,15 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
     runs: list[KernelStats] = [None] * k.block_dim  # in block order
     try:
         for g, same_timing in zip(groups, same):
-            own = [(blocks[b][0], blocks[b][1], timings.get(id(blocks[b][0])), loose[b]) for b in g]
+            own = [(blocks[b][0], blocks[b][1], timings.get((id(blocks[b][0]), fr[b])), loose[b]) for b in g]
             guard.ids = np.array(g, np.uint16)
             core.block_idx = g[0]
-            res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g],
-                                 own=own, same_timing=same_timing, **kw)
+            res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g], own=own,
+                                 same_timing=same_timing and len({fr[b] for b in g}) == 1,
+                                 l2=[fr[b] for b in g], **kw)
             for b, r in zip(g, res):
                 runs[b] = r
-                timings.setdefault(id(blocks[b][0]), r.timing)
+                timings.setdefault((id(blocks[b][0]), fr[b]), r.timing)
     except (lockstep.Conflict, LaneMismatch, SimError):
         guard.restore()  # undo the launch's GM writes: the per-block path runs it (and reports any error in order)
         return None
@@ -425,13 +459,15 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         # register-addressed copies (data-dependent) make each core's check its own
         share = sim_checks != "warn" and len(set(la.args)) == len(la.args) and \
             not any(ins.defn.group == "dma_reg" for ins in prog)
-        timings: dict[int, Timing] = {}
+        timings: dict[tuple, Timing] = {}  # (stream id, L2 fractions) -> schedule
+        # reads of GM bytes that several blocks read are served by the L2 (cann.sim.l2): timing only
+        fr = _l2_fractions(prog, k.block_dim, tuple(la.args), spec, ncores)
 
         def name(b: int) -> str:
             return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"
 
         # blocks running the same code execute together (cann.sim.lockstep) when that is exact
-        locked = _run_lockstep(core, prog, la, k, spec, gm, ncores, timings, name, checks=sim_checks,
+        locked = _run_lockstep(core, prog, la, k, spec, gm, ncores, timings, name, fr, checks=sim_checks,
                            active_cores=active, detect_overflow=detect) \
             if share and lockstep.ENABLED and k.block_dim > 1 else None
         runs = locked or []
@@ -442,10 +478,10 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
             except ValueError as e:
                 raise CannError(f"kernel '{k.name}'", f"block {b}: {e}") from None
             runs.append(core.run(bprog, gm, bargs, name(b), checks=sim_checks, active_cores=active,
-                                 detect_overflow=detect, timing=timings.get(id(bprog)) if share else None,
-                                 lane=b % ncores))
+                                 detect_overflow=detect, timing=timings.get((id(bprog), fr[b])) if share else None,
+                                 lane=b % ncores, l2=fr[b]))
             if share:
-                timings.setdefault(id(bprog), runs[-1].timing)
+                timings.setdefault((id(bprog), fr[b]), runs[-1].timing)
         for run in runs:
             stats.problems += run.problems
             if stats.overflow is None and run.overflow is not None:

@@ -19,7 +19,8 @@ from cann.sim.timing import PIPES
 
 #: profile columns, in order
 COLUMNS = ("launch", "kernel", "block_dim", "core_kind", "cycles", "time_us", *(c for c, _, _ in RATIO_COLUMNS),
-           "gm_read_bytes", "gm_write_bytes", "compiled_bound_cycles", "compiled_bound_pct", "bound",
+           "gm_read_bytes", "gm_write_bytes", "l2_read_bytes", "hbm_read_bytes", "compiled_bound_cycles",
+           "compiled_bound_pct", "bound",
            "model_macs", "executed_macs", "compulsory_bytes", "ideal_cycles", "ideal_pct")
 
 
@@ -29,11 +30,14 @@ def profile_rows(stats: RunStats) -> list[dict[str, object]]:
 
 
 def total_row(stats: RunStats) -> dict[str, object]:
-    """Totals over the launches: cycles, time_us, GM bytes, compiled bound, MACs, compulsory bytes,
+    """Totals over the launches: cycles, time_us, GM bytes (read, written, read from the L2 and
+    from HBM), compiled bound, MACs, compulsory bytes,
     ideal cycles; the percentages are Σ bound / Σ cycles."""
     return {"cycles": stats.cycles, "time_us": stats.time_us,
             "gm_read_bytes": sum(k.gm_read_bytes for k in stats.kernels),
             "gm_write_bytes": sum(k.gm_write_bytes for k in stats.kernels),
+            "l2_read_bytes": sum(k.l2_read_bytes for k in stats.kernels),
+            "hbm_read_bytes": sum(k.hbm_read_bytes for k in stats.kernels),
             "compiled_bound_cycles": stats.compiled_bound, "compiled_bound_pct": stats.compiled_bound_pct,
             "model_macs": stats.model_macs, "executed_macs": stats.executed_macs,
             "compulsory_bytes": sum(k.work.compulsory_bytes for k in stats.kernels),

@@ -272,6 +272,13 @@ class Stream:
         #: the pipes of the instructions that access a buffer (not sync / SPMD control), sorted
         self.accessing = sorted({ins.defn.pipe for ins in code if ins.defn.group not in ("sync", "spmd")})
 
+    @property
+    def tree(self) -> list:
+        """The loop structure, never expanded: instructions (a ``loop_step`` target wrapped with its
+        steps, the instruction as ``.ins``) and loops ``(loop_begin, its loop_offset / loop_rotate
+        instructions, ((arg, stride), ...), ((rotation key, step), ...), body tree, loop_end)``."""
+        return self._tree
+
     def __iter__(self) -> Iterator[isa.Instr]:
         if self._walked is not None:
             _held.move_to_end(self)

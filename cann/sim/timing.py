@@ -45,6 +45,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.hw.footprint import BUFS, footprints
+from cann.sim.l2 import SCALE as L2_SCALE, read_arg_field
 
 #: pipes of the timing model, indexed by their HIVM number (PIPE_S = 0 ... PIPE_MTE3 = 5)
 PIPES = tuple(p.name for p in isa.Pipe if p is not isa.Pipe.ALL)
@@ -73,6 +74,7 @@ class Timing:
     end: np.ndarray  # per recorded instruction: end cycle
     pipe: np.ndarray  # per recorded instruction: pipe index (PIPES)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (location, message) in warn mode
+    l2_read_bytes: int = 0  # of gm_read_bytes, the bytes served by the L2 (cann.sim.l2)
 
 
 def _range(buf: int, lo: int, hi: int) -> str:
@@ -97,11 +99,13 @@ def _prune(acc_w: list, acc_r: list, touched: set[tuple[int, int]], vc: list[lis
 
 def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
              kernel_name: str = "kernel", checks: str = "error", SimError=CannError,
-             reg_values: list[int] | None = None, record: int | None = None) -> Timing:
+             reg_values: list[int] | None = None, record: int | None = None, l2: tuple[int, ...] = ()) -> Timing:
     """Time ``instrs`` (already executed and validated) on parallel in-order pipes and check sync.
 
     ``costs`` / ``full_costs``: mnemonic -> cost function of the field values, with the launch's
-    shared GM bandwidth and at the full per-core rate. ``checks``: one of :data:`CHECK_MODES`.
+    shared GM bandwidth and at the full per-core rate, both with the L2 fractions ``l2`` (per
+    kernel argument, units of 1 / :data:`cann.sim.l2.SCALE`), which also give the returned
+    ``l2_read_bytes``. ``checks``: one of :data:`CHECK_MODES`.
     ``reg_values``: the register value each ``copy_gm_to_ub_reg`` used, in program order (recorded
     by the functional run), so its GM footprint is the bytes it really read. ``instrs`` is iterated
     once (a list or a :class:`cann.sim.spmd.Stream`); ``record``: how many instructions' start/end/pipe
@@ -127,7 +131,9 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     free = [0] * NPIPES
     busy = [0] * NPIPES
     busy_full = [0] * NPIPES
-    gm_r = gm_w = 0
+    gm_r = gm_w = l2_r = 0
+    l2_fields = {m: read_arg_field(m) for m in ("copy_gm_to_l1", "copy_gm_to_ub", "copy_gm_to_l1_nd2nz")} \
+        if l2 else {}
     flags: dict[tuple[int, int, int], tuple[int, list[int], int]] = {}
     cleared: dict[tuple[int, int, int], tuple[int, int]] = {}  # flag -> (cycle, instruction) of its last wait
     cnt = [0] * NPIPES
@@ -254,6 +260,10 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
             accs, r, w = fn(v, args)
             gm_r += r
             gm_w += w
+            if l2_fields and r:
+                a = v[l2_fields[m]]
+                if a < len(l2):
+                    l2_r += r * l2[a] // L2_SCALE
         else:
             busy_full[p] += c
             cache = fp_cache.get(m)
@@ -310,11 +320,11 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
         problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} of instruction {j} is never waited: the "
                         f"kernel ends with the event set (a leaked event id)")
     return Timing(max(free) if i >= 0 else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
-                  np.array(end, np.int64), np.array(pipe_of, np.int8), problems)
+                  np.array(end, np.int64), np.array(pipe_of, np.int8), problems, l2_r)
 
 
 #: schedules of earlier runs, least recently used first: ``(id(instrs), args, checks, record, active
-#: cores, spec) -> (instrs, Timing)``; the stream object is held, so its id is not reused meanwhile
+#: cores, L2 fractions, spec) -> (instrs, Timing)``; the stream object is held, so its id is not reused meanwhile
 _SCHEDULES: OrderedDict[tuple, tuple] = OrderedDict()
 #: the most instruction records (start, end, pipe: 17 bytes each) all cached schedules hold together
 SCHEDULE_RECORDS = 1 << 22
@@ -324,11 +334,12 @@ _held_records = 0
 def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict,
                     args: tuple[int, ...], active_cores: int, kernel_name: str = "kernel", checks: str = "error",
                     SimError=CannError, reg_values: list[int] | None = None,
-                    record: int | None = None) -> Timing:
+                    record: int | None = None, l2: tuple[int, ...] = ()) -> Timing:
     """:func:`schedule`, reusing the result of an earlier call on the same ``instrs`` object (a
     decoded program or a :class:`cann.sim.spmd.Stream`, which do not change), argument bases, SoC,
-    ``checks``, ``record`` and ``active_cores`` (``costs`` must be the cost functions of ``spec``
-    with GM bandwidth shared among ``active_cores`` cores). A schedule depends on nothing else: not
+    ``checks``, ``record``, ``active_cores`` and ``l2`` (``costs`` must be the cost functions of
+    ``spec`` with GM bandwidth shared among ``active_cores`` cores and the L2 fractions ``l2``).
+    A schedule depends on nothing else: not
     on data, except through register-addressed copies (``reg_values`` non-empty: never cached), and
     ``checks="warn"`` reports its problems on every run (never cached). A run that raises caches
     nothing. Repeated runs of a model pay for timing once.
@@ -338,13 +349,13 @@ def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, ful
     """
     global _held_records
     if checks == "warn" or reg_values:
-        return schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record)
-    key = (id(instrs), tuple(args), checks, record, active_cores, spec)
+        return schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2)
+    key = (id(instrs), tuple(args), checks, record, active_cores, l2, spec)
     hit = _SCHEDULES.get(key)
     if hit is not None and hit[0] is instrs:
         _SCHEDULES.move_to_end(key)
         return hit[1]
-    t = schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record)
+    t = schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2)
     old = _SCHEDULES.pop(key, None)
     if old is not None:
         _held_records -= len(old[1].start)

@@ -50,6 +50,14 @@ def test_every_shipped_description_loads_with_its_memory_and_launch_bounds():
         assert (spec.gm_bytes, spec.max_block_dim) == (gm, 65535)
 
 
+def test_every_shipped_description_has_its_l2():
+    # ascend-core.md §2.1 (910A 32 MB, 910B1 192 MB), §2.4 rates (ini stub l2 128, 910B1 l2_read_rate 110);
+    # the 310's 8 MiB is an assumption
+    assert {n: config.load_soc(n).l2 for n in config.available_socs()} == {
+        "Ascend910": config.L2Spec(32 << 20, 128), "Ascend310": config.L2Spec(8 << 20, 128),
+        "Ascend910B1": config.L2Spec(192 << 20, 110)}
+
+
 GOOD = (config._SOC_DIR / "Ascend910.toml").read_text()
 
 
@@ -64,6 +72,13 @@ GOOD = (config._SOC_DIR / "Ascend910.toml").read_text()
     (GOOD.replace("[sync]\n", "sync = 3\n[syncx]\n"), "invalid SoC description: LatencySpec.__init__() got an unexpected keyword argument 'sync'"),
     (GOOD.replace("clock_mhz = 1000", "clock_mhz = [1]"),
      "invalid SoC description: int() argument must be a string, a bytes-like object or a real number, not 'list'"),
+    (GOOD.replace("\n[l2]", "\n[l2x]"), "invalid SoC description: missing key 'l2'"),
+    (GOOD.replace("size = 33554432", "size = 0"), "invalid SoC description: l2.size and l2.rate must be > 0"),
+    (GOOD.replace("rate = 128", 'rate = "fast"'),
+     "invalid SoC description: l2.rate must be a non-negative integer, got 'fast'"),
+    (GOOD.replace("rate = 128", "rate = -128"), "invalid SoC description: l2.rate must be a non-negative integer, got -128"),
+    (GOOD.replace("rate = 128", "rate = 128\nways = 16"),
+     "invalid SoC description: L2Spec.__init__() got an unexpected keyword argument 'ways'"),
     (b"\xff\xfe".decode("latin-1"), None),
 ])
 def test_malformed_descriptions_are_one_line_errors(tmp_path, monkeypatch, text, message):

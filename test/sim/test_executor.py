@@ -72,8 +72,12 @@ def test_block_dim_runs_every_block():
     np.testing.assert_array_equal(out1["y"], out4["y"])
     k1, k4 = st1.kernels[0], st4.kernels[0]
     assert len(k4.cores) == 4 and k4.instructions == 4 * k1.instructions and k4.block_dim == 4
-    # 4 active cores x 64 B/cycle < gm_total: no sharing, same time; 4x the GM traffic
-    assert k4.cycles == k1.cycles and k4.gm_read_bytes == 4 * k1.gm_read_bytes
+    # 4 active cores x 64 B/cycle < gm_total: no GM sharing; 4x the GM traffic, but the 4 blocks
+    # read the same 512 B: 3/4 of each read comes from the L2 (384 B at 128 B/cycle = 3 cycles, the
+    # other 128 B from HBM at 64 B/cycle = 2) instead of 512 B from HBM (8 cycles)
+    assert k1.gm_read_bytes == 512 and k1.l2_read_bytes == 0
+    assert k4.gm_read_bytes == 4 * 512 and k4.l2_read_bytes == 4 * 384 and k4.hbm_read_bytes == 512
+    assert k4.cycles == k1.cycles - 3
 
 
 def test_block_dim_beyond_the_cores_runs_in_waves():

@@ -35,7 +35,7 @@ def lanes_used(monkeypatch):
 
 def _stats(run):
     return [[(c.cycles, c.instructions, c.busy_by_pipe, c.busy_full_by_pipe, c.gm_read_bytes, c.gm_write_bytes,
-              c.serial_cycles, c.executed_macs, c.overflow, c.overflow_op, len(c.program), list(c.program),
+              c.l2_read_bytes, c.serial_cycles, c.executed_macs, c.overflow, c.overflow_op, len(c.program), list(c.program),
               c.timing.start.tolist(), c.timing.end.tolist(), c.timing.pipe.tolist()) for c in k.cores]
             for k in run.kernels]
 
