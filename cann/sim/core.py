@@ -37,6 +37,7 @@ from cann.sim.cost import CostModel
 from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
 from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
+from cann.sim.uniform import Uniform
 from cann.sim.vector import VectorUnit
 
 _PIPE_NAMES = PIPES
@@ -184,6 +185,7 @@ class AICore(TransferUnit, VectorUnit):
         self.guard = None
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
         self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
+        self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -197,6 +199,7 @@ class AICore(TransferUnit, VectorUnit):
         """Zero every on-chip buffer of every lane."""
         for b in self.mem.values():
             b.fill(0)
+        self._uni.clear()
 
     def cost_model(self, active_cores: int = 1) -> CostModel:
         """The cost model with GM bandwidth shared among ``active_cores`` cores."""
@@ -271,6 +274,7 @@ class AICore(TransferUnit, VectorUnit):
         self._steps = [_step(b) for b in self._bases]
         self.regs = self._regs[lane0]
         self.reg_trace = []
+        self._uni.clear()
         execs = self._exec
         i = -1
         ins = None
@@ -374,7 +378,8 @@ class AICore(TransferUnit, VectorUnit):
     # checks
 
     def _onchip(self, buf: str, what: str, addr: int, nbytes: int) -> None:
-        """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``."""
+        """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``; a ``"dst"``
+        operand (the bytes an instruction writes) stops being known lane-uniform (:mod:`cann.sim.uniform`)."""
         al = self.align[buf]
         if addr % al:
             raise _Fault(f"{what}: {buf.upper()} address {addr} is not aligned to {al} bytes")
@@ -383,6 +388,8 @@ class AICore(TransferUnit, VectorUnit):
             extra = f" ({self.spec.buffer(buf).reserved} reserved bytes at the end)" if lim < self.bufs[buf].size else ""
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
+        if what == "dst" and self._n > 1:  # about to be written: no longer known lane-uniform
+            self._uni.drop(buf, addr, addr + nbytes)
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane

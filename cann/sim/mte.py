@@ -10,6 +10,7 @@ import numpy as np
 from cann.hw import isa
 from cann.sim.cost import L0C_ITEMSIZE
 from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
+from cann.sim.uniform import classes, layout
 
 
 class TransferUnit:
@@ -44,6 +45,9 @@ class TransferUnit:
                 d[j] = x
         else:
             d[...] = g
+        if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
+            # lanes that read the same GM address got the same bytes
+            self._uni.mark(buf, dst, dst + nburst * burst, classes(self._bases[src_arg]))
 
     def _reg(self, reg: int) -> None:
         if not 0 <= reg < len(self.regs):
@@ -111,6 +115,8 @@ class TransferUnit:
             pad = np.zeros((n, r16, c1 * c0), dt)
             pad[:, :rows, :cols] = mat
             out[...] = pad.reshape(n, r16, c1, c0).transpose(0, 2, 1, 3)
+        if n > 1:  # lanes reading the same GM address got the same bytes
+            self._uni.mark("l1", dst, dst + c1 * r16 * c0 * isz, classes(self._bases[src_arg]))
 
     def _load2d(self, v) -> None:
         space, dst, src, repeat, ss, ds = v
@@ -126,6 +132,8 @@ class TransferUnit:
         self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
         self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
+        if self._n > 1 and (repeat == 1 or ds == f):
+            self._uni.mark(buf, dst, dst + repeat * f, self._uni.classes("l1", src, src + (repeat - 1) * ss + f))
 
     def _img2col(self, v) -> None:
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
@@ -147,11 +155,17 @@ class TransferUnit:
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
         self._onchip("l0a", "dst", dst, m_count * k_count * isz)
-        n = self._n
+        # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
+        # each class only, then copy its bytes to the class's other lanes
+        rep = self._uni.classes("l1", src, src + c1 * fh * fw * c0 * isz) if self._n > 1 else None
+        lay = layout(rep) if rep is not None else None
+        sel = slice(None) if lay is None or lay.step is None else \
+            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
         m0 = self._m0
         # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
         dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
-                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)
+                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)[sel]
+        n = dst5.shape[0]
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
         k_total = c1 * k_per_c1
@@ -167,7 +181,7 @@ class TransferUnit:
                 raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
                              f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
             r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
-            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
+            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)[sel]
             full = m_hi - m_start == m_count and k_hi - k_start == k_count
             out = None if full else np.zeros((n, m_count, k_count), dt)
             chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
@@ -191,11 +205,19 @@ class TransferUnit:
                     dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
                 else:
                     out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
-            if full:
-                return
+            if not full:
+                dst5[...] = out.reshape(dst5.shape)
         else:
-            out = np.zeros((n, m_count, k_count), dt)
-        dst5[...] = out.reshape(dst5.shape)
+            dst5[...] = 0
+        if lay is not None:
+            nbytes = m_count * k_count * isz
+            if n < self._n:
+                lanes = self._v("l0a", dst, (nbytes,), (1,))
+                if n == 1:
+                    lanes[1:] = lanes[:1]
+                else:
+                    lanes[list(lay.others)] = lanes[list(lay.sources)]
+            self._uni.mark("l0a", dst, dst + nbytes, rep)
 
     # -----------------------------------------------------------------------------------------
     # cube
@@ -214,13 +236,26 @@ class TransferUnit:
         self._onchip("l0b", "b", b, k * n * isz)
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
         nl = self._n
-        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
-        A = self._as_f32_lanes("l0a", a, m * k, (m // m0, m0, k // k0, k0),
-                               (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt).reshape(nl, m, k)
+        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n); an
+        # operand holding the same bytes on every lane (cann.sim.uniform) is converted once, for lane 0
+        a_shape, a_strides = (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz)
+        ra = self._uni.classes("l0a", a, a + m * k * isz) if nl > 1 else None
+        rb = self._uni.classes("l0b", b, b + k * n * isz) if nl > 1 else None
+        la, lb = (layout(ra) if ra else None), (layout(rb) if rb else None)
+        if la is None:
+            A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
+        else:
+            A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
         B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
-                         dt).reshape(nl, k, n)
-        # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
-        C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
+                         dt, lb).reshape(-1, k, n)
+        # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane
+        # grid, an operand shared by a class of lanes broadcast to each of their gemms (_grid)
+        q = next((x for lay in (la, lb) if lay is not None and len(lay.distinct) > 1
+                  for x in (lay.block, lay.inter) if x > 1), nl)
+        C = np.matmul(self._grid(A, la, nl, q), self._grid(B, lb, nl, q))
+        if C.shape[0] * C.shape[1] not in (1, nl):
+            C = np.broadcast_to(C, (nl // q, q) + C.shape[2:])
+        C = C.reshape(-1, m, n // n0, n0).transpose(0, 2, 1, 3)
         out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
         if init:
             out[...] = C
@@ -243,14 +278,34 @@ class TransferUnit:
         u = self._v(buf, off, shape, strides, np.dtype(np.uint16))[first]
         return np.take(_F16_TO_F32, u, mode="clip")[inv]
 
-    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
+    @staticmethod
+    def _grid(x: np.ndarray, lay, nl: int, q: int) -> np.ndarray:
+        """Operand ``x`` (one matrix per lane, or per class of ``lay``: ``(c, r, s)``) as a
+        ``(p, q, r, s)`` array broadcastable to the lanes' ``(nl // q, q)`` grid (lane j at
+        ``(j // q, j % q)``): a shared matrix is not copied when its classes follow the grid."""
+        r, s = x.shape[1:]
+        if lay is None:
+            return x.reshape(nl // q, q, r, s)
+        c = len(lay.distinct)
+        if c == 1:
+            return x.reshape(1, 1, r, s)
+        if lay.block == q:
+            return x.reshape(c, 1, r, s)
+        if lay.inter == q:
+            return x.reshape(1, c, r, s)
+        return x[list(lay.inv)].reshape(nl // q, q, r, s)
+
+    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype, lay=None) -> np.ndarray:
         """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane
-        as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
-        exact, and faster than numpy's float16 cast)."""
+        (with a :class:`cann.sim.uniform.Layout` ``lay``: on the first lane of each class only) as a new
+        C-ordered ``(n,) + shape`` (``(classes,) + shape``) float32 array (float16 through a 64
+        Ki-entry table: exact, and faster than numpy's float16 cast)."""
+        sel = slice(None) if lay is None else list(lay.distinct) if lay.step is None else \
+            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
         if dt.itemsize == 2:
             # every uint16 is a valid index: "clip" skips numpy's bounds check (about twice as fast)
-            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)), mode="clip")
-        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
+            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16))[sel], mode="clip")
+        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32)[sel])
 
     def _l0c_to_ub(self, v) -> None:
         code, dst, src, n1, m, src_m = v

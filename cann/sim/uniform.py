@@ -1,0 +1,130 @@
+"""Lane-uniform provenance of a lockstep run's on-chip bytes (:meth:`cann.sim.core.AICore.run_lanes`).
+
+In a lockstep run the lanes (cores) often hold the same bytes: the cores of a convolution that
+splits its output channels all load the same feature map from the same GM addresses into L1 and
+build the same img2col matrix in L0A; only their weights differ. :class:`Uniform` records, per
+tracked buffer, byte ranges known to be identical on every lane of the current run, so the MTE and
+cube handlers (:mod:`cann.sim.mte`) compute such operands once (lane 0) and copy or broadcast the
+result instead of repeating the work per lane. The results are bit-identical: the skipped work would
+have produced the same bytes on every lane.
+
+Rules (the handlers apply them): a range becomes uniform when an instruction writes it on every
+lane from a uniform source (a GM copy whose address is the same on every lane -- GM is shared, so
+the same address holds the same bytes at that instant -- or a uniform on-chip range); every other
+write clears it (:meth:`cann.sim.core.AICore._onchip` drops the destination range of every
+instruction before it runs). The record is emptied at the start of every run (the lanes of the
+next run may differ, and buffers may be written from outside between runs), so it never claims
+more than the current run established.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+#: the buffers whose lane classes are tracked (the cube's operand path)
+TRACKED = ("l1", "l0a", "l0b")
+
+
+class Layout(NamedTuple):
+    """The lanes of a class vector ``rep`` (``rep[j]``: the first lane holding lane j's bytes).
+
+    ``distinct``: the first lanes of the classes, increasing; ``step``: their common difference when
+    they are ``0, step, 2 * step, ...`` (a strided view selects them), else None; ``inv[j]``: lane
+    j's class (index into ``distinct``); ``block``: q when lane j's class is ``j // q`` (runs of q
+    lanes share bytes), ``inter``: q when it is ``j % q`` (lanes q apart share bytes), else 0;
+    ``others``: the lanes not first in their class, ``sources``: the first lane of each one's class."""
+
+    distinct: tuple[int, ...]
+    step: int | None
+    inv: tuple[int, ...]
+    block: int
+    inter: int
+    others: tuple[int, ...]
+    sources: tuple[int, ...]
+
+
+@lru_cache(maxsize=4096)
+def classes(keys: tuple) -> tuple[int, ...] | None:
+    """The class vector of lanes with ``keys`` (lane j's GM address, say): per lane the first lane
+    with an equal key; None when every key differs (nothing shared)."""
+    first: dict = {}
+    rep = tuple(first.setdefault(k, j) for j, k in enumerate(keys))
+    return None if len(first) == len(keys) else rep
+
+
+@lru_cache(maxsize=4096)
+def layout(rep: tuple[int, ...]) -> Layout:
+    """The :class:`Layout` of class vector ``rep``."""
+    distinct = tuple(sorted(set(rep)))
+    where = {r: i for i, r in enumerate(distinct)}
+    inv = tuple(where[r] for r in rep)
+    n, c = len(rep), len(distinct)
+    d = distinct[1] if c > 1 else 1
+    step = d if distinct == tuple(range(0, c * d, d)) else None
+    q = n // c
+    block = q if n % c == 0 and inv == tuple(j // q for j in range(n)) else 0
+    inter = c if n % c == 0 and inv == tuple(j % c for j in range(n)) else 0
+    others = tuple(j for j in range(n) if rep[j] != j)
+    return Layout(distinct, step, inv, block, inter, others, tuple(rep[j] for j in others))
+
+
+class Uniform:
+    """Per buffer of :data:`TRACKED`, sorted disjoint byte ranges ``(lo, hi, rep)`` of known lane
+    classes: on every lane j of the current run, bytes ``[lo, hi)`` equal lane ``rep[j]``'s
+    (``rep[j] <= j``; all zeros: the same bytes on every lane). Bytes in no range: nothing known.
+    Addresses are byte offsets in the buffer; the lists stay short, so operations scan them."""
+
+    __slots__ = ("ranges",)
+
+    def __init__(self) -> None:
+        self.ranges: dict[str, list[tuple[int, int, tuple]]] = {b: [] for b in TRACKED}
+
+    def clear(self) -> None:
+        """Forget every range (no byte is known shared)."""
+        for r in self.ranges.values():
+            r.clear()
+
+    def classes(self, buf: str, lo: int, hi: int) -> tuple[int, ...] | None:
+        """The class vector of bytes ``[lo, hi)`` of ``buf`` (one range holds them all), None when
+        not known (or ``buf`` is untracked)."""
+        for a, b, rep in self.ranges.get(buf, ()):
+            if a <= lo and hi <= b:
+                return rep
+        return None
+
+    def mark(self, buf: str, lo: int, hi: int, rep: tuple[int, ...] | None) -> None:
+        """Bytes ``[lo, hi)`` of ``buf`` now have lane classes ``rep`` (None: unknown; no-op for an
+        untracked buffer). Adjacent ranges of equal classes merge."""
+        r = self.ranges.get(buf)
+        if r is None or hi <= lo:
+            return
+        self.drop(buf, lo, hi)
+        if rep is None:
+            return
+        out = []
+        for a, b, c in self.ranges[buf]:
+            if c == rep and (b == lo or hi == a):
+                lo, hi = min(lo, a), max(hi, b)
+            else:
+                out.append((a, b, c))
+        out.append((lo, hi, rep))
+        out.sort()
+        self.ranges[buf] = out
+
+    def drop(self, buf: str, lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of ``buf`` are about to be written: their classes are no longer
+        known (no-op for an untracked buffer)."""
+        r = self.ranges.get(buf)
+        if not r:
+            return
+        out = []
+        for a, b, c in r:
+            if b <= lo or hi <= a:
+                out.append((a, b, c))
+                continue
+            if a < lo:
+                out.append((a, lo, c))
+            if hi < b:
+                out.append((hi, b, c))
+        self.ranges[buf] = out
