@@ -34,7 +34,7 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel
-from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
+from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, lane_grid, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
 from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
 from cann.sim.uniform import Uniform
@@ -415,23 +415,29 @@ class AICore(TransferUnit, VectorUnit):
     def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8,
             write: bool = False) -> np.ndarray | list:
         """GM operand ``args[arg] + off`` (checked by :meth:`_gm_addr`): one ``(n,) + shape`` view when
-        the lanes' bases are evenly spaced, else a list of one ``shape`` view per lane. A ``guard``
+        the lanes' bases are evenly spaced, one ``(n // q, q) + shape`` view when they form a grid
+        (:func:`cann.sim.lanes.lane_grid`), else a list of one ``shape`` view per lane. A ``guard``
         (:class:`cann.sim.lockstep.Guard`) sees the access first."""
         bases, step = self._bases[arg], self._steps[arg]
         if self.guard is not None:
             self.guard.access(bases, step, off, shape, strides, dt.itemsize, write)
         if step is not None:
             return _view(self.gm, bases[0] + off, (self._n,) + shape, (step,) + strides, dt)
+        g = lane_grid(bases)
+        if g is not None:
+            q, s1, s2 = g
+            return _view(self.gm, bases[0] + off, (self._n // q, q) + shape, (s1, s2) + strides, dt)
         return [_view(self.gm, b + off, shape, strides, dt) for b in bases]
 
     @staticmethod
     def _put(dst: np.ndarray | list, src: np.ndarray) -> None:
-        """``dst[...] = src`` for a lane-axis view or a per-lane list of views (written in lane order)."""
+        """``dst[...] = src`` for a lane-axis (or lane-grid) view or a per-lane list of views (written in
+        lane order)."""
         if type(dst) is list:
             for j, d in enumerate(dst):
                 d[...] = src[j]
         else:
-            dst[...] = src
+            dst[...] = src.reshape(dst.shape) if dst.ndim > src.ndim else src
 
     @staticmethod
     def _dtype(code: int) -> np.dtype:

@@ -44,7 +44,7 @@ class TransferUnit:
             for j, x in enumerate(g):
                 d[j] = x
         else:
-            d[...] = g
+            (d.reshape(g.shape) if g.ndim > d.ndim else d)[...] = g  # a lane grid: split the lane axis
         if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
             # lanes that read the same GM address got the same bytes
             self._uni.mark(buf, dst, dst + nburst * burst, classes(self._bases[src_arg]))
@@ -106,8 +106,8 @@ class TransferUnit:
         self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
         self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
         g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
-        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt)  # (n, rows, cols)
         n = self._n
+        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt).reshape(n, rows, cols)
         out = self._v("l1", dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
         if rows == r16 and cols == c1 * c0:
             out[...] = mat.reshape(n, rows, c1, c0).transpose(0, 2, 1, 3)
