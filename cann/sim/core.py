@@ -37,7 +37,7 @@ from cann.sim.cost import CostModel
 from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, lane_grid, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
 from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
-from cann.sim.uniform import Uniform
+from cann.sim.uniform import Uniform, layout
 from cann.sim.vector import VectorUnit
 
 _PIPE_NAMES = PIPES
@@ -316,6 +316,8 @@ class AICore(TransferUnit, VectorUnit):
         finally:
             self.gm = np.zeros(0, np.uint8)
             self._ovf_watch = self._ovf_hit = None
+            for buf, lo, hi, rep in self._uni.take_all():  # every lane holds its bytes again
+                self._copy_lanes(buf, lo, hi, rep)
         full = self._cost
         shared = full if active_cores == 1 else {m: self.cost_model(active_cores).fn(m) for m in full}
         own = own or [(instrs, args[j], None, False) for j in range(n)]
@@ -379,7 +381,8 @@ class AICore(TransferUnit, VectorUnit):
 
     def _onchip(self, buf: str, what: str, addr: int, nbytes: int) -> None:
         """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``; a ``"dst"``
-        operand (the bytes an instruction writes) stops being known lane-uniform (:mod:`cann.sim.uniform`)."""
+        operand (the bytes an instruction writes) gets its owed lane copies made and stops being of known
+        lane classes (:mod:`cann.sim.uniform`)."""
         al = self.align[buf]
         if addr % al:
             raise _Fault(f"{what}: {buf.upper()} address {addr} is not aligned to {al} bytes")
@@ -388,8 +391,24 @@ class AICore(TransferUnit, VectorUnit):
             extra = f" ({self.spec.buffer(buf).reserved} reserved bytes at the end)" if lim < self.bufs[buf].size else ""
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
-        if what == "dst" and self._n > 1:  # about to be written: no longer known lane-uniform
+        if what == "dst" and self._n > 1:  # about to be written: no longer of known lane classes
+            self._flush(buf, addr, addr + nbytes)
             self._uni.drop(buf, addr, addr + nbytes)
+
+    def _flush(self, buf: str, lo: int, hi: int) -> None:
+        """Make the owed lane copies (:meth:`cann.sim.uniform.Uniform.take`) of ``buf`` meeting
+        ``[lo, hi)``: every lane then holds its bytes there."""
+        for a, b, rep in self._uni.take(buf, lo, hi):
+            self._copy_lanes(buf, a, b, rep)
+
+    def _copy_lanes(self, buf: str, lo: int, hi: int, rep: tuple[int, ...]) -> None:
+        """Copy bytes ``[lo, hi)`` of ``buf`` from the first lane of each class of ``rep`` to the others."""
+        lanes = self._v(buf, lo, (hi - lo,), (1,))
+        lay = layout(rep)
+        if len(lay.distinct) == 1:
+            lanes[1:] = lanes[:1]
+        else:
+            lanes[list(lay.others)] = lanes[list(lay.sources)]
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane
@@ -413,20 +432,24 @@ class AICore(TransferUnit, VectorUnit):
         return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (self._lane_step * size,) + strides, dt)
 
     def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8,
-            write: bool = False) -> np.ndarray | list:
+            write: bool = False, lanes: slice | None = None) -> np.ndarray | list:
         """GM operand ``args[arg] + off`` (checked by :meth:`_gm_addr`): one ``(n,) + shape`` view when
         the lanes' bases are evenly spaced, one ``(n // q, q) + shape`` view when they form a grid
-        (:func:`cann.sim.lanes.lane_grid`), else a list of one ``shape`` view per lane. A ``guard``
+        (:func:`cann.sim.lanes.lane_grid`), else a list of one ``shape`` view per lane; ``lanes``: those
+        lanes only (a slice; their bases evenly spaced or all equal). A ``guard``
         (:class:`cann.sim.lockstep.Guard`) sees the access first."""
         bases, step = self._bases[arg], self._steps[arg]
         if self.guard is not None:
             self.guard.access(bases, step, off, shape, strides, dt.itemsize, write)
+        if lanes is not None:
+            bases = bases[lanes]
+            step = _step(bases)
         if step is not None:
-            return _view(self.gm, bases[0] + off, (self._n,) + shape, (step,) + strides, dt)
+            return _view(self.gm, bases[0] + off, (len(bases),) + shape, (step,) + strides, dt)
         g = lane_grid(bases)
         if g is not None:
             q, s1, s2 = g
-            return _view(self.gm, bases[0] + off, (self._n // q, q) + shape, (s1, s2) + strides, dt)
+            return _view(self.gm, bases[0] + off, (len(bases) // q, q) + shape, (s1, s2) + strides, dt)
         return [_view(self.gm, b + off, shape, strides, dt) for b in bases]
 
     @staticmethod

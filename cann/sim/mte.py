@@ -39,15 +39,24 @@ class TransferUnit:
         self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
         self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
         shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
-        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst)
+        rep = sel = None
+        if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
+            rep = classes(self._bases[src_arg])  # lanes reading the same GM address get the same bytes
+            lay = layout(rep) if rep is not None else None
+            if lay is not None and lay.step is not None:  # copy to the first lane of each class only
+                sel = slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst, lanes=sel)
+        if sel is not None:
+            d = d[sel]
         if type(g) is list:
             for j, x in enumerate(g):
                 d[j] = x
         else:
             (d.reshape(g.shape) if g.ndim > d.ndim else d)[...] = g  # a lane grid: split the lane axis
-        if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
-            # lanes that read the same GM address got the same bytes
-            self._uni.mark(buf, dst, dst + nburst * burst, classes(self._bases[src_arg]))
+        if rep is not None:
+            self._uni.mark(buf, dst, dst + nburst * burst, rep)
+            if sel is not None:  # the other lanes' copies are owed
+                self._uni.owe(buf, dst, dst + nburst * burst, rep)
 
     def _reg(self, reg: int) -> None:
         if not 0 <= reg < len(self.regs):
@@ -131,9 +140,20 @@ class TransferUnit:
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
         self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
+        hi = src + (repeat - 1) * ss + f
+        rep = self._uni.classes("l1", src, hi) if self._n > 1 else None
+        lay = layout(rep) if rep is not None and (repeat == 1 or ds == f) else None
+        if lay is not None and lay.step is not None:  # the first lane of each class only (copies owed)
+            sel = slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+            self._v(buf, dst, shape, dst_st)[sel] = self._v("l1", src, shape, sst)[sel]
+            self._uni.mark(buf, dst, dst + repeat * f, rep)
+            self._uni.owe(buf, dst, dst + repeat * f, rep)
+            return
+        if self._n > 1:
+            self._flush("l1", src, hi)
         self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
-        if self._n > 1 and (repeat == 1 or ds == f):
-            self._uni.mark(buf, dst, dst + repeat * f, self._uni.classes("l1", src, src + (repeat - 1) * ss + f))
+        if lay is not None:
+            self._uni.mark(buf, dst, dst + repeat * f, rep)
 
     def _img2col(self, v) -> None:
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
@@ -159,6 +179,8 @@ class TransferUnit:
         # each class only, then copy its bytes to the class's other lanes
         rep = self._uni.classes("l1", src, src + c1 * fh * fw * c0 * isz) if self._n > 1 else None
         lay = layout(rep) if rep is not None else None
+        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
+            self._flush("l1", src, src + c1 * fh * fw * c0 * isz)
         sel = slice(None) if lay is None or lay.step is None else \
             slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
         m0 = self._m0
@@ -211,13 +233,9 @@ class TransferUnit:
             dst5[...] = 0
         if lay is not None:
             nbytes = m_count * k_count * isz
-            if n < self._n:
-                lanes = self._v("l0a", dst, (nbytes,), (1,))
-                if n == 1:
-                    lanes[1:] = lanes[:1]
-                else:
-                    lanes[list(lay.others)] = lanes[list(lay.sources)]
             self._uni.mark("l0a", dst, dst + nbytes, rep)
+            if n < self._n:  # built on the first lane of each class only
+                self._uni.owe("l0a", dst, dst + nbytes, rep)
 
     # -----------------------------------------------------------------------------------------
     # cube
@@ -243,9 +261,13 @@ class TransferUnit:
         rb = self._uni.classes("l0b", b, b + k * n * isz) if nl > 1 else None
         la, lb = (layout(ra) if ra else None), (layout(rb) if rb else None)
         if la is None:
+            if nl > 1:
+                self._flush("l0a", a, a + m * k * isz)
             A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
         else:
             A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
+        if lb is None and nl > 1:
+            self._flush("l0b", b, b + k * n * isz)
         B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
                          dt, lb).reshape(-1, k, n)
         # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane

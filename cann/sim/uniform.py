@@ -75,15 +75,43 @@ class Uniform:
     (``rep[j] <= j``; all zeros: the same bytes on every lane). Bytes in no range: nothing known.
     Addresses are byte offsets in the buffer; the lists stay short, so operations scan them."""
 
-    __slots__ = ("ranges",)
+    __slots__ = ("ranges", "pending")
 
     def __init__(self) -> None:
         self.ranges: dict[str, list[tuple[int, int, tuple]]] = {b: [] for b in TRACKED}
+        #: per buffer, ``(lo, hi, rep)`` ranges (inside ``ranges``) whose bytes so far sit on the first
+        #: lane of each class only: the other lanes' copies are owed (:meth:`take`)
+        self.pending: dict[str, list[tuple[int, int, tuple]]] = {b: [] for b in TRACKED}
 
     def clear(self) -> None:
-        """Forget every range (no byte is known shared)."""
+        """Forget every range (no byte is known shared); pending copies must have been taken."""
         for r in self.ranges.values():
             r.clear()
+        for r in self.pending.values():
+            r.clear()
+
+    def owe(self, buf: str, lo: int, hi: int, rep: tuple[int, int]) -> None:
+        """Bytes ``[lo, hi)`` of ``buf``, just marked with classes ``rep``, were written on the first
+        lane of each class only: the copies to the other lanes are owed."""
+        self.pending[buf].append((lo, hi, rep))
+
+    def take(self, buf: str, lo: int, hi: int) -> list[tuple[int, int, tuple]]:
+        """Remove and return the owed ranges of ``buf`` meeting ``[lo, hi)`` (whole: the caller makes
+        every lane's copy before the bytes are read lane by lane or overwritten)."""
+        r = self.pending.get(buf)
+        if not r:
+            return []
+        hit = [x for x in r if x[0] < hi and lo < x[1]]
+        if hit:
+            self.pending[buf] = [x for x in r if not (x[0] < hi and lo < x[1])]
+        return hit
+
+    def take_all(self) -> list[tuple[str, int, int, tuple]]:
+        """Remove and return every owed range as ``(buf, lo, hi, rep)``."""
+        out = [(b, lo, hi, rep) for b, r in self.pending.items() for lo, hi, rep in r]
+        for r in self.pending.values():
+            r.clear()
+        return out
 
     def classes(self, buf: str, lo: int, hi: int) -> tuple[int, ...] | None:
         """The class vector of bytes ``[lo, hi)`` of ``buf`` (one range holds them all), None when
