@@ -379,10 +379,11 @@ class AICore(TransferUnit, VectorUnit):
     # -----------------------------------------------------------------------------------------
     # checks
 
-    def _onchip(self, buf: str, what: str, addr: int, nbytes: int) -> None:
+    def _onchip(self, buf: str, what: str, addr: int, nbytes: int, dense: bool = False) -> None:
         """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``; a ``"dst"``
-        operand (the bytes an instruction writes) gets its owed lane copies made and stops being of known
-        lane classes (:mod:`cann.sim.uniform`)."""
+        operand (the bytes an instruction writes; ``dense``: every one of them) gets its owed lane copies
+        made (dense: those outside it only stay owed) and stops being of known lane classes
+        (:mod:`cann.sim.uniform`)."""
         al = self.align[buf]
         if addr % al:
             raise _Fault(f"{what}: {buf.upper()} address {addr} is not aligned to {al} bytes")
@@ -392,7 +393,8 @@ class AICore(TransferUnit, VectorUnit):
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
         if what == "dst" and self._n > 1:  # about to be written: no longer of known lane classes
-            self._flush(buf, addr, addr + nbytes)
+            for a, b, rep in self._uni.take(buf, addr, addr + nbytes, dense):
+                self._copy_lanes(buf, a, b, rep)
             self._uni.drop(buf, addr, addr + nbytes)
 
     def _flush(self, buf: str, lo: int, hi: int) -> None:

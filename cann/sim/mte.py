@@ -37,7 +37,7 @@ class TransferUnit:
         dst, src_arg, src, nburst, burst, ss, ds = v
         self._bursts(nburst, burst, ss, ds)
         self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
-        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
+        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst, nburst == 1 or ds == burst)
         shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
         rep = sel = None
         if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
@@ -113,7 +113,7 @@ class TransferUnit:
         c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
         row_bytes = cols * isz
         self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
-        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
+        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz, True)
         g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
         n = self._n
         mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt).reshape(n, rows, cols)
@@ -138,7 +138,7 @@ class TransferUnit:
             raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
         buf = "l0a" if space == isa.L0A else "l0b"
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
-        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
+        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f, repeat == 1 or ds == f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
         hi = src + (repeat - 1) * ss + f
         rep = self._uni.classes("l1", src, hi) if self._n > 1 else None
@@ -174,7 +174,7 @@ class TransferUnit:
             raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
-        self._onchip("l0a", "dst", dst, m_count * k_count * isz)
+        self._onchip("l0a", "dst", dst, m_count * k_count * isz, True)
         # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
         # each class only, then copy its bytes to the class's other lanes
         rep = self._uni.classes("l1", src, src + c1 * fh * fw * c0 * isz) if self._n > 1 else None

@@ -95,15 +95,26 @@ class Uniform:
         lane of each class only: the copies to the other lanes are owed."""
         self.pending[buf].append((lo, hi, rep))
 
-    def take(self, buf: str, lo: int, hi: int) -> list[tuple[int, int, tuple]]:
+    def take(self, buf: str, lo: int, hi: int, dense: bool = False) -> list[tuple[int, int, tuple]]:
         """Remove and return the owed ranges of ``buf`` meeting ``[lo, hi)`` (whole: the caller makes
-        every lane's copy before the bytes are read lane by lane or overwritten)."""
+        every lane's copy before the bytes are read lane by lane or overwritten). ``dense``: every byte
+        of ``[lo, hi)`` is about to be overwritten on every lane: the copies inside it are not needed,
+        those outside it stay owed, and nothing is returned."""
         r = self.pending.get(buf)
         if not r:
             return []
         hit = [x for x in r if x[0] < hi and lo < x[1]]
-        if hit:
-            self.pending[buf] = [x for x in r if not (x[0] < hi and lo < x[1])]
+        if not hit:
+            return []
+        rest = [x for x in r if not (x[0] < hi and lo < x[1])]
+        if dense:
+            for a, b, rep in hit:
+                if a < lo:
+                    rest.append((a, lo, rep))
+                if hi < b:
+                    rest.append((hi, b, rep))
+            hit = []
+        self.pending[buf] = rest
         return hit
 
     def take_all(self) -> list[tuple[str, int, int, tuple]]:
