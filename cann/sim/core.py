@@ -47,6 +47,7 @@ _UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 #: per kernel run on one core, the instructions whose records (``KernelStats.program``, ``Timing``
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
+_VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
 
 
@@ -185,6 +186,8 @@ class AICore(TransferUnit, VectorUnit):
         self.guard = None
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
         self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
+        self._views: dict[tuple, np.ndarray] = {}  # _v's views (valid for the current lanes only)
+        self._plan_caches.append(self._views)
         self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
@@ -428,10 +431,18 @@ class AICore(TransferUnit, VectorUnit):
         return bases[0] + off
 
     def _v(self, buf: str, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
-        """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes."""
-        mem = self.mem[buf]
-        size = mem.shape[1]
-        return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (self._lane_step * size,) + strides, dt)
+        """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes
+        (cached: the buffers are never reallocated; callers do not modify the view object itself)."""
+        key = (buf, offset, shape, strides, dt)
+        v = self._views.get(key)
+        if v is None:
+            if len(self._views) >= _VIEW_CACHE:
+                self._views.clear()
+            mem = self.mem[buf]
+            size = mem.shape[1]
+            v = self._views[key] = _view(mem, self._lane0 * size + offset, (self._n,) + shape,
+                                         (self._lane_step * size,) + strides, dt)
+        return v
 
     def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8,
             write: bool = False, lanes: slice | None = None) -> np.ndarray | list:
