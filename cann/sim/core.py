@@ -34,33 +34,21 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel
-from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, lane_grid, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
+from cann.sim.lanes import _F32, _U8, _Fault, _view, lane_grid, nonfinite  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
-from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
-from cann.sim.uniform import Uniform, layout
+from cann.sim.overflow import OverflowWatch
+from cann.sim.timing import PIPES, Timing, cached_schedule
+from cann.sim.uniform import SharedLanes, Uniform
 from cann.sim.vector import VectorUnit
 
 _PIPE_NAMES = PIPES
 _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
-_UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 #: per kernel run on one core, the instructions whose records (``KernelStats.program``, ``Timing``
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
 _VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
-
-
-def _written_dtype(ins: isa.Instr) -> np.dtype | None:
-    """The dtype of what ``ins`` writes to UB, when it computes (DMA and compares: None)."""
-    g, v = ins.defn.group, ins.values
-    if g in ("vector", "reduce", "broadcast", "select", "fixpipe"):
-        return isa.DTYPES.get(v[0])
-    if g == "vconv":
-        return np.dtype(np.float16) if ins.defn.mnemonic == "vconv_f322f16" else _F32
-    if g == "convert":
-        return isa.DTYPES.get(v[1])
-    return None
 
 
 class SimError(CannError):
@@ -135,7 +123,7 @@ def _step(bases: tuple[int, ...]) -> int | None:
     return d if all(b - a == d for a, b in zip(bases, bases[1:])) else None
 
 
-class AICore(TransferUnit, VectorUnit):
+class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
     """One AI Core -- or ``lanes`` identical cores run in lockstep: on-chip buffers plus an
     instruction interpreter.
 
@@ -400,21 +388,6 @@ class AICore(TransferUnit, VectorUnit):
                 self._copy_lanes(buf, a, b, rep)
             self._uni.drop(buf, addr, addr + nbytes)
 
-    def _flush(self, buf: str, lo: int, hi: int) -> None:
-        """Make the owed lane copies (:meth:`cann.sim.uniform.Uniform.take`) of ``buf`` meeting
-        ``[lo, hi)``: every lane then holds its bytes there."""
-        for a, b, rep in self._uni.take(buf, lo, hi):
-            self._copy_lanes(buf, a, b, rep)
-
-    def _copy_lanes(self, buf: str, lo: int, hi: int, rep: tuple[int, ...]) -> None:
-        """Copy bytes ``[lo, hi)`` of ``buf`` from the first lane of each class of ``rep`` to the others."""
-        lanes = self._v(buf, lo, (hi - lo,), (1,))
-        lay = layout(rep)
-        if len(lay.distinct) == 1:
-            lanes[1:] = lanes[:1]
-        else:
-            lanes[list(lay.others)] = lanes[list(lay.sources)]
-
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane
         (a fault names the first lane outside the arena); returns the first lane's address."""
@@ -501,52 +474,6 @@ class AICore(TransferUnit, VectorUnit):
         for k, x in kw.items():
             if x < 0:
                 raise _Fault(f"{k} must be >= 0, got {x}")
-
-    def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs, lanes: list[int]) -> list[int]:
-        """Which of ``lanes`` copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out
-        on: its UB bytes read as the float dtype of the latest earlier instruction writing them (none,
-        or not a float: no lane). Searches ``recent`` (the instructions just before ``i``) first, and
-        the stream again from its start only when the writer is older than that window."""
-        _, _, src, nburst, burst, ss, _ = out.values
-        hi = src + (nburst - 1) * ss + burst
-        fps = footprints(self.spec)
-
-        def writes(ins: isa.Instr) -> bool:
-            accs = fps[ins.defn.mnemonic](ins.values, self.args)[0]
-            return any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs)
-
-        writer = next((ins for ins in reversed(recent) if writes(ins)), None)
-        if writer is None and i > len(recent):
-            for ins in islice(iter(instrs), i - len(recent)):
-                if writes(ins):
-                    writer = ins
-        if writer is None:
-            return []
-        dt = _written_dtype(writer)
-        if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
-            return []
-        bad = nonfinite_lanes(self._v("ub", src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt))
-        return [j for j in lanes if bad[j]]
-
-    def _watch(self, dst: np.ndarray, *srcs: np.ndarray, bad: np.ndarray | None = None) -> None:
-        """Overflow detection: flag the lanes where ``dst`` holds inf/NaN while no source does (sources
-        not overwritten by the instruction: an in-place operation checks its sources beforehand, and
-        passes the lanes where they held inf/NaN as ``bad``)."""
-        if self._ovf_watch is None:
-            return
-        hit = nonfinite_lanes(dst) & self._ovf_watch
-        if hit.any():
-            if bad is not None:
-                hit &= ~bad
-            for x in srcs:
-                hit &= ~nonfinite_lanes(x)
-            self._hit(hit)
-
-    def _hit(self, lanes: np.ndarray) -> None:
-        """Record an overflow origin on ``lanes`` (a bool mask; those still watching)."""
-        lanes = lanes & self._ovf_watch
-        if lanes.any():
-            self._ovf_hit = lanes if self._ovf_hit is None else self._ovf_hit | lanes
 
     # -----------------------------------------------------------------------------------------
     # sync (no functional effect)

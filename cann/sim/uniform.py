@@ -1,20 +1,24 @@
-"""Lane-uniform provenance of a lockstep run's on-chip bytes (:meth:`cann.sim.core.AICore.run_lanes`).
+"""Lane classes of a lockstep run's on-chip bytes (:meth:`cann.sim.core.AICore.run_lanes`).
 
 In a lockstep run the lanes (cores) often hold the same bytes: the cores of a convolution that
 splits its output channels all load the same feature map from the same GM addresses into L1 and
-build the same img2col matrix in L0A; only their weights differ. :class:`Uniform` records, per
-tracked buffer, byte ranges known to be identical on every lane of the current run, so the MTE and
-cube handlers (:mod:`cann.sim.mte`) compute such operands once (lane 0) and copy or broadcast the
-result instead of repeating the work per lane. The results are bit-identical: the skipped work would
-have produced the same bytes on every lane.
+build the same img2col matrix in L0A; only their weights differ (a convolution split over both
+rows and channels has a few groups of such lanes). :class:`Uniform` records, per tracked buffer
+(L1, L0A, L0B), byte ranges whose lane classes are known: ``rep[j]``, the first lane holding lane
+j's bytes. The MTE and cube handlers (:mod:`cann.sim.mte`) then work on the first lane of each class
+only: a GM load, load2d or img2col writes those lanes and owes the other lanes' copies; mmad converts
+one A (or B) matrix per class and broadcasts it to the lanes' gemms (the same per-lane BLAS call,
+so results are bit-identical: the skipped work would have produced the same bytes).
 
-Rules (the handlers apply them): a range becomes uniform when an instruction writes it on every
-lane from a uniform source (a GM copy whose address is the same on every lane -- GM is shared, so
-the same address holds the same bytes at that instant -- or a uniform on-chip range); every other
-write clears it (:meth:`cann.sim.core.AICore._onchip` drops the destination range of every
-instruction before it runs). The record is emptied at the start of every run (the lanes of the
-next run may differ, and buffers may be written from outside between runs), so it never claims
-more than the current run established.
+Rules (the handlers apply them): a GM copy gives its destination the classes of the lanes' GM
+addresses (GM is shared: the same address holds the same bytes at that instant); load2d and img2col
+give theirs the classes of their source; :meth:`cann.sim.core.AICore._onchip` drops the classes of
+every instruction's destination before it runs, making the owed copies there first (a write that
+covers its whole range skips those it overwrites). A handler that reads a range lane by lane
+without using its classes makes the owed copies there first (:meth:`SharedLanes._flush`). At the
+end of every run all owed copies are made and the record is emptied (the next run's lanes may
+differ, and buffers may be read or written from outside between runs): every lane's bytes are then
+exactly those of running it alone.
 """
 
 from __future__ import annotations
@@ -167,3 +171,23 @@ class Uniform:
             if hi < b:
                 out.append((hi, b, c))
         self.ranges[buf] = out
+
+
+class SharedLanes:
+    """Mixin of :class:`cann.sim.core.AICore`: making the owed lane copies of its :class:`Uniform`
+    record ``_uni`` (on-chip views through ``_v``)."""
+
+    def _flush(self, buf: str, lo: int, hi: int) -> None:
+        """Make the owed lane copies (:meth:`cann.sim.uniform.Uniform.take`) of ``buf`` meeting
+        ``[lo, hi)``: every lane then holds its bytes there."""
+        for a, b, rep in self._uni.take(buf, lo, hi):
+            self._copy_lanes(buf, a, b, rep)
+
+    def _copy_lanes(self, buf: str, lo: int, hi: int, rep: tuple[int, ...]) -> None:
+        """Copy bytes ``[lo, hi)`` of ``buf`` from the first lane of each class of ``rep`` to the others."""
+        lanes = self._v(buf, lo, (hi - lo,), (1,))
+        lay = layout(rep)
+        if len(lay.distinct) == 1:
+            lanes[1:] = lanes[:1]
+        else:
+            lanes[list(lay.others)] = lanes[list(lay.sources)]
