@@ -175,6 +175,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
         self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
         self._views: dict[tuple, np.ndarray] = {}  # _v's views (valid for the current lanes only)
+        self._geometry: dict[tuple, tuple] = {}  # checked img2col fields -> their geometry (TransferUnit)
         self._plan_caches.append(self._views)
         self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
         self._exec: dict[str, callable] = {}
@@ -384,9 +385,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
         if what == "dst" and self._n > 1:  # about to be written: no longer of known lane classes
-            for a, b, rep in self._uni.take(buf, addr, addr + nbytes, dense):
-                self._copy_lanes(buf, a, b, rep)
-            self._uni.drop(buf, addr, addr + nbytes)
+            self._written(buf, addr, nbytes, dense)
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane

@@ -12,6 +12,8 @@ from cann.sim.cost import L0C_ITEMSIZE
 from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
 from cann.sim.uniform import classes, layout
 
+_GEOMETRY_CACHE = 8192  # checked img2col field tuples kept with their geometry
+
 
 class TransferUnit:
     """Mixin of :class:`cann.sim.core.AICore`: the MTE and cube instruction handlers (they use the
@@ -155,7 +157,10 @@ class TransferUnit:
         if lay is not None:
             self._uni.mark(buf, dst, dst + repeat * f, rep)
 
-    def _img2col(self, v) -> None:
+    def _img2col_geometry(self, v) -> tuple:
+        """Checks img2col fields ``v`` (faults as the handler's) and returns what every run of them
+        uses: ``(dt, src, src_hi, dst, nbytes, dst5 shape, dst5 strides, window)``; ``window`` is
+        None when no wanted row and column is inside the output, else the slab and gather geometry."""
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
         dt = self._fdtype(code)
         isz = dt.itemsize
@@ -175,64 +180,84 @@ class TransferUnit:
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
         self._onchip("l0a", "dst", dst, m_count * k_count * isz, True)
-        # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
-        # each class only, then copy its bytes to the class's other lanes
-        rep = self._uni.classes("l1", src, src + c1 * fh * fw * c0 * isz) if self._n > 1 else None
-        lay = layout(rep) if rep is not None else None
-        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
-            self._flush("l1", src, src + c1 * fh * fw * c0 * isz)
-        sel = slice(None) if lay is None or lay.step is None else \
-            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
         m0 = self._m0
         # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
-        dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
-                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)[sel]
-        n = dst5.shape[0]
+        head = (dt, src, src + c1 * fh * fw * c0 * isz, dst, m_count * k_count * isz,
+                (m_count // m0, m0, k_count // k0, k0), (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz))
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
-        k_total = c1 * k_per_c1
-        k_hi = min(k_start + k_count, k_total)
-        if m_hi > m_start and k_hi > k_start:
-            # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
-            oh0, oh1 = m_start // wo, (m_hi - 1) // wo
-            ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
-            p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
-            wp = fw + pl + pr
-            slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
-            if slab_bytes > _MAX_SLAB:
-                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
-                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
-            r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
-            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)[sel]
-            full = m_hi - m_start == m_count and k_hi - k_start == k_count
-            out = None if full else np.zeros((n, m_count, k_count), dt)
-            chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
+        k_hi = min(k_start + k_count, c1 * k_per_c1)
+        if m_hi <= m_start or k_hi <= k_start:
+            return head + (None,)
+        # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
+        oh0, oh1 = m_start // wo, (m_hi - 1) // wo
+        ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
+        p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
+        wp = fw + pl + pr
+        slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
+        if slab_bytes > _MAX_SLAB:
+            raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
+                         f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
+        r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
+        return head + ((
+            (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz),  # the map
+            (slice(ca, cb), slice(r0 - pt, r1 - pt)),  # its part in the slab
+            r0 == p0 and r1 == p1 and wp == fw,  # no padding in the window: read the map in place
+            (cb - ca, p1 - p0, wp, c0), (slice(None), slice(r0 - p0, r1 - p0), slice(pl, pl + fw)),
+            (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0), (sh, sw, dh, dw), (oh1 - oh0 + 1) * wo,
+            slice(m_start - oh0 * wo, m_hi - oh0 * wo), slice(k_start - ca * k_per_c1, k_hi - ca * k_per_c1),
+            m_hi - m_start == m_count and k_hi - k_start == k_count, (m_count, k_count),
+            (m_hi - m_start, k_hi - k_start), max(1, _MAX_SLAB // slab_bytes), r1 > r0),)
+
+    def _img2col(self, v) -> None:
+        g = self._geometry.get(v)
+        if g is None:
+            g = self._img2col_geometry(v)
+            if len(self._geometry) >= _GEOMETRY_CACHE:
+                self._geometry.clear()
+            self._geometry[v] = g
+        elif self._n > 1:
+            self._written("l0a", g[3], g[4], True)
+        dt, src, src_hi, dst, nbytes, d_shape, d_strides, win = g
+        # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
+        # each class only (the other lanes' copies are owed)
+        rep = self._uni.classes("l1", src, src_hi) if self._n > 1 else None
+        lay = layout(rep) if rep is not None else None
+        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
+            self._flush("l1", src, src_hi)
+        sel = slice(None) if lay is None or lay.step is None else \
+            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        dst5 = self._v("l0a", dst, d_shape, d_strides, dt)[sel]
+        n = dst5.shape[0]
+        if win is None:
+            dst5[...] = 0
+        else:
+            (fm_shape, fm_strides, part, inplace, slab_shape, inner, shape, (sh, sw, dh, dw), rows_all, msl, ksl,
+             full, mk, got, chunk, any_rows) = win
+            fm = self._v("l1", src, fm_shape, fm_strides, dt)[sel]
+            out = None if full else np.zeros((n,) + mk, dt)
             for j0 in range(0, n, chunk):
                 nj = min(chunk, n - j0)
-                if r0 == p0 and r1 == p1 and wp == fw:  # no padding in the window: read the map in place
-                    slab = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                if inplace:
+                    slab = fm[(slice(j0, j0 + nj),) + part]
                 else:
-                    slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
-                    if r1 > r0:
-                        slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                    slab = np.zeros((nj,) + slab_shape, dt)
+                    if any_rows:
+                        slab[(slice(None),) + inner] = fm[(slice(j0, j0 + nj),) + part]
                 s = slab.strides
-                shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+                sz = (nj,) + shape
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
-                win = np.lib.stride_tricks.as_strided(
-                    slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
+                w7 = np.lib.stride_tricks.as_strided(
+                    slab, sz, tuple(0 if k == 1 else st for k, st in zip(sz, strides)), writeable=False)
                 # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
-                rows = win.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, (oh1 - oh0 + 1) * wo, -1)
-                rows = rows[:, m_start - oh0 * wo:m_hi - oh0 * wo, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+                rows = w7.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, rows_all, -1)[:, msl, ksl]
                 if full:
-                    dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
+                    dst5[j0:j0 + nj] = rows.reshape((nj,) + d_shape)
                 else:
-                    out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
+                    out[j0:j0 + nj, :got[0], :got[1]] = rows
             if not full:
                 dst5[...] = out.reshape(dst5.shape)
-        else:
-            dst5[...] = 0
         if lay is not None:
-            nbytes = m_count * k_count * isz
             self._uni.mark("l0a", dst, dst + nbytes, rep)
             if n < self._n:  # built on the first lane of each class only
                 self._uni.owe("l0a", dst, dst + nbytes, rep)
@@ -240,7 +265,8 @@ class TransferUnit:
     # -----------------------------------------------------------------------------------------
     # cube
 
-    def _mmad(self, v) -> None:
+    def _mmad_geometry(self, v) -> tuple:
+        """Checks mmad fields ``v`` (faults as the handler's) and returns what every run of them uses."""
         code, dst, a, b, m, k, n, init = v
         dt = self._fdtype(code)
         isz = dt.itemsize
@@ -253,23 +279,33 @@ class TransferUnit:
         self._onchip("l0a", "a", a, m * k * isz)
         self._onchip("l0b", "b", b, k * n * isz)
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
+        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
+        return (dt, a + m * k * isz, b + k * n * isz, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
+                (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz), n0)
+
+    def _mmad(self, v) -> None:
+        g = self._geometry.get(v)
+        if g is None:
+            g = self._mmad_geometry(v)
+            if len(self._geometry) >= _GEOMETRY_CACHE:
+                self._geometry.clear()
+            self._geometry[v] = g
+        _, dst, a, b, m, k, n, init = v
+        dt, a_hi, b_hi, a_shape, a_strides, b_shape, b_strides, n0 = g
         nl = self._n
-        # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n); an
-        # operand holding the same bytes on every lane (cann.sim.uniform) is converted once, for lane 0
-        a_shape, a_strides = (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz)
-        ra = self._uni.classes("l0a", a, a + m * k * isz) if nl > 1 else None
-        rb = self._uni.classes("l0b", b, b + k * n * isz) if nl > 1 else None
+        # an operand holding the same bytes on a class of lanes (cann.sim.uniform) is converted once per class
+        ra = self._uni.classes("l0a", a, a_hi) if nl > 1 else None
+        rb = self._uni.classes("l0b", b, b_hi) if nl > 1 else None
         la, lb = (layout(ra) if ra else None), (layout(rb) if rb else None)
         if la is None:
             if nl > 1:
-                self._flush("l0a", a, a + m * k * isz)
+                self._flush("l0a", a, a_hi)
             A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
         else:
             A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
         if lb is None and nl > 1:
-            self._flush("l0b", b, b + k * n * isz)
-        B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
-                         dt, lb).reshape(-1, k, n)
+            self._flush("l0b", b, b_hi)
+        B = self._as_f32("l0b", b, b_shape, b_strides, dt, lb).reshape(-1, k, n)
         # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane
         # grid, an operand shared by a class of lanes broadcast to each of their gemms (_grid)
         q = next((x for lay in (la, lb) if lay is not None and len(lay.distinct) > 1

@@ -177,6 +177,14 @@ class SharedLanes:
     """Mixin of :class:`cann.sim.core.AICore`: making the owed lane copies of its :class:`Uniform`
     record ``_uni`` (on-chip views through ``_v``)."""
 
+    def _written(self, buf: str, addr: int, nbytes: int, dense: bool = False) -> None:
+        """Bytes ``[addr, addr + nbytes)`` of ``buf`` are about to be written (``dense``: every one of
+        them, on every lane): make the owed copies there (dense: only those outside it stay owed) and
+        forget their lane classes."""
+        for a, b, rep in self._uni.take(buf, addr, addr + nbytes, dense):
+            self._copy_lanes(buf, a, b, rep)
+        self._uni.drop(buf, addr, addr + nbytes)
+
     def _flush(self, buf: str, lo: int, hi: int) -> None:
         """Make the owed lane copies (:meth:`cann.sim.uniform.Uniform.take`) of ``buf`` meeting
         ``[lo, hi)``: every lane then holds its bytes there."""
