@@ -188,10 +188,15 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
     # driver
 
     def reset(self) -> None:
-        """Zero every on-chip buffer of every lane."""
+        """Put every lane in the state of a new core: on-chip buffers and scalar registers zeroed, no
+        GM guard (the caches of checked fields, operand views and vector plans stay: they depend on
+        the fields and the buffers' places only)."""
         for b in self.mem.values():
             b.fill(0)
+        for r in self._regs:
+            r[:] = [0] * len(r)
         self._uni.clear()
+        self.guard = None
 
     def cost_model(self, active_cores: int = 1) -> CostModel:
         """The cost model with GM bandwidth shared among ``active_cores`` cores."""
