@@ -34,31 +34,21 @@ from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel
-from cann.sim.lanes import _EXP_BITS, _F32, _U8, _Fault, _view, nonfinite, nonfinite_lanes  # noqa: F401 (nonfinite: API)
+from cann.sim.lanes import _F32, _U8, _Fault, _view, lane_grid, nonfinite  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
-from cann.sim.timing import BUFS, PIPES, Timing, cached_schedule, footprints
+from cann.sim.overflow import OverflowWatch
+from cann.sim.timing import PIPES, Timing, cached_schedule
+from cann.sim.uniform import SharedLanes, Uniform
 from cann.sim.vector import VectorUnit
 
 _PIPE_NAMES = PIPES
 _ALL_PIPES = {p.value for p in isa.Pipe}
 _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
-_UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 #: per kernel run on one core, the instructions whose records (``KernelStats.program``, ``Timing``
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
+_VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
-
-
-def _written_dtype(ins: isa.Instr) -> np.dtype | None:
-    """The dtype of what ``ins`` writes to UB, when it computes (DMA and compares: None)."""
-    g, v = ins.defn.group, ins.values
-    if g in ("vector", "reduce", "broadcast", "select", "fixpipe"):
-        return isa.DTYPES.get(v[0])
-    if g == "vconv":
-        return np.dtype(np.float16) if ins.defn.mnemonic == "vconv_f322f16" else _F32
-    if g == "convert":
-        return isa.DTYPES.get(v[1])
-    return None
 
 
 class SimError(CannError):
@@ -136,7 +126,7 @@ def _step(bases: tuple[int, ...]) -> int | None:
     return d if all(b - a == d for a, b in zip(bases, bases[1:])) else None
 
 
-class AICore(TransferUnit, VectorUnit):
+class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
     """One AI Core -- or ``lanes`` identical cores run in lockstep: on-chip buffers plus an
     instruction interpreter.
 
@@ -188,6 +178,10 @@ class AICore(TransferUnit, VectorUnit):
         self.guard = None
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
         self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
+        self._views: dict[tuple, np.ndarray] = {}  # _v's views (valid for the current lanes only)
+        self._geometry: dict[tuple, tuple] = {}  # checked img2col fields -> their geometry (TransferUnit)
+        self._plan_caches.append(self._views)
+        self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -198,9 +192,15 @@ class AICore(TransferUnit, VectorUnit):
     # driver
 
     def reset(self) -> None:
-        """Zero every on-chip buffer of every lane."""
+        """Put every lane in the state of a new core: on-chip buffers and scalar registers zeroed, no
+        GM guard (the caches of checked fields, operand views and vector plans stay: they depend on
+        the fields and the buffers' places only)."""
         for b in self.mem.values():
             b.fill(0)
+        for r in self._regs:
+            r[:] = [0] * len(r)
+        self._uni.clear()
+        self.guard = None
 
     def cost_model(self, active_cores: int = 1, l2: tuple[int, ...] = ()) -> CostModel:
         """The cost model with GM bandwidth shared among ``active_cores`` cores and the L2
@@ -298,6 +298,7 @@ class AICore(TransferUnit, VectorUnit):
         self._steps = [_step(b) for b in self._bases]
         self.regs = self._regs[lane0]
         self.reg_trace = []
+        self._uni.clear()
         execs = self._exec
         i = -1
         ins = None
@@ -339,6 +340,8 @@ class AICore(TransferUnit, VectorUnit):
         finally:
             self.gm = np.zeros(0, np.uint8)
             self._ovf_watch = self._ovf_hit = None
+            for buf, lo, hi, rep in self._uni.take_all():  # every lane holds its bytes again
+                self._copy_lanes(buf, lo, hi, rep)
         own = own or [(instrs, args[j], None, False) for j in range(n)]
         l2 = l2 or [()] * n
         times: dict[tuple, Timing] = {} if timing is None else {(id(instrs), l2[0]): timing}
@@ -401,8 +404,11 @@ class AICore(TransferUnit, VectorUnit):
     # -----------------------------------------------------------------------------------------
     # checks
 
-    def _onchip(self, buf: str, what: str, addr: int, nbytes: int) -> None:
-        """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``."""
+    def _onchip(self, buf: str, what: str, addr: int, nbytes: int, dense: bool = False) -> None:
+        """``addr`` aligned and ``[addr, addr + nbytes)`` inside the usable part of ``buf``; a ``"dst"``
+        operand (the bytes an instruction writes; ``dense``: every one of them) gets its owed lane copies
+        made (dense: those outside it only stay owed) and stops being of known lane classes
+        (:mod:`cann.sim.uniform`)."""
         al = self.align[buf]
         if addr % al:
             raise _Fault(f"{what}: {buf.upper()} address {addr} is not aligned to {al} bytes")
@@ -411,6 +417,8 @@ class AICore(TransferUnit, VectorUnit):
             extra = f" ({self.spec.buffer(buf).reserved} reserved bytes at the end)" if lim < self.bufs[buf].size else ""
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
+        if what == "dst" and self._n > 1:  # about to be written: no longer of known lane classes
+            self._written(buf, addr, nbytes, dense)
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane
@@ -428,31 +436,49 @@ class AICore(TransferUnit, VectorUnit):
         return bases[0] + off
 
     def _v(self, buf: str, offset: int, shape: tuple, strides: tuple, dt: np.dtype = _U8) -> np.ndarray:
-        """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes."""
-        mem = self.mem[buf]
-        size = mem.shape[1]
-        return _view(mem, self._lane0 * size + offset, (self._n,) + shape, (self._lane_step * size,) + strides, dt)
+        """The ``(n,) + shape`` view of on-chip buffer ``buf`` at byte ``offset`` on the run's ``n`` lanes
+        (cached: the buffers are never reallocated; callers do not modify the view object itself)."""
+        key = (buf, offset, shape, strides, dt)
+        v = self._views.get(key)
+        if v is None:
+            if len(self._views) >= _VIEW_CACHE:
+                self._views.clear()
+            mem = self.mem[buf]
+            size = mem.shape[1]
+            v = self._views[key] = _view(mem, self._lane0 * size + offset, (self._n,) + shape,
+                                         (self._lane_step * size,) + strides, dt)
+        return v
 
     def _gm(self, arg: int, off: int, shape: tuple, strides: tuple, dt: np.dtype = _U8,
-            write: bool = False) -> np.ndarray | list:
+            write: bool = False, lanes: slice | None = None) -> np.ndarray | list:
         """GM operand ``args[arg] + off`` (checked by :meth:`_gm_addr`): one ``(n,) + shape`` view when
-        the lanes' bases are evenly spaced, else a list of one ``shape`` view per lane. A ``guard``
+        the lanes' bases are evenly spaced, one ``(n // q, q) + shape`` view when they form a grid
+        (:func:`cann.sim.lanes.lane_grid`), else a list of one ``shape`` view per lane; ``lanes``: those
+        lanes only (a slice; their bases evenly spaced or all equal). A ``guard``
         (:class:`cann.sim.lockstep.Guard`) sees the access first."""
         bases, step = self._bases[arg], self._steps[arg]
         if self.guard is not None:
             self.guard.access(bases, step, off, shape, strides, dt.itemsize, write)
+        if lanes is not None:
+            bases = bases[lanes]
+            step = _step(bases)
         if step is not None:
-            return _view(self.gm, bases[0] + off, (self._n,) + shape, (step,) + strides, dt)
+            return _view(self.gm, bases[0] + off, (len(bases),) + shape, (step,) + strides, dt)
+        g = lane_grid(bases)
+        if g is not None:
+            q, s1, s2 = g
+            return _view(self.gm, bases[0] + off, (len(bases) // q, q) + shape, (s1, s2) + strides, dt)
         return [_view(self.gm, b + off, shape, strides, dt) for b in bases]
 
     @staticmethod
     def _put(dst: np.ndarray | list, src: np.ndarray) -> None:
-        """``dst[...] = src`` for a lane-axis view or a per-lane list of views (written in lane order)."""
+        """``dst[...] = src`` for a lane-axis (or lane-grid) view or a per-lane list of views (written in
+        lane order)."""
         if type(dst) is list:
             for j, d in enumerate(dst):
                 d[...] = src[j]
         else:
-            dst[...] = src
+            dst[...] = src.reshape(dst.shape) if dst.ndim > src.ndim else src
 
     @staticmethod
     def _dtype(code: int) -> np.dtype:
@@ -480,52 +506,6 @@ class AICore(TransferUnit, VectorUnit):
         for k, x in kw.items():
             if x < 0:
                 raise _Fault(f"{k} must be >= 0, got {x}")
-
-    def _writes_nonfinite(self, out: isa.Instr, i: int, recent: deque, instrs, lanes: list[int]) -> list[int]:
-        """Which of ``lanes`` copy_ub_to_gm ``out`` (instruction ``i`` of ``instrs``) copied inf/NaN out
-        on: its UB bytes read as the float dtype of the latest earlier instruction writing them (none,
-        or not a float: no lane). Searches ``recent`` (the instructions just before ``i``) first, and
-        the stream again from its start only when the writer is older than that window."""
-        _, _, src, nburst, burst, ss, _ = out.values
-        hi = src + (nburst - 1) * ss + burst
-        fps = footprints(self.spec)
-
-        def writes(ins: isa.Instr) -> bool:
-            accs = fps[ins.defn.mnemonic](ins.values, self.args)[0]
-            return any(b == _UB and w and lo < hi and src < h for b, lo, h, w in accs)
-
-        writer = next((ins for ins in reversed(recent) if writes(ins)), None)
-        if writer is None and i > len(recent):
-            for ins in islice(iter(instrs), i - len(recent)):
-                if writes(ins):
-                    writer = ins
-        if writer is None:
-            return []
-        dt = _written_dtype(writer)
-        if dt not in _EXP_BITS or burst % dt.itemsize or src % dt.itemsize or ss % dt.itemsize:
-            return []
-        bad = nonfinite_lanes(self._v("ub", src, (nburst, burst // dt.itemsize), (ss, dt.itemsize), dt))
-        return [j for j in lanes if bad[j]]
-
-    def _watch(self, dst: np.ndarray, *srcs: np.ndarray, bad: np.ndarray | None = None) -> None:
-        """Overflow detection: flag the lanes where ``dst`` holds inf/NaN while no source does (sources
-        not overwritten by the instruction: an in-place operation checks its sources beforehand, and
-        passes the lanes where they held inf/NaN as ``bad``)."""
-        if self._ovf_watch is None:
-            return
-        hit = nonfinite_lanes(dst) & self._ovf_watch
-        if hit.any():
-            if bad is not None:
-                hit &= ~bad
-            for x in srcs:
-                hit &= ~nonfinite_lanes(x)
-            self._hit(hit)
-
-    def _hit(self, lanes: np.ndarray) -> None:
-        """Record an overflow origin on ``lanes`` (a bool mask; those still watching)."""
-        lanes = lanes & self._ovf_watch
-        if lanes.any():
-            self._ovf_hit = lanes if self._ovf_hit is None else self._ovf_hit | lanes
 
     # -----------------------------------------------------------------------------------------
     # sync (no functional effect)

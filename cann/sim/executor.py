@@ -325,6 +325,25 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
 
 
 #: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
+#: idle cores of finished runs, per (SoC spec, lanes): a run starts from a reset one (the state of a new
+#: core) and keeps its caches of checked fields, operand views and vector plans
+_IDLE: dict[tuple[int, int], AICore] = {}
+
+
+def _acquire(spec: SocSpec, lanes: int) -> AICore:
+    """A core of ``spec`` with ``lanes`` lanes in the state of a new one (zeroed buffers and registers)."""
+    core = _IDLE.pop((id(spec), lanes), None)
+    if core is None or core.spec is not spec:  # (an idle core keeps its spec alive: the id is its own)
+        return AICore(spec, lanes=lanes)
+    core.reset()
+    return core
+
+
+def _release(core: AICore) -> None:
+    """Keep ``core`` (its run finished) for the next run of its SoC."""
+    _IDLE[(id(core.spec), core.lanes)] = core
+
+
 _PLANS: dict[tuple, tuple] = {}
 #: L2 fractions per (program, block_dim, arguments, SoC), the program held
 _L2: dict[tuple, tuple] = {}
@@ -451,7 +470,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         active = min(k.block_dim, ncores)
         core = cores.get(kind)
         if core is None:
-            core = cores[kind] = AICore(spec, lanes=ncores)
+            core = cores[kind] = _acquire(spec, ncores)
         runs: list[KernelStats] = []
         # cores running the same stream (the same block_if sections) share its schedule: costs depend
         # on sizes, not addresses, and the sync checks compare one core's own accesses, whose GM
@@ -492,6 +511,8 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         stats.cycles += ls.cycles
         stats.instructions += ls.instructions
 
+    for core in cores.values():
+        _release(core)
     if stats.overflow is not None:
         warnings.warn(": ".join(stats.overflow), FloatOverflowWarning, stacklevel=2)
     outputs = {}

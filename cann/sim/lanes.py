@@ -4,6 +4,8 @@ of a lockstep run's leading core axis), the vconv rounding, and the handler faul
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import ml_dtypes
 import numpy as np
 
@@ -94,3 +96,19 @@ def _view(buf: np.ndarray, offset: int, shape: tuple, strides: tuple, dt: np.dty
     if 1 in shape:
         strides = tuple(0 if n == 1 else s for n, s in zip(shape, strides))
     return np.ndarray(shape, dt, buffer=buf, offset=offset, strides=strides)
+
+
+@lru_cache(maxsize=4096)
+def lane_grid(bases: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """``(q, s1, s2)`` when ``bases[j] == bases[0] + (j // q) * s1 + (j % q) * s2`` for every lane j
+    (1 < q < n, q divides n: the lanes form a (n // q, q) grid, one strided view covers them), else
+    None. For bases that are an arithmetic progression use a single stride instead."""
+    n = len(bases)
+    b0 = bases[0]
+    for q in range(2, n):
+        if n % q:
+            continue
+        s1, s2 = bases[q] - b0, bases[1] - b0
+        if all(bases[j] == b0 + (j // q) * s1 + (j % q) * s2 for j in range(n)):
+            return q, s1, s2
+    return None

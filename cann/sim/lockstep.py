@@ -29,6 +29,7 @@ import numpy as np
 from cann.hw import isa
 from cann.hw.footprint import footprints
 from cann.hw.config import SocSpec
+from cann.sim.lanes import lane_grid
 from cann.sim.spmd import gm_fields
 
 #: module switch: False runs every launch block by block (tests compare the two paths)
@@ -174,15 +175,23 @@ class Guard:
         def view(r, buf, addr, sh, st):
             return np.ndarray(sh, np.uint16, buffer=buf, offset=2 * (addr - self.regions[r][0]), strides=st)
 
-        if write and step is not None and n > 1:
+        grid = None  # the lanes as one strided axis (evenly spaced bases) or a (p, q) grid of them
+        if write and n > 1:
+            if step is not None:
+                grid = (n,), (2 * step,)
+            else:
+                g = lane_grid(tuple(bases))
+                if g is not None:
+                    grid = (n // g[0], g[0]), (2 * g[1], 2 * g[2])
+        if grid is not None:
             r = None
             try:
                 r = self._region(lo, hi)
             except Conflict:
                 pass  # the lanes span several regions: lane by lane below
             if r is not None:
-                me = self.ids.reshape((n,) + (1,) * len(shape_b))
-                sh, st = (n,) + shape_b, (2 * step,) + strides_b
+                me = self.ids.reshape(grid[0] + (1,) * len(shape_b))
+                sh, st = grid[0] + shape_b, grid[1] + strides_b
                 w, rd = view(r, self.writer[r], bases[0] + off, sh, st), view(r, self.reader[r], bases[0] + off, sh, st)
                 if not (((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
                     raise Conflict

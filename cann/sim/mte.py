@@ -10,6 +10,9 @@ import numpy as np
 from cann.hw import isa
 from cann.sim.cost import L0C_ITEMSIZE
 from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
+from cann.sim.uniform import classes, layout
+
+_GEOMETRY_CACHE = 8192  # checked img2col field tuples kept with their geometry
 
 
 class TransferUnit:
@@ -36,14 +39,26 @@ class TransferUnit:
         dst, src_arg, src, nburst, burst, ss, ds = v
         self._bursts(nburst, burst, ss, ds)
         self._gm_addr("src", src_arg, src, (nburst - 1) * ss + burst)
-        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst)
+        self._onchip(buf, "dst", dst, (nburst - 1) * ds + burst, nburst == 1 or ds == burst)
         shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
-        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst)
+        rep = sel = None
+        if self._n > 1 and (nburst == 1 or ds == burst) and buf != "ub":
+            rep = classes(self._bases[src_arg])  # lanes reading the same GM address get the same bytes
+            lay = layout(rep) if rep is not None else None
+            if lay is not None and lay.step is not None:  # copy to the first lane of each class only
+                sel = slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        d, g = self._v(buf, dst, shape, dst_st), self._gm(src_arg, src, shape, sst, lanes=sel)
+        if sel is not None:
+            d = d[sel]
         if type(g) is list:
             for j, x in enumerate(g):
                 d[j] = x
         else:
-            d[...] = g
+            (d.reshape(g.shape) if g.ndim > d.ndim else d)[...] = g  # a lane grid: split the lane axis
+        if rep is not None:
+            self._uni.mark(buf, dst, dst + nburst * burst, rep)
+            if sel is not None:  # the other lanes' copies are owed
+                self._uni.owe(buf, dst, dst + nburst * burst, rep)
 
     def _reg(self, reg: int) -> None:
         if not 0 <= reg < len(self.regs):
@@ -100,10 +115,10 @@ class TransferUnit:
         c1, r16 = -(-cols // c0), -(-rows // self._m0) * self._m0
         row_bytes = cols * isz
         self._gm_addr("src", src_arg, src, (rows - 1) * stride + row_bytes)
-        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz)
+        self._onchip("l1", "dst", dst, c1 * r16 * c0 * isz, True)
         g = self._gm(src_arg, src, (rows, row_bytes), (stride, 1))
-        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt)  # (n, rows, cols)
         n = self._n
+        mat = (np.stack(g) if type(g) is list else np.ascontiguousarray(g)).view(dt).reshape(n, rows, cols)
         out = self._v("l1", dst, (c1, r16, c0), (r16 * c0 * isz, c0 * isz, isz), dt)
         if rows == r16 and cols == c1 * c0:
             out[...] = mat.reshape(n, rows, c1, c0).transpose(0, 2, 1, 3)
@@ -111,6 +126,8 @@ class TransferUnit:
             pad = np.zeros((n, r16, c1 * c0), dt)
             pad[:, :rows, :cols] = mat
             out[...] = pad.reshape(n, r16, c1, c0).transpose(0, 2, 1, 3)
+        if n > 1:  # lanes reading the same GM address got the same bytes
+            self._uni.mark("l1", dst, dst + c1 * r16 * c0 * isz, classes(self._bases[src_arg]))
 
     def _load2d(self, v) -> None:
         space, dst, src, repeat, ss, ds = v
@@ -123,11 +140,27 @@ class TransferUnit:
             raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
         buf = "l0a" if space == isa.L0A else "l0b"
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
-        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f)
+        self._onchip(buf, "dst", dst, (repeat - 1) * ds + f, repeat == 1 or ds == f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
+        hi = src + (repeat - 1) * ss + f
+        rep = self._uni.classes("l1", src, hi) if self._n > 1 else None
+        lay = layout(rep) if rep is not None and (repeat == 1 or ds == f) else None
+        if lay is not None and lay.step is not None:  # the first lane of each class only (copies owed)
+            sel = slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+            self._v(buf, dst, shape, dst_st)[sel] = self._v("l1", src, shape, sst)[sel]
+            self._uni.mark(buf, dst, dst + repeat * f, rep)
+            self._uni.owe(buf, dst, dst + repeat * f, rep)
+            return
+        if self._n > 1:
+            self._flush("l1", src, hi)
         self._v(buf, dst, shape, dst_st)[...] = self._v("l1", src, shape, sst)
+        if lay is not None:
+            self._uni.mark(buf, dst, dst + repeat * f, rep)
 
-    def _img2col(self, v) -> None:
+    def _img2col_geometry(self, v) -> tuple:
+        """Checks img2col fields ``v`` (faults as the handler's) and returns what every run of them
+        uses: ``(dt, src, src_hi, dst, nbytes, dst5 shape, dst5 strides, window)``; ``window`` is
+        None when no wanted row and column is inside the output, else the slab and gather geometry."""
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
         dt = self._fdtype(code)
         isz = dt.itemsize
@@ -146,61 +179,94 @@ class TransferUnit:
             raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
-        self._onchip("l0a", "dst", dst, m_count * k_count * isz)
-        n = self._n
+        self._onchip("l0a", "dst", dst, m_count * k_count * isz, True)
         m0 = self._m0
         # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
-        dst5 = self._v("l0a", dst, (m_count // m0, m0, k_count // k0, k0),
-                       (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt)
+        head = (dt, src, src + c1 * fh * fw * c0 * isz, dst, m_count * k_count * isz,
+                (m_count // m0, m0, k_count // k0, k0), (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz))
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
-        k_total = c1 * k_per_c1
-        k_hi = min(k_start + k_count, k_total)
-        if m_hi > m_start and k_hi > k_start:
-            # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
-            oh0, oh1 = m_start // wo, (m_hi - 1) // wo
-            ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
-            p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
-            wp = fw + pl + pr
-            slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
-            if slab_bytes > _MAX_SLAB:
-                raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
-                             f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
-            r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
-            fm = self._v("l1", src, (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz), dt)
-            full = m_hi - m_start == m_count and k_hi - k_start == k_count
-            out = None if full else np.zeros((n, m_count, k_count), dt)
-            chunk = max(1, _MAX_SLAB // slab_bytes)  # lanes per slab (memory stays bounded)
+        k_hi = min(k_start + k_count, c1 * k_per_c1)
+        if m_hi <= m_start or k_hi <= k_start:
+            return head + (None,)
+        # the slab of the padded map the wanted rows (output rows oh0..oh1) and columns (c1 ca..cb) read
+        oh0, oh1 = m_start // wo, (m_hi - 1) // wo
+        ca, cb = k_start // k_per_c1, (k_hi - 1) // k_per_c1 + 1
+        p0, p1 = oh0 * sh, oh1 * sh + dh * (kh - 1) + 1  # padded rows [p0, p1)
+        wp = fw + pl + pr
+        slab_bytes = (cb - ca) * (p1 - p0) * wp * c0 * isz
+        if slab_bytes > _MAX_SLAB:
+            raise _Fault(f"the padded window this img2col reads ({cb - ca} x {p1 - p0} x {wp} x {c0} elements) "
+                         f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
+        r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
+        return head + ((
+            (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz),  # the map
+            (slice(ca, cb), slice(r0 - pt, r1 - pt)),  # its part in the slab
+            r0 == p0 and r1 == p1 and wp == fw,  # no padding in the window: read the map in place
+            (cb - ca, p1 - p0, wp, c0), (slice(None), slice(r0 - p0, r1 - p0), slice(pl, pl + fw)),
+            (cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0), (sh, sw, dh, dw), (oh1 - oh0 + 1) * wo,
+            slice(m_start - oh0 * wo, m_hi - oh0 * wo), slice(k_start - ca * k_per_c1, k_hi - ca * k_per_c1),
+            m_hi - m_start == m_count and k_hi - k_start == k_count, (m_count, k_count),
+            (m_hi - m_start, k_hi - k_start), max(1, _MAX_SLAB // slab_bytes), r1 > r0),)
+
+    def _img2col(self, v) -> None:
+        g = self._geometry.get(v)
+        if g is None:
+            g = self._img2col_geometry(v)
+            if len(self._geometry) >= _GEOMETRY_CACHE:
+                self._geometry.clear()
+            self._geometry[v] = g
+        elif self._n > 1:
+            self._written("l0a", g[3], g[4], True)
+        dt, src, src_hi, dst, nbytes, d_shape, d_strides, win = g
+        # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
+        # each class only (the other lanes' copies are owed)
+        rep = self._uni.classes("l1", src, src_hi) if self._n > 1 else None
+        lay = layout(rep) if rep is not None else None
+        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
+            self._flush("l1", src, src_hi)
+        sel = slice(None) if lay is None or lay.step is None else \
+            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        dst5 = self._v("l0a", dst, d_shape, d_strides, dt)[sel]
+        n = dst5.shape[0]
+        if win is None:
+            dst5[...] = 0
+        else:
+            (fm_shape, fm_strides, part, inplace, slab_shape, inner, shape, (sh, sw, dh, dw), rows_all, msl, ksl,
+             full, mk, got, chunk, any_rows) = win
+            fm = self._v("l1", src, fm_shape, fm_strides, dt)[sel]
+            out = None if full else np.zeros((n,) + mk, dt)
             for j0 in range(0, n, chunk):
                 nj = min(chunk, n - j0)
-                if r0 == p0 and r1 == p1 and wp == fw:  # no padding in the window: read the map in place
-                    slab = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                if inplace:
+                    slab = fm[(slice(j0, j0 + nj),) + part]
                 else:
-                    slab = np.zeros((nj, cb - ca, p1 - p0, wp, c0), dt)
-                    if r1 > r0:
-                        slab[:, :, r0 - p0:r1 - p0, pl:pl + fw] = fm[j0:j0 + nj, ca:cb, r0 - pt:r1 - pt]
+                    slab = np.zeros((nj,) + slab_shape, dt)
+                    if any_rows:
+                        slab[(slice(None),) + inner] = fm[(slice(j0, j0 + nj),) + part]
                 s = slab.strides
-                shape = (nj, cb - ca, oh1 - oh0 + 1, wo, kh, kw, c0)
+                sz = (nj,) + shape
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
-                win = np.lib.stride_tricks.as_strided(
-                    slab, shape, tuple(0 if k == 1 else st for k, st in zip(shape, strides)), writeable=False)
+                w7 = np.lib.stride_tricks.as_strided(
+                    slab, sz, tuple(0 if k == 1 else st for k, st in zip(sz, strides)), writeable=False)
                 # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
-                rows = win.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, (oh1 - oh0 + 1) * wo, -1)
-                rows = rows[:, m_start - oh0 * wo:m_hi - oh0 * wo, k_start - ca * k_per_c1:k_hi - ca * k_per_c1]
+                rows = w7.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, rows_all, -1)[:, msl, ksl]
                 if full:
-                    dst5[j0:j0 + nj] = rows.reshape(dst5[j0:j0 + nj].shape)
+                    dst5[j0:j0 + nj] = rows.reshape((nj,) + d_shape)
                 else:
-                    out[j0:j0 + nj, :m_hi - m_start, :k_hi - k_start] = rows
-            if full:
-                return
-        else:
-            out = np.zeros((n, m_count, k_count), dt)
-        dst5[...] = out.reshape(dst5.shape)
+                    out[j0:j0 + nj, :got[0], :got[1]] = rows
+            if not full:
+                dst5[...] = out.reshape(dst5.shape)
+        if lay is not None:
+            self._uni.mark("l0a", dst, dst + nbytes, rep)
+            if n < self._n:  # built on the first lane of each class only
+                self._uni.owe("l0a", dst, dst + nbytes, rep)
 
     # -----------------------------------------------------------------------------------------
     # cube
 
-    def _mmad(self, v) -> None:
+    def _mmad_geometry(self, v) -> tuple:
+        """Checks mmad fields ``v`` (faults as the handler's) and returns what every run of them uses."""
         code, dst, a, b, m, k, n, init = v
         dt = self._fdtype(code)
         isz = dt.itemsize
@@ -213,14 +279,41 @@ class TransferUnit:
         self._onchip("l0a", "a", a, m * k * isz)
         self._onchip("l0b", "b", b, k * n * isz)
         self._onchip("l0c", "dst", dst, m * n * L0C_ITEMSIZE)
-        nl = self._n
         # A: (m1, k1, m0, k0) fractals read as the (m, k) matrix; B: (k1, n1, n0, k0) as (k, n)
-        A = self._as_f32_lanes("l0a", a, m * k, (m // m0, m0, k // k0, k0),
-                               (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz), dt).reshape(nl, m, k)
-        B = self._as_f32("l0b", b, (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz),
-                         dt).reshape(nl, k, n)
-        # one BLAS gemm per lane, each as the single-core product (np.matmul loops over the lane axis)
-        C = np.matmul(A, B).reshape(nl, m, n // n0, n0).transpose(0, 2, 1, 3)
+        return (dt, a + m * k * isz, b + k * n * isz, (m // m0, m0, k // k0, k0), (k * m0 * isz, k0 * isz, m0 * k0 * isz, isz),
+                (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz), n0)
+
+    def _mmad(self, v) -> None:
+        g = self._geometry.get(v)
+        if g is None:
+            g = self._mmad_geometry(v)
+            if len(self._geometry) >= _GEOMETRY_CACHE:
+                self._geometry.clear()
+            self._geometry[v] = g
+        _, dst, a, b, m, k, n, init = v
+        dt, a_hi, b_hi, a_shape, a_strides, b_shape, b_strides, n0 = g
+        nl = self._n
+        # an operand holding the same bytes on a class of lanes (cann.sim.uniform) is converted once per class
+        ra = self._uni.classes("l0a", a, a_hi) if nl > 1 else None
+        rb = self._uni.classes("l0b", b, b_hi) if nl > 1 else None
+        la, lb = (layout(ra) if ra else None), (layout(rb) if rb else None)
+        if la is None:
+            if nl > 1:
+                self._flush("l0a", a, a_hi)
+            A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
+        else:
+            A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
+        if lb is None and nl > 1:
+            self._flush("l0b", b, b_hi)
+        B = self._as_f32("l0b", b, b_shape, b_strides, dt, lb).reshape(-1, k, n)
+        # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane
+        # grid, an operand shared by a class of lanes broadcast to each of their gemms (_grid)
+        q = next((x for lay in (la, lb) if lay is not None and len(lay.distinct) > 1
+                  for x in (lay.block, lay.inter) if x > 1), nl)
+        C = np.matmul(self._grid(A, la, nl, q), self._grid(B, lb, nl, q))
+        if C.shape[0] * C.shape[1] not in (1, nl):
+            C = np.broadcast_to(C, (nl // q, q) + C.shape[2:])
+        C = C.reshape(-1, m, n // n0, n0).transpose(0, 2, 1, 3)
         out = self._v("l0c", dst, (n // n0, m, n0), (m * n0 * 4, n0 * 4, 4), _F32)
         if init:
             out[...] = C
@@ -243,14 +336,34 @@ class TransferUnit:
         u = self._v(buf, off, shape, strides, np.dtype(np.uint16))[first]
         return np.take(_F16_TO_F32, u, mode="clip")[inv]
 
-    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
+    @staticmethod
+    def _grid(x: np.ndarray, lay, nl: int, q: int) -> np.ndarray:
+        """Operand ``x`` (one matrix per lane, or per class of ``lay``: ``(c, r, s)``) as a
+        ``(p, q, r, s)`` array broadcastable to the lanes' ``(nl // q, q)`` grid (lane j at
+        ``(j // q, j % q)``): a shared matrix is not copied when its classes follow the grid."""
+        r, s = x.shape[1:]
+        if lay is None:
+            return x.reshape(nl // q, q, r, s)
+        c = len(lay.distinct)
+        if c == 1:
+            return x.reshape(1, 1, r, s)
+        if lay.block == q:
+            return x.reshape(c, 1, r, s)
+        if lay.inter == q:
+            return x.reshape(1, c, r, s)
+        return x[list(lay.inv)].reshape(nl // q, q, r, s)
+
+    def _as_f32(self, buf: str, off: int, shape: tuple, strides: tuple, dt: np.dtype, lay=None) -> np.ndarray:
         """The elements of ``dt`` at byte ``off`` of ``buf`` (``shape``, byte ``strides``) on every lane
-        as a new C-ordered ``(n,) + shape`` float32 array (float16 through a 64 Ki-entry table:
-        exact, and faster than numpy's float16 cast)."""
+        (with a :class:`cann.sim.uniform.Layout` ``lay``: on the first lane of each class only) as a new
+        C-ordered ``(n,) + shape`` (``(classes,) + shape``) float32 array (float16 through a 64
+        Ki-entry table: exact, and faster than numpy's float16 cast)."""
+        sel = slice(None) if lay is None else list(lay.distinct) if lay.step is None else \
+            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
         if dt.itemsize == 2:
             # every uint16 is a valid index: "clip" skips numpy's bounds check (about twice as fast)
-            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16)), mode="clip")
-        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32))
+            return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16))[sel], mode="clip")
+        return np.ascontiguousarray(self._v(buf, off, shape, strides, _F32)[sel])
 
     def _l0c_to_ub(self, v) -> None:
         code, dst, src, n1, m, src_m = v

@@ -11,6 +11,8 @@ from cann.hw import isa
 from cann.sim.lanes import (_CAN_OVERFLOW, _CMP, _DIVISOR, _EXP_BITS, _F32, _PLAN_CACHE, _U8, _Fault, _any_nonfinite,
                             convert, nonfinite_lanes)
 
+_F16 = np.dtype(np.float16)
+
 
 class VectorUnit:
     """Mixin of :class:`cann.sim.core.AICore`: the vector instruction handlers (they use the core's
@@ -88,7 +90,14 @@ class VectorUnit:
             nsrc = 1
 
             def op(d, s0, sc):
-                np.maximum(s0, d.dtype.type(0), out=d)
+                if d.dtype == _F16:  # np.maximum(s0, 0) on the bits (numpy's float16 loop is scalar)
+                    u = s0.view(np.uint16)
+                    # zeroed: 0x8001..0xFC00, the negative numbers down to -inf (-0 stays -0 and a NaN
+                    # stays itself, as in numpy's maximum)
+                    neg = np.subtract(u, np.uint16(0x8001)) <= np.uint16(0x7BFF)
+                    np.copyto(d.view(np.uint16), np.where(neg, np.uint16(0), u))
+                else:
+                    np.maximum(s0, d.dtype.type(0), out=d)
         elif m == "vmov":
             nsrc = 1
 

@@ -331,3 +331,23 @@ def test_model_run_takes_a_dict_of_inputs(given):
         Model(_double_model()).run(given)
     assert ei.value.lines() == [f"error: Model.run: inputs must be a dict of input name -> array (inputs: x), "
                                 f"got {type(given).__name__}"]
+
+
+def test_a_run_starts_from_zeroed_cores():
+    # runs reuse their cores (executor._IDLE) but start from the state of new ones: a kernel copying out
+    # UB bytes it never wrote gets zeros, also after a run that left data in the UB
+    from cann.sim import executor
+
+    stale = OfflineModel(
+        soc_version="Ascend910", precision_mode="force_fp16",
+        inputs=(IoTensor("x", (2, 128), "float16", 0),), outputs=(IoTensor("y", (2, 128), "float16", 512),),
+        gm_size=4096, weights_offset=2048, weights=b"", kernels=(Kernel("stale", 1, 2, isa.encode([
+            isa.make("copy_ub_to_gm", dst_arg=1, dst=0, src=1024, nburst=1, burst=512)])),),
+        launches=(Launch(0, (0, 512)),))
+    x = np.ones((2, 128), np.float16)
+    assert not run_model(stale, {"x": x})[0]["y"].any()
+    np.testing.assert_array_equal(run_model(_double_model(), {"x": x})[0]["y"], x * 2)
+    reused = next(iter(executor._IDLE.values()))
+    assert reused.mem["ub"][0, 1024:1536].view(np.float16).tolist() == [4.0] * 256  # its second launch's
+    assert not run_model(stale, {"x": x})[0]["y"].any()
+    assert next(iter(executor._IDLE.values())) is reused
