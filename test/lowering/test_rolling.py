@@ -85,19 +85,26 @@ def _compile_pinned(model, pins):
     return Model(build_offline_model(module))
 
 
+def _code_sizes(make_model, sizes, kernel: str, tiling: dict) -> list[int]:
+    """The code bytes of ``kernel`` in ``make_model(size)`` for each size, ``tiling`` pinned; each
+    model's output matching onnxruntime."""
+    out = []
+    for size in sizes:
+        m = make_model(size)
+        x = testing.random_inputs(m)
+        ref = testing.run_onnxruntime(m, x)["y"]
+        model = _compile_pinned(m, {kernel: tiling})
+        y = model.run(x)["y"]
+        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
+        out.append({k.name: len(k.code) for k in model.om.kernels}[kernel])
+    return out
+
+
 def test_conv_m_subtiles_are_one_loop_whatever_the_map_size():
     # rows = 2 output rows per tile, m = 32 positions per L0A subtile: a 32-wide map has 2 subtiles
     # per tile, a 48-wide one 3; both roll into one loop (+ the code around it): the same code
-    sizes = {}
-    for hw in (32, 48):
-        m = _conv(hw)
-        x = testing.random_inputs(m)
-        ref = testing.run_onnxruntime(m, x)["y"]
-        model = _compile_pinned(m, {"conv2d_0": {"rows": 2, "m": 32, "n": 32, "k": 16, "block_dim": 1}})
-        y = model.run(x)["y"]
-        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
-        sizes[hw] = {k.name: len(k.code) for k in model.om.kernels}["conv2d_0"]
-    assert sizes[32] == sizes[48]
+    a, b = _code_sizes(_conv, (32, 48), "conv2d_0", {"rows": 2, "m": 32, "n": 32, "k": 16, "block_dim": 1})
+    assert a == b
 
 
 def _global_avg_pool(hw: int):
@@ -112,16 +119,9 @@ def _global_avg_pool(hw: int):
 def test_pool_window_blocks_are_nested_loops_whatever_the_kernel_size():
     # a global 12x12 / 24x24 average in 4x4 blocks of taps: 3x3 / 6x6 blocks, rows of blocks one loop,
     # the blocks of a row an inner one (only GM moves): the same code, results matching onnxruntime
-    sizes = {}
-    for hw in (12, 24):
-        m = _global_avg_pool(hw)
-        x = testing.random_inputs(m)
-        ref = testing.run_onnxruntime(m, x)["y"]
-        model = _compile_pinned(m, {"avg_pool_0": {"rows": 1, "cols": 1, "krows": 4, "kcols": 4, "block_dim": 1}})
-        y = model.run(x)["y"]
-        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
-        sizes[hw] = {k.name: len(k.code) for k in model.om.kernels}["avg_pool_0"]
-    assert sizes[12] == sizes[24]
+    a, b = _code_sizes(_global_avg_pool, (12, 24), "avg_pool_0",
+                       {"rows": 1, "cols": 1, "krows": 4, "kcols": 4, "block_dim": 1})
+    assert a == b
 
 
 def test_fit_a_line_but_for_its_ends():
@@ -181,13 +181,5 @@ def test_a_padded_conv_is_the_same_code_at_two_heights():
     # 3 output rows per tile: a 9-row map has 3 row tiles (the first reading the top pad, the last the
     # bottom one), a 21-row one 7: the row tiles are one loop whose img2col pads (in the M-subtile
     # loops nested in it) and feature-map windows are clamped steps: the same code at both heights
-    sizes = {}
-    for h in (9, 21):
-        m = _padded_conv(h)
-        x = testing.random_inputs(m)
-        ref = testing.run_onnxruntime(m, x)["y"]
-        model = _compile_pinned(m, {"conv2d_0": {"rows": 3, "m": 16, "n": 32, "k": 144, "block_dim": 1}})
-        y = model.run(x)["y"]
-        assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
-        sizes[h] = {k.name: len(k.code) for k in model.om.kernels}["conv2d_0"]
-    assert sizes[9] == sizes[21]
+    a, b = _code_sizes(_padded_conv, (9, 21), "conv2d_0", {"rows": 3, "m": 16, "n": 32, "k": 144, "block_dim": 1})
+    assert a == b
