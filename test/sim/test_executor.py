@@ -338,6 +338,7 @@ def test_a_run_starts_from_zeroed_cores():
     # UB bytes it never wrote gets zeros, also after a run that left data in the UB
     from cann.sim import executor
 
+    executor._IDLE.clear()  # only this test's cores in the pool (earlier tests leave theirs)
     stale = OfflineModel(
         soc_version="Ascend910", precision_mode="force_fp16",
         inputs=(IoTensor("x", (2, 128), "float16", 0),), outputs=(IoTensor("y", (2, 128), "float16", 512),),
