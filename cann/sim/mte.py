@@ -209,14 +209,20 @@ class TransferUnit:
             m_hi - m_start == m_count and k_hi - k_start == k_count, (m_count, k_count),
             (m_hi - m_start, k_hi - k_start), max(1, _MAX_SLAB // slab_bytes), r1 > r0),)
 
-    def _img2col(self, v) -> None:
+    def _geometry_of(self, v, build) -> tuple[tuple, bool]:
+        """``(build(v), cached)``: an instruction's checked fields and geometry, built (with its
+        checks) once per field tuple."""
         g = self._geometry.get(v)
-        if g is None:
-            g = self._img2col_geometry(v)
-            if len(self._geometry) >= _GEOMETRY_CACHE:
-                self._geometry.clear()
-            self._geometry[v] = g
-        elif self._n > 1:
+        if g is not None:
+            return g, True
+        if len(self._geometry) >= _GEOMETRY_CACHE:
+            self._geometry.clear()
+        g = self._geometry[v] = build(v)
+        return g, False
+
+    def _img2col(self, v) -> None:
+        g, cached = self._geometry_of(v, self._img2col_geometry)
+        if cached and self._n > 1:  # (built: the destination check dropped the lane classes)
             self._written("l0a", g[3], g[4], True)
         dt, src, src_hi, dst, nbytes, d_shape, d_strides, win = g
         # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
@@ -284,12 +290,7 @@ class TransferUnit:
                 (k // k0, k0, n // n0, n0), (n * k0 * isz, isz, n0 * k0 * isz, k0 * isz), n0)
 
     def _mmad(self, v) -> None:
-        g = self._geometry.get(v)
-        if g is None:
-            g = self._mmad_geometry(v)
-            if len(self._geometry) >= _GEOMETRY_CACHE:
-                self._geometry.clear()
-            self._geometry[v] = g
+        g, _ = self._geometry_of(v, self._mmad_geometry)
         _, dst, a, b, m, k, n, init = v
         dt, a_hi, b_hi, a_shape, a_strides, b_shape, b_strides, n0 = g
         nl = self._n
