@@ -52,9 +52,9 @@ class Step(NamedTuple):
         out = {0, max(count - 1, 0)}
         if self.clamp is not None and self.step:
             off, lo, hi = self.clamp
-            for b in (lo, hi):
-                q = (b - off) / self.step
-                out |= {min(max(int(q // 1) + d, 0), max(count - 1, 0)) for d in (0, 1)}
+            for b in (lo, hi):  # the iterations around where off + i*step crosses b
+                q = (b - off) // self.step
+                out |= {min(max(q + d, 0), max(count - 1, 0)) for d in (0, 1)}
         return out
 
 
@@ -93,7 +93,7 @@ def step_targets(prog: list) -> dict[int, list[Step]]:
             is not steppable (:func:`cann.hw.isa.step_fields`; for a loop_clamp
             :func:`cann.hw.isa.clamp_fields`), or a loop_clamp with ``lo > hi``, naming the instruction index.
     """
-    out: dict[int, list[tuple[int, int, int]]] = {}
+    out: dict[int, list[Step]] = {}
     loops: list[int] = []
     pending: list[tuple] = []  # (index, field, step, owner, clamp, innermost loop at the step)
     for i, ins in enumerate(prog):

@@ -49,6 +49,13 @@ def _offset_fields(op: Operation) -> tuple[tuple[tuple[str, SSAValue], ...], tup
     return tuple(gm), (*chip, *_POSITION_FIELDS.get(op.name, ()))
 
 
+def _shape(op: Operation, skip: set[str]) -> tuple:
+    """What must match for two iterations' ``op`` to be one code: its name, operands, attributes
+    and its properties but those in ``skip`` (the ones a loop may move)."""
+    props = tuple(sorted((n, v) for n, v in op.properties.items() if n not in skip))
+    return op.name, tuple(op.operands), props, tuple(sorted(op.attributes.items()))
+
+
 def _iteration_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:
     """``(structure, ((GM argument, offset), ...), (((op index, property), value), ...))`` of one
     iteration: the ops without their GM offsets and, outside loops nested in the iteration, without
@@ -61,9 +68,7 @@ def _iteration_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:
         gm, chip = _offset_fields(op)
         if depth:
             chip = ()
-        skip = {p for p, _ in gm} | set(chip)
-        props = tuple(sorted((n, v) for n, v in op.properties.items() if n not in skip))
-        structure.append((op.name, tuple(op.operands), props, tuple(sorted(op.attributes.items()))))
+        structure.append(_shape(op, {p for p, _ in gm} | set(chip)))
         gm_vals += [(v, op.properties[p].value.data) for p, v in gm]
         chip_vals += [((k, p), op.properties[p].value.data) for p in chip]
         if isinstance(op, tile.LoopBeginOp):
@@ -117,19 +122,12 @@ def _clamped_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:
     the steppable and clampable properties (of ops in loops nested in the iteration too: their
     steps name the iteration's loop with ``up``)."""
     structure, gm_vals, vals = [], [], []
-    depth = 0
     for k, op in enumerate(ops):
-        if isinstance(op, tile.LoopEndOp):
-            depth -= 1
         gm, chip = _offset_fields(op)
         free = (*chip, *_CLAMP_FIELDS.get(op.name, ()))
-        skip = {p for p, _ in gm} | set(free)
-        props = tuple(sorted((n, v) for n, v in op.properties.items() if n not in skip))
-        structure.append((op.name, tuple(op.operands), props, tuple(sorted(op.attributes.items()))))
+        structure.append(_shape(op, {p for p, _ in gm} | set(free)))
         gm_vals += [(k, p, v, op.properties[p].value.data) for p, v in gm]
         vals += [(k, p, op.properties[p].value.data) for p in free]
-        if isinstance(op, tile.LoopBeginOp):
-            depth += 1
     return tuple(structure), tuple(gm_vals), tuple(vals)
 
 
@@ -210,8 +208,8 @@ def clamped_runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict
     into the loop, their deviations as clamped steps, and moving fields of ops in nested loops too
     (:func:`depths` gives their ``up``): ``(first, count, GM moves, {(op index,
     property): step}, {(op index, property): [(step, offset, lo, hi), ...]})``. Fields that only a
-    clamp may move (a copy's ``nburst`` / ``burst``, img2col's ``fm_h`` / ``pad_t`` / ``pad_b``) may
-    differ too."""
+    clamp may move (:data:`_CLAMP_FIELDS`: a copy's bursts and strides, img2col's ``fm_h`` /
+    ``pad_t`` / ``pad_b``) may differ too."""
     keys = [_clamped_key(ops) for ops in iterations]
     out = []
     i = 0

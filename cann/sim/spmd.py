@@ -60,9 +60,9 @@ _CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event", "loop_step", "loo
 
 
 class _Stepped:
-    """A body instruction some ``loop_step`` s / ``loop_clamp`` s advance: ``steps`` ``((field, step,
-    loop level, clamp), ...)`` (level: nesting depth of the owner loop, 0 = outermost; clamp: None or
-    ``(offset, lo, hi)``); ``defn`` is the instruction's."""
+    """A body instruction some ``loop_step`` s / ``loop_clamp`` s advance: ``steps`` ``((field, loop
+    level, cann.hw.loops.Step), ...)`` (level: nesting depth of the owner loop, 0 = outermost);
+    ``defn`` is the instruction's."""
 
     __slots__ = ("ins", "steps", "defn")
 
@@ -86,8 +86,7 @@ def _with_steps(code: list[isa.Instr]) -> list:
             depth -= 1
     out = list(code)
     for t, steps in targets.items():
-        out[t] = _Stepped(code[t], tuple((s.field, s.step, level[s.owner], s.clamp) for s in steps
-                                         if s.step or s.clamp is not None))
+        out[t] = _Stepped(code[t], tuple((s.field, level[s.owner], s) for s in steps if s.step or s.clamp is not None))
     return out
 
 
@@ -192,11 +191,8 @@ def _walk(items: list, shift: dict[int, int] | None, rot: tuple, cache: dict,
                 y = z
             if x.steps:
                 values = list(y.values)
-                for fld, step, lvl, clamp in x.steps:
-                    if clamp is None:
-                        values[fld] += its[lvl] * step
-                    else:
-                        values[fld] += min(max(clamp[0] + its[lvl] * step, clamp[1]), clamp[2])
+                for fld, lvl, step in x.steps:
+                    values[fld] += step.at(its[lvl])
                 y = isa.Instr(y.defn, tuple(values))
             yield y if not shift else _shifted(y, shift)
             continue
