@@ -33,7 +33,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
-from cann.sim.cost import CostModel
+from cann.sim.cost import CostModel, cost_functions
 from cann.sim.lanes import _F32, _U8, _Fault, _view, lane_grid, nonfinite  # noqa: F401 (nonfinite: API)
 from cann.sim.mte import TransferUnit
 from cann.sim.overflow import OverflowWatch
@@ -144,8 +144,6 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         #: this core's block index in the current launch (SPMD; 0 for block_dim 1)
         self.block_idx = block_idx
         self.lanes = lanes
-        self._cost_models: dict[tuple, CostModel] = {}
-        self._fn_sets: dict[tuple, tuple[dict, dict]] = {}  # (active cores, L2 fractions) -> cost functions
         #: per buffer, ``lanes`` rows of its bytes (row j: core j's buffer)
         self.mem: dict[str, np.ndarray] = {n: np.zeros((lanes, b.size), np.uint8) for n, b in spec.buffers}
         self.bufs: dict[str, np.ndarray] = {n: m[0] for n, m in self.mem.items()}
@@ -202,29 +200,9 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self._uni.clear()
         self.guard = None
 
-    def cost_model(self, active_cores: int = 1, l2: tuple[int, ...] = ()) -> CostModel:
-        """The cost model with GM bandwidth shared among ``active_cores`` cores and the L2
-        fractions ``l2`` (:class:`cann.sim.cost.CostModel`)."""
-        key = (active_cores, l2)
-        cm = self._cost_models.get(key)
-        if cm is None:
-            if len(self._cost_models) >= 256:
-                self._cost_models.clear()
-            cm = self._cost_models[key] = self.costs if key == (1, ()) else CostModel(self.spec, active_cores, l2)
-        return cm
-
     def _cost_fns(self, active_cores: int, l2: tuple[int, ...]) -> tuple[dict, dict]:
-        """(shared, full) cost functions by mnemonic: GM shared among ``active_cores`` cores, and at
-        the full per-core rate, both with the L2 fractions ``l2``."""
-        key = (active_cores, l2)
-        fns = self._fn_sets.get(key)
-        if fns is None:
-            full = self._cost if not l2 else {m: self.cost_model(1, l2).fn(m) for m in self._cost}
-            shared = full if active_cores == 1 else {m: self.cost_model(active_cores, l2).fn(m) for m in self._cost}
-            if len(self._fn_sets) >= 256:
-                self._fn_sets.clear()
-            fns = self._fn_sets[key] = (shared, full)
-        return fns
+        """(shared, full) cost functions by mnemonic (:func:`cann.sim.cost.cost_functions`)."""
+        return cost_functions(self.spec, active_cores, l2)
 
     def run(self, instrs: list[isa.Instr], gm: np.ndarray, args: tuple[int, ...],
             kernel_name: str = "kernel", *, checks: str = "error", active_cores: int = 1,

@@ -32,6 +32,7 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable
 
 from cann.hw import isa
@@ -152,3 +153,14 @@ class CostModel:
     def fn(self, mnemonic: str) -> Callable:
         """The cost function of ``mnemonic`` taking the instruction's field values."""
         return self._fn[mnemonic]
+
+
+@lru_cache(maxsize=256)
+def cost_functions(spec: SocSpec, active_cores: int = 1, l2: tuple[int, ...] = ()) -> tuple[dict, dict]:
+    """``(shared, full)``: the cost functions by mnemonic of SoC ``spec`` with the GM bandwidth shared
+    among ``active_cores`` cores, and at the full per-core rate (the compiled bound's pipe terms),
+    both with the L2 fractions ``l2`` (as :class:`CostModel`); cached, the dicts are shared (never
+    modify them)."""
+    full = CostModel(spec, 1, l2)._fn
+    shared = full if active_cores == 1 else CostModel(spec, active_cores, l2)._fn
+    return shared, full

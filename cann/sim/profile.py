@@ -14,7 +14,7 @@ import json
 import os
 
 from cann.fileio import atomic_output
-from cann.sim.executor import RATIO_COLUMNS, RunStats
+from cann.sim.stats import RATIO_COLUMNS, RunStats
 from cann.sim.timing import PIPES
 
 #: profile columns, in order
