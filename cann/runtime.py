@@ -71,6 +71,27 @@ class Model:
         self.last_run = stats
         return outputs
 
+    def time(self, *, sim_checks: str = "error", max_instructions: int | None = None):
+        """Simulate the timing of one inference without computing values (a timing-only run,
+        :mod:`cann.sim.timing_only`): returns the :class:`cann.sim.executor.RunStats` that
+        ``run`` leaves in ``last_run`` -- the same cycles, pipe busy cycles, bytes and profile, for
+        any inputs -- and sets ``last_run`` to it; no inputs are taken and no outputs produced.
+        ``sim_checks`` and ``max_instructions`` as in :meth:`run` (the race detector still runs:
+        operand footprints need no values; "off" skips it, faster). Unlike :meth:`run`, the
+        operands' bounds, alignment and field values and Gather's index range are not checked, and
+        no float overflow is detected (docs/core-model.md, "Timing-only runs").
+
+        Raises:
+            CannError: an invalid model; more work than the budget; a malformed block control.
+            SimError: with ``sim_checks="error"``, a race, deadlock or flag set twice.
+        """
+        from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS
+        from cann.sim.timing_only import time_model
+
+        self.last_run = time_model(self.om, sim_checks=sim_checks,
+                                   max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS)
+        return self.last_run
+
     def save(self, path: str | os.PathLike) -> None:
         """Write the ``.om`` file atomically (nothing is left behind on failure)."""
         write_om(self.om, path)

@@ -5,7 +5,10 @@
   its units :mod:`cann.sim.mte` (DMA, cube) and :mod:`cann.sim.vector`, on :mod:`cann.sim.lanes`;
 * :mod:`cann.sim.lockstep` -- which blocks of a launch run together, exactly as one after another;
 * :mod:`cann.sim.cost` -- the cycle cost of every instruction, from the SoC description;
-* :mod:`cann.sim.executor` -- :func:`~cann.sim.executor.run_model` for a whole ``.om``.
+* :mod:`cann.sim.executor` -- :func:`~cann.sim.executor.run_model` for a whole ``.om``; its
+  statistics in :mod:`cann.sim.stats`;
+* :mod:`cann.sim.timing_only` -- :func:`~cann.sim.timing_only.time_model`: the same statistics
+  without computing values (``Model.time``).
 
 See docs/core-model.md.
 """

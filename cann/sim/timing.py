@@ -75,6 +75,8 @@ class Timing:
     pipe: np.ndarray  # per recorded instruction: pipe index (PIPES)
     problems: list[tuple[str, str]] = field(default_factory=list)  # (location, message) in warn mode
     l2_read_bytes: int = 0  # of gm_read_bytes, the bytes served by the L2 (cann.sim.l2)
+    instructions: int = 0  # instructions timed (every one of the run, also past ``record``)
+    macs: int = 0  # m*k*n summed over the mmad instructions (padding included)
 
 
 def _range(buf: int, lo: int, hi: int) -> str:
@@ -97,9 +99,18 @@ def _prune(acc_w: list, acc_r: list, touched: set[tuple[int, int]], vc: list[lis
                     del x[:cut]
 
 
+def _any_index(fn, v: tuple, args: tuple[int, ...], bound: int) -> tuple:
+    """The footprint of a ``copy_gm_to_ub_reg`` (``fn``: its footprint function) over every register
+    value in ``[0, bound)``: its GM range widened to the union of the ranges (timing-only runs)."""
+    first, r, w = fn(v, args, 0)
+    last = fn(v, args, max(bound - 1, 0))[0]
+    return tuple((b, min(lo, lo2), max(hi, hi2), wr) for (b, lo, hi, wr), (_, lo2, hi2, _) in zip(first, last)), r, w
+
+
 def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict, args: tuple[int, ...],
              kernel_name: str = "kernel", checks: str = "error", SimError=CannError,
-             reg_values: list[int] | None = None, record: int | None = None, l2: tuple[int, ...] = ()) -> Timing:
+             reg_values: list[int] | None = None, record: int | None = None, l2: tuple[int, ...] = (),
+             reg_bounds: bool = False) -> Timing:
     """Time ``instrs`` (already executed and validated) on parallel in-order pipes and check sync.
 
     ``costs`` / ``full_costs``: mnemonic -> cost function of the field values, with the launch's
@@ -107,7 +118,9 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     kernel argument, units of 1 / :data:`cann.sim.l2.SCALE`), which also give the returned
     ``l2_read_bytes``. ``checks``: one of :data:`CHECK_MODES`.
     ``reg_values``: the register value each ``copy_gm_to_ub_reg`` used, in program order (recorded
-    by the functional run), so its GM footprint is the bytes it really read. ``instrs`` is iterated
+    by the functional run), so its GM footprint is the bytes it really read; ``reg_bounds`` (a
+    timing-only run: no register values) makes it the bytes any index the last ``ld_idx`` of its
+    register allows could read (``[0, bound)``; 0 before any ``ld_idx``). ``instrs`` is iterated
     once (a list or a :class:`cann.sim.spmd.Stream`); ``record``: how many instructions' start/end/pipe
     the returned :class:`Timing` keeps (None: all). Access history every other accessing pipe already
     orders before its current point is dropped, so a synchronized loop keeps bounded history.
@@ -150,6 +163,8 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
     owners: list[set[int]] = [set() for _ in BUFS]  # pipes with recorded accesses, per buffer
     fp_cache: dict[str, dict[tuple, tuple]] = {}
     reg_iter = iter(reg_values or ())
+    reg_bound: dict[int, int] | None = {} if reg_bounds else None  # register -> its last ld_idx's bound
+    macs = 0
 
     def problem(i: int, ins: isa.Instr, msg: str) -> None:
         where = f"{kernel_name}: instruction {i} `{ins.asm()}`"
@@ -253,7 +268,10 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
         fn = fps[m]
         if d.group == "dma_reg":
             busy_full[p] += full_costs[m](v)
-            accs, r, w = fn(v, args, next(reg_iter, 0))
+            if reg_bound is None:
+                accs, r, w = fn(v, args, next(reg_iter, 0))
+            else:
+                accs, r, w = _any_index(fn, v, args, reg_bound.get(v[7], 1))
             gm_r += r
         elif d.group == "dma" or d.group == "nd2nz":
             busy_full[p] += full_costs[m](v)
@@ -266,6 +284,10 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
                     l2_r += r * l2[a] // L2_SCALE
         else:
             busy_full[p] += c
+            if m == "mmad":
+                macs += v[4] * v[5] * v[6]
+            elif reg_bound is not None and m == "ld_idx":
+                reg_bound[v[0]] = v[3]
             cache = fp_cache.get(m)
             if cache is None:
                 cache = fp_cache[m] = {}
@@ -320,11 +342,12 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
         problem(i, ins, f"set_flag {PIPES[sp]}->{PIPES[dp]} event {ev} of instruction {j} is never waited: the "
                         f"kernel ends with the event set (a leaked event id)")
     return Timing(max(free) if i >= 0 else 0, busy, busy_full, gm_r, gm_w, np.array(start, np.int64),
-                  np.array(end, np.int64), np.array(pipe_of, np.int8), problems, l2_r)
+                  np.array(end, np.int64), np.array(pipe_of, np.int8), problems, l2_r, i + 1, macs)
 
 
 #: schedules of earlier runs, least recently used first: ``(id(instrs), args, checks, record, active
-#: cores, L2 fractions, spec) -> (instrs, Timing)``; the stream object is held, so its id is not reused meanwhile
+#: cores, L2 fractions, spec, reg_bounds) -> (instrs, Timing)``; the stream object is held, so its id is not reused
+#: meanwhile
 _SCHEDULES: OrderedDict[tuple, tuple] = OrderedDict()
 #: the most instruction records (start, end, pipe: 17 bytes each) all cached schedules hold together
 SCHEDULE_RECORDS = 1 << 22
@@ -334,10 +357,10 @@ _held_records = 0
 def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs: dict,
                     args: tuple[int, ...], active_cores: int, kernel_name: str = "kernel", checks: str = "error",
                     SimError=CannError, reg_values: list[int] | None = None,
-                    record: int | None = None, l2: tuple[int, ...] = ()) -> Timing:
+                    record: int | None = None, l2: tuple[int, ...] = (), reg_bounds: bool = False) -> Timing:
     """:func:`schedule`, reusing the result of an earlier call on the same ``instrs`` object (a
     decoded program or a :class:`cann.sim.spmd.Stream`, which do not change), argument bases, SoC,
-    ``checks``, ``record``, ``active_cores`` and ``l2`` (``costs`` must be the cost functions of
+    ``checks``, ``record``, ``active_cores``, ``l2`` and ``reg_bounds`` (``costs`` must be the cost functions of
     ``spec`` with GM bandwidth shared among ``active_cores`` cores and the L2 fractions ``l2``).
     A schedule depends on nothing else: not
     on data, except through register-addressed copies (``reg_values`` non-empty: never cached), and
@@ -349,13 +372,15 @@ def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, ful
     """
     global _held_records
     if checks == "warn" or reg_values:
-        return schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2)
-    key = (id(instrs), tuple(args), checks, record, active_cores, l2, spec)
+        return schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2,
+                        reg_bounds)
+    key = (id(instrs), tuple(args), checks, record, active_cores, l2, spec, reg_bounds)
     hit = _SCHEDULES.get(key)
     if hit is not None and hit[0] is instrs:
         _SCHEDULES.move_to_end(key)
         return hit[1]
-    t = schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2)
+    t = schedule(instrs, spec, costs, full_costs, args, kernel_name, checks, SimError, reg_values, record, l2,
+                 reg_bounds)
     old = _SCHEDULES.pop(key, None)
     if old is not None:
         _held_records -= len(old[1].start)
@@ -365,3 +390,11 @@ def cached_schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, ful
         _, (_, dropped) = _SCHEDULES.popitem(last=False)
         _held_records -= len(dropped.start)
     return t
+
+
+def clear_schedules() -> None:
+    """Forget every cached schedule (the next run of any kernel times it afresh: cold-run
+    measurements, and tests comparing two ways of computing a schedule)."""
+    global _held_records
+    _SCHEDULES.clear()
+    _held_records = 0

@@ -4,10 +4,13 @@
     cann-run model.om --input x=x.npy --output out.npz
     cann-run model.om --input inputs.npz --compare model.onnx
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
+    cann-run model.om --timing-only                     # cycles and profile only, no values
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
 ``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1. Inputs must
 have the declared dtypes exactly; a float overflow in the run is one ``warning:`` line.
+``--timing-only`` runs ``Model.time`` (docs/core-model.md, "Timing-only runs"): the cycles and the
+profile of a full run, without computing values, so it takes no inputs and writes no outputs.
 """
 
 from __future__ import annotations
@@ -242,20 +245,33 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--trace", metavar="PATH", help="Write a Chrome trace-event JSON timeline (opens in Perfetto).")
 @click.option("--sim-checks", type=click.Choice(["error", "warn", "off"]), default="error", show_default=True,
               help="Simulator race/deadlock/double-set checks: errors, warnings, or no race detector.")
+@click.option("--timing-only", is_flag=True, help="Simulate the timing only (no values: no inputs, no outputs, "
+              "much faster): print the cycles and the profile, identical to a full run's.")
 @click.option("--max-instructions", type=int, callback=lambda c, p, v: _at_least(v, 1), default=None,
               help="The simulation's work budget: instructions executed over all launches and blocks, plus one "
                    "per block (default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
 def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
-        max_instructions) -> int:
+        timing_only, max_instructions) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
 
+    if timing_only:
+        for option, given in (("--compare", compare), ("--output", output), ("--input", input_specs)):
+            if given:
+                raise CannError("--timing-only", f"computes no values: it cannot be combined with {option}")
     model = cann.load(om)
     for path in (output, profile_csv, trace):
         if path:
             parent = Path(path).parent
             if not parent.is_dir():
                 raise CannError(path, f"cannot write: directory {parent} does not exist")
+    kw = {} if max_instructions is None else {"max_instructions": max_instructions}
+    if sim_checks != "error":
+        kw["sim_checks"] = sim_checks
+    if timing_only:
+        _simulate(om, model, model.time, **kw)
+        _report(model.last_run, True, profile_csv, trace)
+        return 0
     sess = reference_session(compare, [t.name for t in model.outputs]) if compare else None
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
@@ -263,21 +279,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         inputs, got = random_inputs(model.inputs, seed)
         print(f"note: no --input given: generated inputs (seed {seed}): {'; '.join(got) or 'none'}", file=sys.stderr)
     inputs = check_inputs(inputs, model.inputs)
-    kw = {} if max_instructions is None else {"max_instructions": max_instructions}
-    if sim_checks != "error":
-        kw["sim_checks"] = sim_checks
-    from cann.sim.timing import SimWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SimWarning)
-        warnings.simplefilter("ignore", FloatOverflowWarning)
-        try:
-            outputs = model.run(inputs, **kw)
-        except CannError as e:  # the simulator names the model "<model>": here it is the .om file
-            raise CannError(diagnostics=[Diagnostic(str(om) if d.location == "<model>" else d.location, d.message,
-                                                    d.needs_constant) for d in e.diagnostics]) from None
-    for loc, msg in getattr(model.last_run, "problems", ()):
-        print(f"warning: {loc}: {msg}", file=sys.stderr)
+    outputs = _simulate(om, model, model.run, inputs, **kw)
     overflow = getattr(model.last_run, "overflow", None)
     if overflow:
         print(f"warning: {overflow[0]}: {overflow[1]}", file=sys.stderr)
@@ -308,10 +310,34 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     if output:  # written once the run (and any comparison) went through: no file on an error
         with atomic_output(output, "wb") as f:
             np.savez(f, **outputs)
-    run = getattr(model, "last_run", None)
-    if run is not None:
-        print(f"cycles: {run.cycles}  instructions: {run.instructions}")
-    if run is not None and (profile or profile_csv or trace):
+    _report(getattr(model, "last_run", None), profile, profile_csv, trace)
+    return status
+
+
+def _simulate(om, model, fn, *args, **kw):
+    """``fn(*args, **kw)`` (``model.run`` or ``model.time``) with the simulator's warnings printed
+    as ``warning:`` lines after it, and its errors located at the ``.om`` file."""
+    from cann.sim.timing import SimWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimWarning)
+        warnings.simplefilter("ignore", FloatOverflowWarning)
+        try:
+            result = fn(*args, **kw)
+        except CannError as e:  # the simulator names the model "<model>": here it is the .om file
+            raise CannError(diagnostics=[Diagnostic(str(om) if d.location == "<model>" else d.location, d.message,
+                                                    d.needs_constant) for d in e.diagnostics]) from None
+    for loc, msg in getattr(model.last_run, "problems", ()):
+        print(f"warning: {loc}: {msg}", file=sys.stderr)
+    return result
+
+
+def _report(run, profile: bool, profile_csv: str | None, trace: str | None) -> None:
+    """The cycles line, then the profile table (``profile``), CSV and trace files asked for."""
+    if run is None:
+        return
+    print(f"cycles: {run.cycles}  instructions: {run.instructions}")
+    if profile or profile_csv or trace:
         from cann.sim import profile as prof
 
         if profile:
@@ -320,7 +346,6 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             prof.write_profile_csv(run, profile_csv)
         if trace:
             prof.write_trace(run, trace)
-    return status
 
 
 def main(argv: Sequence[str] | None = None) -> None:

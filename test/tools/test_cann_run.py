@@ -299,6 +299,29 @@ def test_run_real(compiled, fire_onnx, tmp_path):  # needs the compiler
     assert r2.stdout.splitlines()[-1] == lines[4]
 
 
+@pytest.mark.parametrize("option", ["--compare", "--output", "--input"])
+def test_timing_only_refuses_value_options(fake, tmp_path, capsys, option):
+    value = {"--compare": fake.onnx, "--output": tmp_path / "o.npz", "--input": tmp_path / "x.npy"}[option]
+    assert run(fake.path, "--timing-only", option, value) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: --timing-only: computes no values: it cannot be combined with {option}"]
+    assert fake.model is None and sorted(os.listdir(tmp_path)) == ["fire.om", "fire.onnx"]
+
+
+def test_timing_only_real(compiled, tmp_path, capsys):  # needs the compiler
+    assert run(compiled, "--profile-csv", tmp_path / "full.csv") == 0
+    full = capsys.readouterr().out.splitlines()
+    assert run(compiled, "--timing-only", "--profile-csv", tmp_path / "timed.csv") == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert err == ""  # no generated inputs: nothing is computed
+    assert lines[0] == full[-1] and re.fullmatch(r"cycles: \d+  instructions: \d+", lines[0])  # the full run's
+    assert lines[1].startswith("launch ") and lines[-1].startswith("total: ")  # the profile, always
+    assert not any(ln.startswith(("prob:", "logits:")) for ln in lines)
+    assert (tmp_path / "timed.csv").read_text() == (tmp_path / "full.csv").read_text()
+    assert sorted(os.listdir(tmp_path)) == ["fire.om", "fire.onnx", "full.csv", "timed.csv"]
+
+
 def test_run_real_profile_and_csv_report_both_bounds(compiled, tmp_path):  # needs the compiler
     csv_path = tmp_path / "p.csv"
     r = cli("cann_run", compiled, "--profile", "--profile-csv", csv_path)
