@@ -309,17 +309,18 @@ def test_timing_only_refuses_value_options(fake, tmp_path, capsys, option):
 
 
 def test_timing_only_real(compiled, tmp_path, capsys):  # needs the compiler
-    assert run(compiled, "--profile-csv", tmp_path / "full.csv") == 0
+    assert run(compiled, "--profile-csv", tmp_path / "full.csv", "--trace", tmp_path / "full.json") == 0
     full = capsys.readouterr().out.splitlines()
-    assert run(compiled, "--timing-only", "--profile-csv", tmp_path / "timed.csv") == 0
+    assert run(compiled, "--timing-only", "--profile-csv", tmp_path / "timed.csv", "--trace", tmp_path / "timed.json") == 0
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert err == ""  # no generated inputs: nothing is computed
     assert lines[0] == full[-1] and re.fullmatch(r"cycles: \d+  instructions: \d+", lines[0])  # the full run's
     assert lines[1].startswith("launch ") and lines[-1].startswith("total: ")  # the profile, always
     assert not any(ln.startswith(("prob:", "logits:")) for ln in lines)
-    assert (tmp_path / "timed.csv").read_text() == (tmp_path / "full.csv").read_text()
-    assert sorted(os.listdir(tmp_path)) == ["fire.om", "fire.onnx", "full.csv", "timed.csv"]
+    for ext in ("csv", "json"):
+        assert (tmp_path / f"timed.{ext}").read_text() == (tmp_path / f"full.{ext}").read_text()
+    assert sorted(os.listdir(tmp_path)) == ["fire.om", "fire.onnx", "full.csv", "full.json", "timed.csv", "timed.json"]
 
 
 def test_run_real_profile_and_csv_report_both_bounds(compiled, tmp_path):  # needs the compiler
