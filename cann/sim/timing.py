@@ -288,6 +288,8 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
                 macs += v[4] * v[5] * v[6]
             elif reg_bound is not None and m == "ld_idx":
                 reg_bound[v[0]] = v[3]
+            if not race_on:  # its footprint serves the race detector only
+                continue
             cache = fp_cache.get(m)
             if cache is None:
                 cache = fp_cache[m] = {}
