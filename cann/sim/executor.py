@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -412,7 +413,8 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
-              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
+              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS,
+              on_launch: Callable[[int, np.ndarray], None] | None = None) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
 
     Inputs must match the declared shape and dtype exactly (as onnxruntime requires).
@@ -424,7 +426,9 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     from finite operands (float overflow) is reported as a :class:`cann.errors.FloatOverflowWarning`
     (and in ``RunStats.overflow``), naming its model nodes (``Kernel.nodes``, recorded in the
     ``.om``): the first kernel that writes inf/NaN to GM after one of its instructions turned finite
-    operands into inf/NaN, in a run whose inputs are all finite.
+    operands into inf/NaN, in a run whose inputs are all finite. ``on_launch(index, gm)``, when
+    given, is called after each launch with the launch index and the GM arena (uint8, read it only:
+    the per-layer dumps of :mod:`cann.accuracy`); it changes nothing else.
 
     Raises:
         CannError: an invalid model (:func:`cann.codegen.om.validate`), more than
@@ -510,6 +514,8 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         stats.kernels.append(ls)
         stats.cycles += ls.cycles
         stats.instructions += ls.instructions
+        if on_launch is not None:
+            on_launch(li, gm)
 
     for core in cores.values():
         _release(core)
