@@ -162,10 +162,11 @@ class LayerPlan:
         for r in self.regions:
             if r.producer is None and arena:  # never written by a launch: its bytes at the end
                 r.data = arena[0][r.offset:r.offset + r.nbytes].copy()
-        for la in self.layers:
+        for la in self.layers:  # the kernel: the last one changing the bytes, else one computing the node
             if la.region is not None:
-                li = la.region.producer if la.region.producer is not None else \
-                    (la.region.launches[0] if la.region.launches else None)
+                li = la.region.producer
+                if li is None:
+                    li = next((i for i in la.region.launches if la.node in self.kernel_nodes[i]), None)
                 la.launch, la.kernel = li, (self.kernel_names[li] if li is not None else "")
         return outputs
 
