@@ -28,6 +28,11 @@ def capture() -> Iterator[dict]:
         _ACTIVE.reset(token)
 
 
+def tracing() -> bool:
+    """Whether a :func:`capture` is active (a caller skips building what it would note otherwise)."""
+    return _ACTIVE.get() is not None
+
+
 def note(key: str, value) -> None:
     """Record ``value`` under ``key`` when a :func:`capture` is active (else nothing)."""
     records = _ACTIVE.get()

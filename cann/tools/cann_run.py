@@ -4,10 +4,12 @@
     cann-run model.om --input x=x.npy --output out.npz
     cann-run model.om --input inputs.npz --compare model.onnx
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
+    cann-run model.om --compare model.onnx --all-layers --csv layers.csv   # per layer (docs/accuracy.md)
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
-``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1. Inputs must
-have the declared dtypes exactly; a float overflow in the run is one ``warning:`` line.
+``error: <location>: <message>`` and exit 2; a ``--compare`` (or a layer of ``--all-layers``) beyond
+tolerance exits 1. Inputs must have the declared dtypes exactly; a float overflow in the run is one
+``warning:`` line.
 """
 
 from __future__ import annotations
@@ -182,7 +184,7 @@ def summary(name: str, a: np.ndarray) -> str:
 @click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
 @click.option("--tolerance", type=float, callback=_tolerance, help="Largest rel_l2_err accepted by --compare "
-              "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
+              "(and by each layer of --all-layers; default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
 @click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
               "GM bytes, the compiled bound and its binding resource, model / executed MACs, the ideal bound "
               "and ideal_pct) and a total line.")
