@@ -239,8 +239,8 @@ def write_csv(layers: Sequence[Layer], path: str | os.PathLike) -> None:
 def format_rows(layers: Sequence[Layer]) -> list[str]:
     """One text line per compared row (stdout without ``--csv``)."""
     return [f"{la.node} ({la.op}) {la.tensor} [{la.kernel}]: max_abs_err={la.max_abs_err:.3e} "
-            f"rel_l2_err={la.rel_l2_err:.3e} cosine={la.cosine_similarity:.6f}{'  DIVERGED' * (la.status == 'diverged')}"
-            for la in layers if la.rel_l2_err is not None]
+            f"rel_l2_err={la.rel_l2_err:.3e} cosine={la.cosine_similarity:.6f}"
+            + ("  DIVERGED" if la.status == "diverged" else "") for la in layers if la.rel_l2_err is not None]
 
 
 def reference_session(onnx_path: str, outputs: Sequence[str] = ()):
@@ -314,8 +314,8 @@ def _check_inputs(model, om, onnx_path: str, om_path: str) -> None:
     inits = {i.name for i in model.graph.initializer}
     ins = {i.name: i for i in model.graph.input if i.name not in inits}
     if set(ins) != {t.name for t in om.inputs}:
-        raise CannError(onnx_path, f"its inputs ({', '.join(ins) or 'none'}) are not those of {om_path} "
-                                   f"({', '.join(t.name for t in om.inputs)}): compare with the model it was compiled from")
+        raise CannError(onnx_path, f"its inputs ({', '.join(ins) or 'none'}) are not those of {om_path} ("
+                                   f"{', '.join(t.name for t in om.inputs)}): compare with the model it was compiled from")
     for t in om.inputs:
         tt = ins[t.name].type.tensor_type
         try:

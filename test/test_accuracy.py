@@ -149,6 +149,8 @@ def test_names_planted_wrong_weight(files, capsys):
     assert "relu1 (Relu) r1 [conv2d_0]: " in out and "scale (Mul) m [mul_0]: " in out  # before it: compared, fine
     assert f"note: {files / 'chain.om'}: its weights differ from those of {files / 'wrong.onnx'}: first in a " \
            f"constant of launch 4 (kernel 'conv2d_1')" in err
+    assert run(files / "chain.om", "--compare", files / "wrong.onnx", *args, "--tolerance", "0.5") == 0  # 0.22 < 0.5
+    assert "\nall 5 compared tensors within rel_l2_err 0.5 of onnxruntime\n" in capsys.readouterr().out
 
 
 def test_fused_group_and_folded_batch_norm(files, tmp_path, capsys):
@@ -184,6 +186,10 @@ def test_bad_input_is_one_line_exit_2(files, tmp_path, capsys):
     m = chain()
     m.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 16
     onnx.save(m, other)
+    renamed = tmp_path / "renamed.onnx"
+    m = chain()
+    m.graph.input[0].name = m.graph.node[0].input[0] = "z"
+    onnx.save(m, renamed)
     extra = tmp_path / "extra.onnx"  # the same inputs and outputs, another graph
     m = chain()
     m.graph.node.insert(3, h.make_node("Sigmoid", ["p1"], ["p1b"], name="sig"))
@@ -193,6 +199,8 @@ def test_bad_input_is_one_line_exit_2(files, tmp_path, capsys):
         ((om, "--compare", tmp_path / "nope.onnx", "--all-layers"), f"error: {tmp_path / 'nope.onnx'}: no such file"),
         ((om, "--compare", other, "--all-layers"),
          f"error: {other}: input 'x' is float32 [1, 8, 16, 8], {om} takes float32 [1, 8, 8, 8]"),
+        ((om, "--compare", renamed, "--all-layers"), f"error: {renamed}: its inputs (z) are not those of {om} (x): "
+                                                     "compare with the model it was compiled from"),
         ((om, "--compare", files / "grouped.onnx", "--all-layers"), None),
         ((om, "--compare", extra, "--all-layers"),
          f"error: {om}: its launches are not those {extra} compiles to (Ascend910, force_fp16, -O1 or -O0): "

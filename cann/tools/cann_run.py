@@ -262,8 +262,8 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         if status:
             print(f"cann-run: outputs differ from onnxruntime by more than rel_l2_err {tol:g}", file=sys.stderr)
         if plan:
-            status = max(status, _report_layers(plan, plan.compare(reference_outputs(sess, compare, inputs,
-                                                                                      plan.tensors()), tol), tol, layers_csv))
+            layer_refs = reference_outputs(sess, compare, inputs, plan.tensors())
+            status = max(status, _report_layers(plan, plan.compare(layer_refs, tol), tol, layers_csv))
     if output:  # written once the run (and any comparison) went through: no file on an error
         with atomic_output(output, "wb") as f:
             np.savez(f, **outputs)
