@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -40,14 +40,17 @@ class Model:
         return self.om.soc_version
 
     def run(self, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
-            max_instructions: int | None = None) -> dict[str, np.ndarray]:
+            max_instructions: int | None = None,
+            on_launch: Callable[[int, np.ndarray], None] | None = None) -> dict[str, np.ndarray]:
         """Simulate one inference: ``inputs`` by name -> outputs by name.
 
         Each input must have exactly the declared shape and dtype (``inputs`` / ``IoTensor``), as
         onnxruntime requires: nothing is cast. ``sim_checks="warn"`` downgrades the simulator's
         race/deadlock/double-set errors to warnings ("off" skips the race detector);
         ``max_instructions`` raises the simulator's work budget (default
-        :data:`cann.sim.executor.MAX_DYNAMIC_INSTRUCTIONS`); see :func:`cann.sim.executor.run_model`.
+        :data:`cann.sim.executor.MAX_DYNAMIC_INSTRUCTIONS`); ``on_launch(index, gm)`` is called after
+        each launch with the GM arena (the per-layer dumps of :mod:`cann.accuracy`); see
+        :func:`cann.sim.executor.run_model`.
         ``last_run`` then holds a :class:`cann.sim.executor.RunStats` (per-launch records with
         cycles, pipe ratios, GM bytes, the compiled bound, model and executed MACs, ideal cycles
         and ``ideal_pct``, and their model totals; see docs/core-model.md, "Profile").
@@ -67,7 +70,8 @@ class Model:
             raise CannError("Model.run", f"inputs must be a dict of input name -> array (inputs: {names}), "
                                          f"got {type(inputs).__name__}")
         outputs, stats = run_model(self.om, inputs, sim_checks=sim_checks,
-                                   max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS)
+                                   max_instructions=max_instructions or MAX_DYNAMIC_INSTRUCTIONS,
+                                   on_launch=on_launch)
         self.last_run = stats
         return outputs
 

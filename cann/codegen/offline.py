@@ -42,6 +42,35 @@ def _name(attrs, i: int, default: str) -> str:
     return default
 
 
+def plan_gm(main: func.FuncOp) -> tuple[dict[SSAValue, int], int, bytes, int]:
+    """The static GM plan of a host program: (byte offset of every GM value of ``main`` -- its
+    arguments, ``tile.constant``, ``tile.gm_alloc`` and ``tile.view`` results --, the weights
+    section's offset, the weights, the end of the last buffer)."""
+    offset: dict[SSAValue, int] = {}
+    top = 0
+    for a in main.body.block.args:
+        offset[a] = top
+        top = _align(top + _nbytes(a))
+    weights_offset = top
+    blobs: list[bytes] = []
+    wtop = 0
+    for op in main.body.block.ops:
+        if isinstance(op, tile.ConstantOp):
+            offset[op.res] = weights_offset + wtop
+            data = op.value.data.data
+            blobs.append(data + bytes(_align(len(data)) - len(data)))
+            wtop += _align(len(data))
+    top = weights_offset + wtop
+    for op in main.body.block.ops:
+        if isinstance(op, tile.GmAllocOp):
+            offset[op.res] = top
+            top = _align(top + _nbytes(op.res))
+        elif isinstance(op, tile.ViewOp):
+            off = op.offset.value.data if op.offset is not None else 0
+            offset[op.res] = offset[op.src] + off * np_dtype(op.res.type.element_type).itemsize
+    return offset, weights_offset, b"".join(blobs), top
+
+
 def build_offline_model(module: ModuleOp) -> OfflineModel:
     """The offline model of an ascend-level module (kernels encoded, GM planned).
 
@@ -53,35 +82,13 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
     kernels = [Kernel(*k, nodes=nodes.get(k[0], ())) for k in module_kernels(module)]
     work = kernel_work(module)  # the model work of each kernel (the profile's ideal bound)
     index = {k.name: i for i, k in enumerate(kernels)}
-    offset: dict[SSAValue, int] = {}
-    top = 0
-    inputs = []
-    for i, a in enumerate(main.body.block.args):
-        offset[a] = top
-        inputs.append(IoTensor(_name(main.arg_attrs, i, f"input{i}"), tuple(a.type.get_shape()),
-                               np_dtype(a.type.element_type).name, top))
-        top = _align(top + _nbytes(a))
-    weights_offset = top
-    blobs: list[bytes] = []
-    wtop = 0
-    for op in main.body.block.ops:
-        if isinstance(op, tile.ConstantOp):
-            offset[op.res] = weights_offset + wtop
-            data = op.value.data.data
-            blobs.append(data + bytes(_align(len(data)) - len(data)))
-            wtop += _align(len(data))
-    weights = b"".join(blobs)
-    top = weights_offset + wtop
+    offset, weights_offset, weights, top = plan_gm(main)
+    inputs = [IoTensor(_name(main.arg_attrs, i, f"input{i}"), tuple(a.type.get_shape()),
+                       np_dtype(a.type.element_type).name, offset[a]) for i, a in enumerate(main.body.block.args)]
     launches = []
     outputs = []
     for op in main.body.block.ops:
-        if isinstance(op, tile.GmAllocOp):
-            offset[op.res] = top
-            top = _align(top + _nbytes(op.res))
-        elif isinstance(op, tile.ViewOp):
-            off = op.offset.value.data if op.offset is not None else 0
-            offset[op.res] = offset[op.src] + off * np_dtype(op.res.type.element_type).itemsize
-        elif isinstance(op, tile.LaunchOp):
+        if isinstance(op, tile.LaunchOp):
             name = op.kernel.root_reference.data
             if name not in index:
                 raise CannError(f"@{name}", "launch of an unknown kernel")

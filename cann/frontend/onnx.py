@@ -52,6 +52,7 @@ from cann.frontend.onnx_function import function_body, merged_opsets
 from cann.frontend.onnx_registry import _CONVERTERS, _NEVER_FOLD, _Conv, _dims, _Unsupported
 from cann.frontend.onnx_spatial import floor_mode_equivalent, infer_shapes_pool_rule  # (registers N-D Conv, pools)
 from cann.options import resolve_out_nodes
+from cann.tensor_trace import note, tracing
 
 __all__ = ["import_onnx", "SUPPORTED_OPS"]
 
@@ -312,6 +313,10 @@ class _Importer:
             if t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type == _BF16:
                 results[-1] = self.emit(g.CastOp(results[-1], BFloat16Type()), o).results[0]
         self.emit(func.ReturnOp(*results), "return")
+        if tracing():  # (cann.accuracy: which value is which ONNX tensor, its consumers, the folded tensors)
+            note("onnx_values", dict(self.values))
+            note("onnx_uses", {o: [(u.operation, u.index) for u in v.uses] for o, v in self.values.items()})
+            note("onnx_constants", set(self.consts))
         ftype = func.FunctionType.from_lists(arg_types, [r.type for r in results])
         fn = func.FuncOp("main", ftype, Region(self.block))
         fn.arg_attrs = _arg_attrs([vi.name for vi in inputs])

@@ -36,6 +36,7 @@ from cann.hw.config import load_soc
 from cann.lowering import cube, data, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
+from cann.tensor_trace import note
 
 #: device dtype of float tensors per precision mode (the modes of cann.codegen.om)
 PRECISION_MODES = {m: np.float16 if m in FP16_PRECISION_MODES else np.float32 for m in OM_PRECISION_MODES}
@@ -381,6 +382,7 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
     for k in lw.kernels:
         module.body.block.add_op(k)
     module.body.block.add_op(new_main)
+    note("graph_buffers", dict(conv.values))  # (cann.accuracy: the GM buffer of each graph value)
     module.attributes["tile.soc"] = StringAttr(soc.name)
     module.attributes["tile.precision_mode"] = StringAttr(precision_mode)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -240,7 +241,8 @@ def shares_timing(prog: list[isa.Instr], args: tuple[int, ...], sim_checks: str)
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",
-              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS) -> tuple[dict[str, np.ndarray], RunStats]:
+              max_instructions: int = MAX_DYNAMIC_INSTRUCTIONS,
+              on_launch: Callable[[int, np.ndarray], None] | None = None) -> tuple[dict[str, np.ndarray], RunStats]:
     """Run ``om`` on ``inputs`` (name -> array); returns (outputs by name, stats).
 
     Inputs must match the declared shape and dtype exactly (as onnxruntime requires).
@@ -252,7 +254,9 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
     from finite operands (float overflow) is reported as a :class:`cann.errors.FloatOverflowWarning`
     (and in ``RunStats.overflow``), naming its model nodes (``Kernel.nodes``, recorded in the
     ``.om``): the first kernel that writes inf/NaN to GM after one of its instructions turned finite
-    operands into inf/NaN, in a run whose inputs are all finite.
+    operands into inf/NaN, in a run whose inputs are all finite. ``on_launch(index, gm)``, when
+    given, is called after each launch with the launch index and the GM arena (uint8, read it only:
+    the per-layer dumps of :mod:`cann.accuracy`); it changes nothing else.
 
     Raises:
         CannError: an invalid model (:func:`cann.codegen.om.validate`), more than
@@ -312,6 +316,8 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
             if stats.overflow is None and run.overflow is not None:
                 stats.overflow = _overflow_message(om, li, k.name, run, k.nodes)
         add_launch(stats, li, k, kind, spec, runs, ncores, la.work)
+        if on_launch is not None:
+            on_launch(li, gm)
 
     for core in cores.values():
         _release(core)

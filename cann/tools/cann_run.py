@@ -5,12 +5,14 @@
     cann-run model.om --input inputs.npz --compare model.onnx
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
     cann-run model.om --timing-only                     # cycles and profile only, no values
+    cann-run model.om --compare model.onnx --all-layers --csv layers.csv   # per layer (docs/accuracy.md)
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
-``error: <location>: <message>`` and exit 2; a ``--compare`` beyond tolerance exits 1. Inputs must
-have the declared dtypes exactly; a float overflow in the run is one ``warning:`` line.
-``--timing-only`` runs ``Model.time`` (docs/core-model.md, "Timing-only runs"): the cycles and the
-profile of a full run, without computing values, so it takes no inputs and writes no outputs.
+``error: <location>: <message>`` and exit 2; a ``--compare`` (or a layer of ``--all-layers``) beyond
+tolerance exits 1. Inputs must have the declared dtypes exactly; a float overflow in the run is one
+``warning:`` line. ``--timing-only`` runs ``Model.time`` (docs/core-model.md, "Timing-only runs"):
+the cycles and the profile of a full run, without computing values, so it takes no inputs and
+writes no outputs.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import click
 import ml_dtypes
 import numpy as np
 
-from cann.codegen.om import FP16_PRECISION_MODES
+from cann.accuracy import default_tolerance, errors, reference_outputs, reference_session
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.fileio import atomic_output
 from cann.tools._cli import run_command
@@ -176,58 +178,6 @@ def summary(name: str, a: np.ndarray) -> str:
     return line
 
 
-def errors(y: np.ndarray, r: np.ndarray) -> tuple[float, float]:
-    """(max |y - r|, ||y - r||_2 / max(||r||_2, 1e-30)) over the flattened tensors."""
-    yf, rf = y.astype(np.float64).ravel(), r.astype(np.float64).ravel()
-    d = yf - rf
-    max_abs = float(np.max(np.abs(d))) if d.size else 0.0
-    return max_abs, float(np.linalg.norm(d) / max(float(np.linalg.norm(rf)), 1e-30))
-
-
-def reference_session(onnx_path: str, outputs: Sequence[str] = ()):
-    """An onnxruntime CPU session on ``onnx_path`` (opened before simulating, to fail early) that
-    exposes ``outputs``: a tensor that is not a graph output of the model (an intermediate one,
-    kept with ``--out_nodes``) is added to the graph outputs first."""
-    if not Path(onnx_path).is_file():
-        raise CannError(onnx_path, "no such file")
-    import onnxruntime as ort
-
-    def session(model):
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        try:
-            return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception types
-            raise CannError(onnx_path, f"onnxruntime cannot load the model: {str(e).splitlines()[0]}") from None
-
-    sess = session(onnx_path)
-    missing = [n for n in outputs if n not in {o.name for o in sess.get_outputs()}]
-    if not missing:
-        return sess
-    import onnx
-
-    model = onnx.load(onnx_path)
-    tensors = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
-    unknown = [n for n in missing if n not in tensors]
-    if unknown:
-        raise CannError(onnx_path, f"has no tensor '{unknown[0]}' (outputs: {', '.join(o.name for o in sess.get_outputs())})")
-    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in missing)
-    return session(model.SerializeToString())
-
-
-def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
-    available = {o.name for o in sess.get_outputs()}
-    for n in names:
-        if n not in available:
-            raise CannError(onnx_path, f"has no output '{n}' (outputs: {', '.join(sorted(available))})")
-    feed_names = {i.name for i in sess.get_inputs()}
-    feed = {k: v for k, v in inputs.items() if k in feed_names}
-    try:
-        return dict(zip(names, sess.run(names, feed)))
-    except Exception as e:  # noqa: BLE001
-        raise CannError(onnx_path, f"onnxruntime failed: {str(e).splitlines()[0]}") from None
-
-
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="MODEL.om")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=FILE.npy | FILE.npz | FILE.npy",
@@ -237,7 +187,7 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
 @click.option("--tolerance", type=float, callback=_tolerance, help="Largest rel_l2_err accepted by --compare "
-              "(default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
+              "(and by each layer of --all-layers; default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
 @click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
               "GM bytes, the compiled bound and its binding resource, model / executed MACs, the ideal bound "
               "and ideal_pct) and a total line.")
@@ -250,8 +200,12 @@ def reference_outputs(sess, onnx_path: str, inputs: dict[str, np.ndarray], names
 @click.option("--max-instructions", type=int, callback=lambda c, p, v: _at_least(v, 1), default=None,
               help="The simulation's work budget: instructions executed over all launches and blocks, plus one "
                    "per block (default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
+@click.option("--all-layers", is_flag=True, help="With --compare: compare every layer's GM tensor with onnxruntime "
+              "and name the first node beyond --tolerance (docs/accuracy.md).")
+@click.option("--csv", "layers_csv", metavar="PATH", help="With --all-layers: write the per-layer rows (node, op, "
+              "tensor, status, kernel, launch, shape, max_abs_err, rel_l2_err, cosine_similarity) as CSV.")
 def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
-        timing_only, max_instructions) -> int:
+        timing_only, max_instructions, all_layers, layers_csv) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
 
@@ -260,7 +214,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             if given:
                 raise CannError("--timing-only", f"computes no values: it cannot be combined with {option}")
     model = cann.load(om)
-    for path in (output, profile_csv, trace):
+    for path in (output, profile_csv, trace, layers_csv):
         if path:
             parent = Path(path).parent
             if not parent.is_dir():
@@ -272,14 +226,17 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         _simulate(om, model, model.time, **kw)
         _report(model.last_run, True, profile_csv, trace)
         return 0
-    sess = reference_session(compare, [t.name for t in model.outputs]) if compare else None
+    plan = _layer_plan(model, str(om), compare, all_layers, layers_csv)
+    names = [t.name for t in model.outputs] + (plan.tensors() if plan else [])
+    sess = reference_session(compare, names) if compare else None
     if input_specs:
         inputs = gather_inputs(input_specs, model.inputs)
     else:
         inputs, got = random_inputs(model.inputs, seed)
         print(f"note: no --input given: generated inputs (seed {seed}): {'; '.join(got) or 'none'}", file=sys.stderr)
     inputs = check_inputs(inputs, model.inputs)
-    outputs = _simulate(om, model, model.run, inputs, **kw)
+    run = (lambda x, **k: plan.run(model, x, **k)) if plan else model.run
+    outputs = _simulate(om, model, run, inputs, **kw)
     overflow = getattr(model.last_run, "overflow", None)
     if overflow:
         print(f"warning: {overflow[0]}: {overflow[1]}", file=sys.stderr)
@@ -293,7 +250,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             from cann.codegen.om import read_om
 
             precision = read_om(om).precision_mode
-        tol = tolerance if tolerance is not None else (1e-2 if precision in FP16_PRECISION_MODES else 1e-4)
+        tol = tolerance if tolerance is not None else default_tolerance(precision)
         refs = reference_outputs(sess, compare, inputs, list(outputs))
         for name, y in outputs.items():
             r = refs[name]
@@ -307,6 +264,9 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
                 status = 1
         if status:
             print(f"cann-run: outputs differ from onnxruntime by more than rel_l2_err {tol:g}", file=sys.stderr)
+        if plan:
+            layer_refs = reference_outputs(sess, compare, inputs, plan.tensors())
+            status = max(status, _report_layers(plan, plan.compare(layer_refs, tol), tol, layers_csv))
     if output:  # written once the run (and any comparison) went through: no file on an error
         with atomic_output(output, "wb") as f:
             np.savez(f, **outputs)
@@ -346,6 +306,37 @@ def _report(run, profile: bool, profile_csv: str | None, trace: str | None) -> N
             prof.write_profile_csv(run, profile_csv)
         if trace:
             prof.write_trace(run, trace)
+
+
+def _layer_plan(model, om: str, compare: str | None, all_layers: bool, layers_csv: str | None):
+    """``--all-layers``: the .om's GM tensors mapped to ``compare``'s ONNX tensors (cann.accuracy)."""
+    if layers_csv and not all_layers:
+        raise CannError("--csv", "writes the per-layer comparison: give --all-layers too")
+    if not all_layers:
+        return None
+    if not compare:
+        raise CannError("--all-layers", "needs --compare MODEL.onnx (the model the .om was compiled from)")
+    from cann.accuracy import plan_layers
+
+    plan = plan_layers(compare, model.om, om)
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return plan
+
+
+def _report_layers(plan, rows, tol: float, layers_csv: str | None) -> int:
+    """Print (or write as CSV) the per-layer rows, a count line and the first diverging node; 1 if one diverged."""
+    from cann import accuracy
+
+    if layers_csv:
+        accuracy.write_csv(rows, layers_csv)
+    else:
+        for line in accuracy.format_rows(rows):
+            print(line)
+    first = accuracy.first_divergence(rows)
+    print(accuracy.summary(rows))
+    print(accuracy.divergence_message(plan, first, tol))
+    return int(first is not None)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
