@@ -1,9 +1,13 @@
 """Shared test helpers: small ONNX models with generated weights (DESIGN.md recipe)."""
 
+import json
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects import func
+from xdsl.passes import PassPipeline
 
 
 def _weight(rng, shape):
@@ -56,3 +60,29 @@ def fire_onnx(tmp_path):
     p = tmp_path / "fire.onnx"
     onnx.save(fire_net(), p)
     return p
+
+
+def compile_pinned(model, precision_mode, pins=None, aicore_num=0):
+    """Compile like ``cann.compile`` with kernel tilings pinned; returns (Model, {kernel: tiling})."""
+    from cann.codegen.offline import build_offline_model
+    from cann.compiler import import_model, make_context, stage_pipelines
+    from cann.dialects import tile
+    from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
+    from cann.passes import ALL_PASSES
+    from cann.runtime import Model
+
+    module = import_model(model)
+    ctx = make_context()
+    (_, graph), _, (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1, aicore_num)
+    PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
+    ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}),
+                           aicore_num=aicore_num).apply(ctx, module)
+    tilings = {}
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes:
+            t = {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
+            t["img2col_kernels"] = {(i.field("kernel_h"), i.field("kernel_w")) for i in op.walk()
+                                    if isinstance(i, tile.Img2colOp)}
+            tilings[op.sym_name.data] = t
+    PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)
+    return Model(build_offline_model(module)), tilings

@@ -8,6 +8,7 @@ channel values repeated), read with a repeat stride of 0 so that every repeat se
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -158,8 +159,10 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     ub = lw.usable("ub")
     fits = lambda r=1, wc=1, ki=1, kj=1: need(r, wc, ki, kj) <= ub
     tl = {"rows": 1, "cols": 1, "krows": 1, "kcols": 1}
-    if fits(1, wo_, kh_, kw_):
-        tl.update(cols=wo_, krows=kh_, kcols=kw_, rows=_largest(1, ho_, lambda r: fits(r, wo_, kh_, kw_)))
+    groups = max(1, lw.cores // min(c1, lw.cores))  # groups of cores the planes leave room for
+    if fits(1, wo_, kh_, kw_):  # rows: as many as fit UB, but enough row tiles for every group
+        tl.update(cols=wo_, krows=kh_, kcols=kw_,
+                  rows=_largest(1, -(-ho_ // groups), lambda r: fits(r, wo_, kh_, kw_)))
     elif fits(1, 1, kh_, kw_):
         tl.update(krows=kh_, kcols=kw_, cols=_largest(1, wo_, lambda c: fits(1, c, kh_, kw_)))
     elif fits(1, 1, kh_, 1):
@@ -178,7 +181,18 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
         div = (1.0 / (cnt_h[:, None] * cnt_w[None, :])).astype(np.float32)
         dtab = kb.arg(lw.constant(np.repeat(div[:, :, None], 16, axis=2).astype(lw.dtype), "ND"))
         divb = kb.alloc(Space.UB, rows * cols * 16, lw.dtype)
-    kb.partition(c1)  # SPMD over the C1 planes of each image
+    n_blocks = kb.partition(c1)[0]  # SPMD over the C1 planes of each image ...
+    row_tiles = len(range(0, ho_, rows))
+    # ... and, when the planes leave cores idle, over groups of output rows (each group of n_blocks
+    # cores its own code: the tiles at the top and bottom border differ)
+    m_blocks = kb.tiling.get("m_blocks", min(row_tiles, max(1, lw.cores // n_blocks)))
+    if not 1 <= m_blocks <= row_tiles or n_blocks * m_blocks > lw.cores:
+        raise unsupported(loc, f"Pool: tiling m_blocks = {m_blocks}: 1 to {min(row_tiles, lw.cores // n_blocks)} "
+                               f"(the row tiles, {n_blocks} cores each, at most {lw.cores} cores)")
+    if m_blocks > 1:
+        kb.block_dim = n_blocks * m_blocks
+        kb.block_modulo = n_blocks  # block b: plane b % n_blocks of row group b // n_blocks
+        kb.tiling.update(block_dim=kb.block_dim, m_blocks=m_blocks)
     kb.block_offset(xa, h_ * w_ * 16)
     kb.block_offset(ya, ho_ * wo_ * 16)
 
@@ -208,7 +222,8 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
 
     out_tiles = [(ho0, wo0) for ho0 in range(0, ho_, rows) for wo0 in range(0, wo_, cols)]
 
-    def body(first: int, last: bool = False, n: int = 0) -> None:
+    def body(first: int, last: bool, n: int, group: range) -> None:
+        """Plane ``first`` of image ``n``: the output tile rows ``group``."""
         c = first
         plane = (n * c1 + c) * h_ * w_ * 16
 
@@ -232,13 +247,17 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
                     burst=wc * 16, src_stride=wc * 16, dst_stride=wo_ * 16)
 
         ncols = len(range(0, wo_, cols))
-        for_rows = [out_tiles[i:i + ncols] for i in range(0, len(out_tiles), ncols)]
+        for_rows = [out_tiles[i:i + ncols] for i in range(0, len(out_tiles), ncols)][group.start:group.stop]
         # one iteration per row of tiles: the inner rows (no padding, full height) are one hardware loop
         # (and the tiles of a row, inner columns without padding, an inner one)
         kb.roll(len(for_rows), lambda i: kb.roll(len(for_rows[i]), lambda j: tile_code(*for_rows[i][j])))
 
+    per_group = [row_tiles // m_blocks + (g < row_tiles % m_blocks) for g in range(m_blocks)]
     with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
-        kb.for_tiles(c1, lambda first, last=False: body(first, last, 0))
+        for g in range(m_blocks):  # group g of cores: blocks g*n_blocks .. (g+1)*n_blocks - 1
+            rows_g = range(sum(per_group[:g]), sum(per_group[:g + 1]))
+            with kb.core_group(g * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
+                kb.for_tiles(c1, lambda first, last=False, rows_g=rows_g: body(first, last, 0, rows_g))
     lw.launch(kb)
     return y
 

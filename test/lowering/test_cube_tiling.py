@@ -9,22 +9,18 @@ M = 50,000 (and the float32 -> float16 conversion over more chunks than cores th
 exposed).
 """
 
-import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from xdsl.dialects import func
-from xdsl.passes import PassPipeline
 
 import cann
 from cann import testing
-from cann.codegen.offline import build_offline_model
-from cann.compiler import import_model, make_context, stage_pipelines
-from cann.dialects import tile
-from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
-from cann.passes import ALL_PASSES
-from cann.runtime import Model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import compile_pinned  # noqa: E402
 
 TOL = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
 
@@ -45,25 +41,6 @@ def conv_model(cin, cout, h, w, d, k=3, stride=1, pads=None, group=1):
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = 8
     return m
-
-
-def compile_pinned(model, precision_mode, pins=None, aicore_num=0):
-    """Compile like ``cann.compile`` with kernel tilings pinned; returns (Model, {kernel: tiling})."""
-    module = import_model(model)
-    ctx = make_context()
-    (_, graph), _, (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1, aicore_num)
-    PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
-    ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}),
-                           aicore_num=aicore_num).apply(ctx, module)
-    tilings = {}
-    for op in module.walk():
-        if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes:
-            t = {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
-            t["img2col_kernels"] = {(i.field("kernel_h"), i.field("kernel_w")) for i in op.walk()
-                                    if isinstance(i, tile.Img2colOp)}
-            tilings[op.sym_name.data] = t
-    PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)
-    return Model(build_offline_model(module)), tilings
 
 
 def check(model, precision_mode, pins=None, aicore_num=0):

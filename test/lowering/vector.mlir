@@ -81,8 +81,9 @@ builtin.module {
 }
 
 // -----
-// Output rows of 70000 positions: tiles of 1982 output columns with the whole 3x3 window.
-// CHECK:      func.func @max_pool_0({{.*}}tile.tiling = {block_dim = 1 : i64, cols = 1982 : i64, kcols = 3 : i64, krows = 3 : i64, rows = 1 : i64}}
+// Output rows of 70000 positions: tiles of 1982 output columns with the whole 3x3 window; the one
+// C1 plane leaves cores idle: its three output rows go to three groups of cores (m_blocks).
+// CHECK:      func.func @max_pool_0({{.*}}tile.tiling = {block_dim = 3 : i64, cols = 1982 : i64, kcols = 3 : i64, krows = 3 : i64, m_blocks = 3 : i64, rows = 1 : i64}}
 // CHECK:        tile.copy {{.*}}nburst = 2, burst = 31728, src_stride = 1120000, dst_stride = 31744}
 
 builtin.module {
