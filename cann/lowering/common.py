@@ -311,11 +311,19 @@ class KernelBuilder:
         yield
         self.emit(tile.LoopEndOp())
 
-    def for_tiles(self, tiles: int, body, partial_last: bool = False) -> None:
+    def for_tiles(self, tiles: int, body, partial_last: bool = False, cores: int | None = None) -> None:
         """Emit ``body(first)`` once per round (``first``: the round's first item, core 0's); the
         last round is guarded to the cores that have an item. With ``partial_last`` the very last
-        item gets its own section, ``body(first, last=True)``, run only by its core."""
-        b_dim = self._group[1] if self._group else self.block_dim
+        item gets its own section, ``body(first, last=True)``, run only by its core. ``cores``: the
+        items spread over that many cores (``block_idx % cores``, see :attr:`block_modulo`) instead of
+        the group's; its rounds must then be whole.
+
+        Raises:
+            ValueError: ``cores`` with a ragged or partial last round (a lowering bug).
+        """
+        b_dim = cores or (self._group[1] if self._group else self.block_dim)
+        if cores and (tiles % cores or partial_last) and cores < (self._group[1] if self._group else self.block_dim):
+            raise ValueError(f"for_tiles: {tiles} items over {cores} of the cores: the last round is not whole")
         rounds = math.ceil(tiles / b_dim)
         last_hi = tiles - (rounds - 1) * b_dim
         # every round but a ragged or partial last one is the same code moved by b_dim items

@@ -378,34 +378,62 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     l1_budget = lw.usable("l1") - k_t * n_t * isz
     # ... over groups of n_blocks cores (each core a channel tile per round) and m_blocks groups of
     # output tiles: fewer channel groups re-read the feature map less, more re-read the weights less
-    if "n_blocks" in pins:
-        n_opts = [pins["n_blocks"]]
+    image = {"x": c1in * h_ * w_ * 16, "y": n1 * ho_ * wo_ * 16}  # elements of one image
+
+    def split(budget: int, i_blocks: int):
+        """(n_blocks, plan) of one image on ``budget`` cores, ``i_blocks`` images at a time."""
+        if "n_blocks" in pins:
+            n_opts = [pins["n_blocks"]]
+        else:
+            n_opts = sorted({math.ceil(n_tiles / r) for r in range(1, 17)} & set(range(1, min(budget, n_tiles) + 1)),
+                            reverse=True)
+        best = None
+        for n_blocks in n_opts:
+            if not 1 <= n_blocks <= min(budget, n_tiles):
+                raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(budget, n_tiles)} "
+                                       f"(the channel tiles, at most the cores)")
+            m_blocks_cap = pins.get("m_blocks", max(1, budget // n_blocks))
+            limit = (lw.cores if "m_blocks" in pins else cores) // i_blocks  # a pinned split may use every core
+            if m_blocks_cap < 1 or n_blocks * m_blocks_cap > limit:
+                raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} "
+                                       f"cores, {limit} available")
+            plan = _conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
+                              math.ceil(n_tiles / n_blocks), loc, m_blocks_cap, n_blocks * i_blocks)
+            if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
+                best = (n_blocks, plan)
+        return best
+
+    # the batch: i_blocks groups of cores taking every i_blocks-th image (a divisor of the batch; each
+    # group's cores move their image arguments by a whole number of elements per channel group)
+    if "i_blocks" in pins:
+        i_opts = [pins["i_blocks"]]
+        if n_ % i_opts[0] or not 1 <= i_opts[0] <= cores:
+            raise unsupported(loc, f"Conv: tiling i_blocks = {i_opts[0]}: a divisor of the batch {n_} up to "
+                                   f"{cores} cores")
     else:
-        n_opts = sorted({math.ceil(n_tiles / r) for r in range(1, 17)} & set(range(1, min(cores, n_tiles) + 1)),
-                        reverse=True)
-    best = None
-    for n_blocks in n_opts:
-        if not 1 <= n_blocks <= min(cores, n_tiles):
-            raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(cores, n_tiles)} "
-                                   f"(the channel tiles, at most the cores)")
-        m_blocks_cap = pins.get("m_blocks", max(1, cores // n_blocks))
-        limit = lw.cores if "m_blocks" in pins else cores  # a pinned split may use every core
-        if m_blocks_cap < 1 or n_blocks * m_blocks_cap > limit:
-            raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} cores, "
-                                   f"{limit} available")
-        plan = _conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t, math.ceil(n_tiles / n_blocks),
-                          loc, m_blocks_cap, n_blocks)
-        if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
-            best = (n_blocks, plan)
-    n_blocks, (taps, rows, cols, c1c, m_blocks, _) = best
-    kb.block_dim = n_blocks * m_blocks
+        i_opts = [d for d in range(1, min(n_, cores) + 1) if n_ % d == 0]
+    choice = None
+    for i_blocks in i_opts:
+        nb, plan = split(cores // i_blocks, i_blocks)
+        if i_blocks > 1 and (n_tiles % nb or any(v % nb for v in image.values())):
+            if "i_blocks" in pins:
+                raise unsupported(loc, f"Conv: tiling i_blocks = {i_blocks} with {nb} channel groups: the channel "
+                                       f"tiles ({n_tiles}) and an image's elements must divide evenly")
+            continue
+        cost = plan[5] * (n_ // i_blocks)
+        if choice is None or cost < choice[0] * 0.97:  # more image groups only for a clear gain
+            choice = (cost, i_blocks, nb, plan)
+    _, i_blocks, n_blocks, (taps, rows, cols, c1c, m_blocks, _) = choice
+    kb.block_dim = n_blocks * m_blocks * i_blocks
     kb.tiling["block_dim"] = kb.block_dim
-    if m_blocks > 1:  # core b computes channel tiles b % n_blocks + i * n_blocks of its group's output tiles
+    if m_blocks > 1 or i_blocks > 1:  # core b computes channel tiles b % n_blocks + i * n_blocks of its group's tiles
         kb.block_modulo = n_blocks
     if n_blocks < min(cores, n_tiles) or "n_blocks" in pins:
         kb.tiling["n_blocks"] = n_blocks
     if m_blocks > 1 or "m_blocks" in pins:
         kb.tiling["m_blocks"] = m_blocks
+    if i_blocks > 1 or "i_blocks" in pins:
+        kb.tiling["i_blocks"] = i_blocks
     kb.tiling["rows"] = rows
     if cols < wo_ or "cols" in pins:
         kb.tiling["cols"] = cols
@@ -434,8 +462,13 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
     l1_fm = kb.alloc(Space.L1, geo.fm_bytes(taps, c1c, rows, cols, isz) // isz, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * cols, 16) * n_t, np.dtype(np.float32))
-    per_image = {xa: c1in * h_ * w_ * 16, ya: n1 * ho_ * wo_ * 16}
-    per_image.update({ra: n1 * ho_ * wo_ * 16 for ra in tiles.residual_args})
+    per_image = {xa: image["x"], ya: image["y"]}
+    per_image.update({ra: image["y"] for ra in tiles.residual_args})
+    if i_blocks > 1:  # block b starts at image (b // n_blocks) % i_blocks: (b % (n_blocks*i_blocks) - b % n_blocks) / n_blocks
+        for a, v in per_image.items():
+            kb.emit(tile.BlockOffsetModOp(a, stride=v // n_blocks, modulo=n_blocks * i_blocks))
+            if n_blocks > 1:
+                kb.emit(tile.BlockOffsetModOp(a, stride=-(v // n_blocks), modulo=n_blocks))
 
     def load_fm(ld) -> None:
         """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][16]."""
@@ -524,11 +557,12 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             # the epilogue per M subtile: one hardware loop stepping the L0C offset and the output
             kb.roll(-(-m_pad // m_t), out_subtile)
 
-        kb.for_tiles(n_tiles, body)  # the channel tiles over the group's cores, in rounds
+        kb.for_tiles(n_tiles, body, cores=n_blocks)  # the channel tiles over the group's cores, in rounds
 
-    with kb.loop(n_, per_image):
-        for grp in range(m_blocks):  # group grp of cores: blocks grp*n_blocks .. (grp+1)*n_blocks - 1
-            with kb.core_group(grp * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
+    with kb.loop(n_ // i_blocks, {a: v * i_blocks for a, v in per_image.items()}):
+        for grp in range(m_blocks):  # group grp: blocks (grp*i_blocks + image group)*n_blocks + channel group
+            size = n_blocks * i_blocks
+            with kb.core_group(grp * size, size) if m_blocks > 1 else contextlib.nullcontext():
                 mine = out_tiles[starts[grp]:starts[grp + 1]]
                 by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
                 # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop

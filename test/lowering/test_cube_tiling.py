@@ -237,3 +237,28 @@ def test_dtype_conversion_over_more_chunks_than_cores(cols):
     x = testing.random_inputs(model)
     y = cann.compile(model, precision_mode="force_fp16").run(x)["y"]
     np.testing.assert_allclose(y, np.maximum(x["x"], 0), rtol=1e-3, atol=1e-3)
+
+
+def _batched(m, batch: int):
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = batch
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_value = batch
+    return m
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+def test_batch_spreads_over_idle_cores(precision_mode):
+    """Batch 8 of a 32-channel 7x7 conv: one image fills its channel groups (2 in float16, 4 in
+    float32) x 1 row tile, so groups of cores take every i_blocks-th image (block offsets by
+    (block_idx // n_blocks) % i_blocks)."""
+    tiling, _ = check(_batched(conv_model(32, 32, 7, 7, 1), 8), precision_mode)
+    assert (tiling["i_blocks"], tiling["block_dim"]) == (8, {"force_fp16": 16, "must_keep_origin_dtype": 32}[precision_mode])
+
+
+def test_pinned_image_groups():
+    m = _batched(conv_model(32, 32, 7, 7, 1), 6)
+    tiling, _ = check(m, "force_fp16", {"conv2d_0": {"i_blocks": 3}})
+    # 3 image groups leave 10 cores to an image: 2 channel groups x 3 groups of its 7 rows
+    assert (tiling["i_blocks"], tiling["m_blocks"], tiling["block_dim"]) == (3, 3, 18)
+    with pytest.raises(cann.CannError, match=r"^error: .*Conv: tiling i_blocks = 4: a divisor of the batch 6 up "
+                                             r"to 32 cores"):
+        compile_pinned(m, "force_fp16", {"conv2d_0": {"i_blocks": 4}})

@@ -41,11 +41,14 @@ def test_kernel_code_does_not_grow_with_batch(precision_mode, tol):
         y = model.run(x)["y"]
         assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= tol
         sizes[batch] = {k.name: len(k.code) for k in model.om.kernels}
-    # per-image kernels (NCHW -> NC1HWC0, conv, pooling, elementwise on NC1HWC0) are written once per image
-    per_image = ["trans_data_0", "conv2d_0", "max_pool_0", "fused_eltwise_0"]
+    # per-image kernels (NCHW -> NC1HWC0, pooling, elementwise on NC1HWC0) are written once per image
+    per_image = ["trans_data_0", "max_pool_0", "fused_eltwise_0"]
     assert {k: sizes[4][k] for k in per_image} == {k: sizes[16][k] for k in per_image}
+    # the conv gives the cores one image leaves idle further images (i_blocks) instead of groups of
+    # output rows, each with its own code: the larger batch has no more code
+    assert sizes[16]["conv2d_0"] <= sizes[4]["conv2d_0"]
     # kernels over flat [batch, ...] data differ at most by their tail (a partial last chunk or repeat)
-    assert all(abs(sizes[16][k] - sizes[4][k]) <= 128 for k in sizes[4])
+    assert all(abs(sizes[16][k] - sizes[4][k]) <= 128 for k in sizes[4] if k not in per_image + ["conv2d_0"])
 
 
 def test_loop_expansion_moves_gm_operands_per_iteration():
