@@ -170,6 +170,27 @@ def test_model(name: str, seed: int = 0, *, logits: bool = True) -> onnx.ModelPr
 test_model.__test__ = False  # type: ignore[attr-defined]  (not a pytest test)
 
 
+def with_batch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
+    """A copy of a batch-1 ``model`` at batch ``batch``: dimension 0 of its inputs and outputs, and the
+    leading 1 of the shape constants its Reshapes take (the flatten before a classifier), set to
+    ``batch``; intermediate shapes are left to shape inference."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in (*m.graph.input, *m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if dims and vi.name not in {i.name for i in m.graph.initializer}:
+            dims[0].dim_value = batch
+    del m.graph.value_info[:]
+    shapes = {n.input[1] for n in m.graph.node if n.op_type == "Reshape" and len(n.input) > 1}
+    for t in m.graph.initializer:
+        if t.name in shapes:
+            a = numpy_helper.to_array(t).copy()
+            if a.size and a[0] == 1:
+                a[0] = batch
+                t.CopyFrom(numpy_helper.from_array(a, t.name))
+    return m
+
+
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded standard-normal inputs for the model's (non-initializer) inputs."""
     rng = np.random.default_rng(seed)
