@@ -58,7 +58,7 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         n_, c_, h_, w_ = t.shape
         hw, c1 = h_ * w_, out.c1
         zero = None
-        if c_ % 16:
+        if c_ % 16:  # the padding channels: written as zeros by one contiguous burst, before the real ones
             zero = kb.alloc(Space.UB, chunk, out.dtype)
             kb.vec("dup", zero, count=chunk, scalar=0.0)
         if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
@@ -67,8 +67,12 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
                     move(c0, c0, min(chunk, c_ - c0))
                 if zero is not None:
                     kb.copy(zero, dst, dst_offset=c_, burst=c1 * 16 - c_)
-        else:  # SPMD over position chunks: every core converts all channels of its chunk
-            pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
+        else:  # SPMD over position chunks: every core converts all channels of its chunk, a C1 block
+            # with padding channels first zeroed whole (one burst), then each real channel scattered
+            # into its lane (element bursts): the padding costs no per-element bursts
+            per_core = math.ceil(hw / lw.cores)
+            cap = chunk // 16 if zero is not None else chunk  # positions of the zero tile
+            pos = math.ceil(per_core / math.ceil(per_core / cap))  # even rounds of at most cap positions
             tiles = math.ceil(hw / pos)
             kb.partition(tiles)
             kb.block_offset(src, pos)
@@ -78,12 +82,12 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
                 p0 = first * pos
                 p = hw - (tiles - 1) * pos if last else pos
                 with kb.loop(n_, {src: c_ * hw, dst: c1 * hw * 16}):  # one image's code, looped
-                    for c in range(c1 * 16):
-                        dst_off = ((c // 16) * hw + p0) * 16 + c % 16
-                        if c < c_:
-                            move(c * hw + p0, dst_off, p, dst_scatter=16)
-                        else:
-                            kb.copy(zero, dst, dst_offset=dst_off, nburst=p, burst=1, src_stride=1, dst_stride=16)
+                    for j in range(c1):
+                        lanes = min(16, c_ - 16 * j)
+                        if lanes < 16:
+                            kb.copy(zero, dst, dst_offset=(j * hw + p0) * 16, burst=p * 16)
+                        for c in range(16 * j, 16 * j + lanes):
+                            move(c * hw + p0, (j * hw + p0) * 16 + c % 16, p, dst_scatter=16)
 
             kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     else:  # NC1HWC0 -> ND (NCHW)

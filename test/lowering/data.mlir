@@ -65,3 +65,36 @@ builtin.module {
     func.return %1 : tensor<3x2x5xf32>
   }
 }
+
+// -----
+// NCHW -> NC1HWC0 of a 3-channel image (3136 positions, 98 per core): the C1 block's 13 padding
+// channels are one contiguous burst of zeros (98 x 16), then each real channel is cast and
+// scattered into its lane (98 element bursts, GM stride 16); no padding channel is scattered.
+// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 32 : i64, chunk = 25344 : i64}}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 1568,
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 1, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 2, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK-NOT:    dst_offset = 3, nburst = 98
+// CHECK:        func.return
+
+builtin.module {
+  func.func @main(%0: tensor<1x3x56x56xf32> {graph.name = "x"}) -> (tensor<1x3x28x28xf32> {graph.name = "y"}) {
+    %1 = graph.max_pool %0 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64} : tensor<1x3x56x56xf32> -> tensor<1x3x28x28xf32>
+    func.return %1 : tensor<1x3x28x28xf32>
+  }
+}
+
+// -----
+// 16 channels fill the C1 block: no zero burst (must-not case), sixteen scattered channels.
+// CHECK:      func.func @trans_data_0(
+// CHECK-NOT:    burst = 1568,
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 15, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        func.return
+
+builtin.module {
+  func.func @main(%0: tensor<1x16x56x56xf32> {graph.name = "x"}) -> (tensor<1x16x28x28xf32> {graph.name = "y"}) {
+    %1 = graph.max_pool %0 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = 0 : i64} : tensor<1x16x56x56xf32> -> tensor<1x16x28x28xf32>
+    func.return %1 : tensor<1x16x28x28xf32>
+  }
+}
