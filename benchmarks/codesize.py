@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 
-from cann import compiler
 from cann.compiler import lower
 from cann.dialects.ascend import kernels, op_to_instr
 from cann.testing import test_model
@@ -45,20 +43,7 @@ def resized(model, shape: list[int], base: list[int]):
 
 def compile_kernels(model, pins: dict | None = None) -> dict:
     """``{kernel: (instructions, tiling)}`` of ``model`` lowered to ascend, ``pins`` pinned."""
-    orig = compiler.stage_pipelines
-
-    def patched(*a, **k):
-        stages = orig(*a, **k)
-        if pins is None:
-            return stages
-        opt = "buffers=2 tiling=" + json.dumps(json.dumps(pins)) + "}"
-        return [(s, p.replace("buffers=2}", opt, 1) if s == "tile" else p) for s, p in stages]
-
-    compiler.stage_pipelines = patched
-    try:
-        module = lower(model, until="ascend")
-    finally:
-        compiler.stage_pipelines = orig
+    module = lower(model, until="ascend", tiling=pins)
     out = {}
     for k in kernels(module):
         t = k.attributes.get("tile.tiling")

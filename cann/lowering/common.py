@@ -451,6 +451,18 @@ class Lowering:
         self.main.add_op(op)
         return DevTensor(op.res, tuple(shape), ND, t.dtype)
 
+    @contextlib.contextmanager
+    def attempt(self):
+        """A lowering that may be abandoned: when it raises, the kernel names it took are handed out
+        again (a fused group falling back to one kernel per op names its kernels, and applies their
+        tiling pins, as a lowering without fusion would)."""
+        names = dict(self._names)
+        try:
+            yield
+        except CannError:
+            self._names = names
+            raise
+
     def kernel(self, hint: str, loc: Attribute | None, tiling: dict[str, int] | None = None) -> KernelBuilder:
         n = self._names.get(hint, 0)
         self._names[hint] = n + 1

@@ -160,18 +160,8 @@ def lower_fused(cv, op: FusedOp) -> DevTensor:
     lw = cv.lw
     nodes = [_node(o) for o in ops]
     try:
-        if op.kind.data == "cube_epilogue":
-            head = ops[0]
-            prog = _Program(cv, ops[1:], {head.results[0]: "acc"}, "r", "acc")
-            res = cv.lower(head, epilogue=Epilogue(prog.steps, prog.tables, prog.inputs))
-        elif op.kind.data == "reduction":  # elementwise producers + Softmax: one row kernel
-            prog = _Program(cv, ops[:-1], {}, "x", "y")
-            if prog.tables:
-                raise CannError("", "per-channel constants in a softmax prologue")
-            res = vector.softmax(lw, prog.inputs[0], ops[-1].axis.value.data, op.location, prog.steps, prog.inputs)
-        else:
-            prog = _Program(cv, ops, {}, "x", "y")
-            res = vector.eltwise(lw, "fused_eltwise", op.location, prog.inputs, prog.steps, prog.tables)
+        with lw.attempt():
+            res = _lower_group(cv, op, ops)
     except CannError:
         res = None
         for o in ops:  # not expressible as one kernel: the same ops, one kernel each
@@ -183,6 +173,24 @@ def lower_fused(cv, op: FusedOp) -> DevTensor:
 
     k.attributes["tile.fusion"] = StringAttr(op.kind.data)
     k.attributes["tile.fused_nodes"] = ArrayAttr([StringAttr(n) for n in nodes])
+    return res
+
+
+def _lower_group(cv, op: FusedOp, ops: list) -> DevTensor:
+    """The fused group as one kernel (raises CannError when it is not expressible as one)."""
+    lw = cv.lw
+    if op.kind.data == "cube_epilogue":
+        head = ops[0]
+        prog = _Program(cv, ops[1:], {head.results[0]: "acc"}, "r", "acc")
+        res = cv.lower(head, epilogue=Epilogue(prog.steps, prog.tables, prog.inputs))
+    elif op.kind.data == "reduction":  # elementwise producers + Softmax: one row kernel
+        prog = _Program(cv, ops[:-1], {}, "x", "y")
+        if prog.tables:
+            raise CannError("", "per-channel constants in a softmax prologue")
+        res = vector.softmax(lw, prog.inputs[0], ops[-1].axis.value.data, op.location, prog.steps, prog.inputs)
+    else:
+        prog = _Program(cv, ops, {}, "x", "y")
+        res = vector.eltwise(lw, "fused_eltwise", op.location, prog.inputs, prog.steps, prog.tables)
     return res
 
 
