@@ -68,10 +68,12 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          active: int) -> float:
-    """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1, the part of the
-    reads other cores make too served at the L2 rate), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM)
-    streams, plus one L1 load and one epilogue that do not overlap."""
+          gm: int, gn: int) -> float:
+    """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1: of the A rows the
+    ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; B columns likewise over
+    ``gm``; docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
+    load and one epilogue that do not overlap (and, for an accumulator taking more than one copy's
+    share of L0C, every tile's L0C -> UB move)."""
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     k0 = cube.k0(isz)
@@ -82,9 +84,9 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     loads = math.ceil(kp / kc)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
     mac = tiles * (steps * lat.cube_startup + (cm // 16) * (cn // 16) * (kp // k0) * rate)
+    active = gm * gn
     read = tiles * (cm + cn) * kp * isz
-    distinct = (m_ * k_ + k_ * n_) * isz
-    hbm = min(read, distinct / active)
+    hbm = tiles * (cm / gn + cn / gm) * kp * isz
     hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
     mte2 = hbm / hbm_bw + (read - hbm) / soc.l2.rate + \
         tiles * loads * (2 * lat.mte_startup + lat.burst_overhead * (cm + kc // k0))
@@ -97,7 +99,8 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     # not overlapped: the first L1 load (mostly from HBM) and the last tile's epilogue
     fill = (cm + cn) * kc * isz / hbm_bw + 2 * lat.mte_startup + (cm + kc // k0) * lat.burst_overhead
     drain = cm * cn * 4 / bw.l0c_to_ub + cm * cn * isz / wr_bw + cm * lat.burst_overhead + 3 * lat.mte_startup
-    return max(mac, mte2, mte1, mte3) + fill + drain
+    serial = tiles * cm * cn * 4 / bw.l0c_to_ub if cm * cn * 4 * max(1, lw.buffers) > lw.usable("l0c") else 0
+    return max(mac + serial, mte2, mte1, mte3) + fill + drain
 
 
 def _l0_k(lw: Lowering, cm: int, cn: int, k0: int, kp: int, whole: bool = False) -> int:
@@ -152,7 +155,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
         raise unsupported(loc, f"Gemm: tiling m_blocks = {gm_pin or 1} x n_blocks = {gn_pin or 1} needs "
                                f"{(gm_pin or 1) * (gn_pin or 1)} cores, {cores} available")
     l0c = lw.usable("l0c")
-    l0c_copy = l0c // max(1, lw.buffers) // 4  # accumulator elements of one copy
+    l0c_full = l0c // 4  # accumulator elements (a tile above one copy's share runs single-buffered)
     if "m" in pins or "n" in pins:
         cm_, cn_ = pins.get("m", 16), pins.get("n", 16)
         if cm_ * cn_ * 4 > l0c:
@@ -177,12 +180,11 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                 continue
             if gm_used * gn_used > limit and not (gm_pin and gn_pin):
                 continue
-            active = gm_used * gn_used
             cms = [pins["m"]] if "m" in pins else sorted({_split(sm // 16, t)[0] for t in range(1, 9)})
             cns = [pins["n"]] if "n" in pins else sorted({_split(sn // 16, t)[0] for t in range(1, 9)})
             for cm in cms:
                 for cn in cns:
-                    if ("m" not in pins and "n" not in pins) and cm * cn > l0c_copy:
+                    if ("m" not in pins and "n" not in pins) and cm * cn > l0c_full:
                         continue
                     pinned_mn = "m" in pins or "n" in pins
                     kt = pins.get("k") or _l0_k(lw, cm, cn, k0, kp, whole=pinned_mn and
@@ -194,7 +196,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                     sks = [pins["step_k"]] if "step_k" in pins else sorted({1, 2, 4, top} & set(range(1, top + 1)))
                     for sk in sks:
                         kc = min(sk * kt, _ceil(kp, kt))
-                        cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, active)
+                        cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used)
                         if best is None or cost < best.cycles * 0.999:
                             best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost)
     if best is None:
