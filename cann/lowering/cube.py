@@ -1,4 +1,5 @@
-"""Cube kernels: Conv (img2col + mmad) and Gemm/MatMul (nd2nz + load2d + mmad).
+"""Cube kernels: Conv (img2col + mmad) and MatMul of two tensors (nd2nz + load2d + mmad); Gemm /
+MatMul by a constant is :mod:`cann.lowering.gemm` (it shares the epilogue machinery here).
 
 Weights are constants, stored in GM in the cube's layout at compile time: FRACTAL_Z
 (``[K1][N1][16][k0]``, the Zn layout L0B takes) with ``K`` ordered ``(c1, kh, kw, c0)`` as img2col
@@ -160,18 +161,15 @@ class _CubeTiles:
         self.apply_epilogue(n1t, valid)
 
 
-def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int,
-                   double_l0: bool = True) -> tuple[int, int, int]:
+def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int) -> tuple[int, int, int]:
     """(m, n, k): ``n`` (a divisor of the padded N, at most 128) small enough that the N tiles
-    occupy every core, ``m`` up to 128, ``k`` filling L0A / L0B (ascend-core.md §2.1 via the SoC):
-    one copy's budget (:meth:`Lowering.usable`) when ``double_l0``, else the whole buffers (no room
-    for a second copy: fewer, longer K tiles)."""
+    occupy every core, ``m`` up to 128, ``k`` filling one copy's budget of L0A / L0B
+    (ascend-core.md §2.1 via the SoC, :meth:`Lowering.usable`)."""
     isz = lw.dtype.itemsize
     target = max(1, min(8, n1 // min(lw.cores, n1)))
     n = 16 * max(d for d in range(1, target + 1) if n1 % d == 0)
     m = min(128, _ceil(m_hint, 16))
-    l0a, l0b = (lw.usable("l0a"), lw.usable("l0b")) if double_l0 else \
-        (lw.soc.buffer("l0a").usable, lw.soc.buffer("l0b").usable)
+    l0a, l0b = lw.usable("l0a"), lw.usable("l0b")
     k = min(l0a // (m * isz), l0b // (n * isz))
     k = max(k0, k // k0 * k0)
     return m, n, min(k, _ceil(k_total, k0))

@@ -2,7 +2,7 @@
 
 ``A`` [M, K] (ND, in GM) times a constant ``B`` [K, N] (stored at compile time in FRACTAL_Z,
 ``[K1][N1][16][k0]``) plus an optional bias and fused epilogue, in the spirit of Ascend C's
-``TCubeTiling`` (docs/lowering.md, "GEMM tiling"):
+``TCubeTiling`` (docs/pipelining.md, "GEMM tiling"):
 
 * **core blocks** -- the output is cut into ``m_blocks`` x ``n_blocks`` blocks of ``sm`` x ``sn``
   (multiples of 16), one per core (``block_dim = m_blocks * n_blocks``). Core ``b`` computes block
@@ -37,8 +37,8 @@ from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_
 #: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
 UNROLL_STEPS = 16
 
-#: the tiling keys of a gemm kernel (``tile.tiling``); ``sm`` / ``sn`` are derived, not pinnable
-KEYS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k", "block_dim")
+#: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
+KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "block_dim")
 
 
 @dataclass(frozen=True)
@@ -139,18 +139,20 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
     m16, n16 = math.ceil(m_ / 16), math.ceil(n_ / 16)
     cores = lw.cores
     for key in pins:
-        if key not in KEYS and key not in ("sm", "sn"):
+        if key not in KEYS:
             raise unsupported(loc, f"Gemm: unknown tiling key '{key}' (keys: {', '.join(KEYS)})")
-    for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim"):
+    for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn"):
         if key in pins and pins[key] < 1:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be positive")
-    for key in ("m", "n"):
+    for key in ("m", "n", "sm", "sn"):
         if key in pins and pins[key] % 16:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be a multiple of 16")
     if "k" in pins and pins["k"] % k0:
         raise unsupported(loc, f"Gemm: tiling k = {pins['k']} must be a multiple of k0 = {k0}")
     limit = min(cores, pins.get("block_dim", cores))
-    gm_pin, gn_pin = pins.get("m_blocks"), pins.get("n_blocks")
+    # a block size pins the block count it gives (a recorded tiling pinned back gives itself)
+    gm_pin = pins.get("m_blocks") or ("sm" in pins and _split(m16, math.ceil(m16 / (pins["sm"] // 16)))[1]) or None
+    gn_pin = pins.get("n_blocks") or ("sn" in pins and _split(n16, math.ceil(n16 / (pins["sn"] // 16)))[1]) or None
     if (gm_pin or 1) * (gn_pin or 1) > cores:
         raise unsupported(loc, f"Gemm: tiling m_blocks = {gm_pin or 1} x n_blocks = {gn_pin or 1} needs "
                                f"{(gm_pin or 1) * (gn_pin or 1)} cores, {cores} available")
@@ -163,13 +165,8 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                                    f"(fp32 accumulators), {l0c} available")
         if _l0_k(lw, cm_, cn_, k0, kp, whole=True) < k0:
             raise unsupported(loc, f"Gemm: tiling m = {cm_}, n = {cn_} leaves no room for k = {k0} in L0A / L0B")
-    if "k" in pins:
-        cm_, cn_ = pins.get("m", 16), pins.get("n", 16)
-        if _l0_k(lw, cm_, cn_, k0, max(kp, pins["k"]), whole=True) < pins["k"]:
-            raise unsupported(loc, f"Gemm: tiling k = {pins['k']} with m = {cm_}, n = {cn_} needs "
-                                   f"{cm_ * pins['k'] * isz} bytes of L0A and {pins['k'] * cn_ * isz} of L0B, "
-                                   f"{lw.soc.buffer('l0a').usable} / {lw.soc.buffer('l0b').usable} available")
-    best = None
+    best, refused = None, ""
+    l0a_full, l0b_full = lw.soc.buffer("l0a").usable, lw.soc.buffer("l0b").usable
     for gm in ([gm_pin] if gm_pin else range(1, min(limit, m16) + 1)):
         sm, gm_used = _split(m16, min(gm, m16))
         if gm_used != gm and not gm_pin:
@@ -184,7 +181,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
             cns = [pins["n"]] if "n" in pins else sorted({_split(sn // 16, t)[0] for t in range(1, 9)})
             for cm in cms:
                 for cn in cns:
-                    if ("m" not in pins and "n" not in pins) and cm * cn > l0c_full:
+                    if cm * cn > l0c_full:
                         continue
                     pinned_mn = "m" in pins or "n" in pins
                     kt = pins.get("k") or _l0_k(lw, cm, cn, k0, kp, whole=pinned_mn and
@@ -192,19 +189,27 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                     if kt < k0:
                         continue
                     kt = min(kt, kp) if "k" not in pins else kt
+                    if cm * kt * isz > l0a_full or kt * cn * isz > l0b_full:
+                        refused = (f"Gemm: tiling k = {kt} with m = {cm}, n = {cn} needs {cm * kt * isz} bytes of "
+                                   f"L0A and {kt * cn * isz} of L0B, {l0a_full} / {l0b_full} available")
+                        continue
                     top = _step_k(lw, cm, cn, kt, kp)
                     sks = [pins["step_k"]] if "step_k" in pins else sorted({1, 2, 4, top} & set(range(1, top + 1)))
                     for sk in sks:
                         kc = min(sk * kt, _ceil(kp, kt))
+                        if (cm + cn) * kc * isz > lw.usable("l1"):
+                            refused = (f"Gemm: tiling step_k = {sk} with m = {cm}, n = {cn}, k = {kt} needs "
+                                       f"{(cm + cn) * kc * isz} bytes of L1, {lw.usable('l1')} available")
+                            continue
                         cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used)
                         if best is None or cost < best.cycles * 0.999:
                             best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost)
     if best is None:
-        raise unsupported(loc, f"Gemm: no tiling within {limit} cores for the pinned values "
-                               f"{ {k: v for k, v in pins.items()} }")
-    if (cm_kc := (best.m + best.n) * best.k * best.step_k * isz) > lw.usable("l1"):
-        raise unsupported(loc, f"Gemm: tiling step_k = {best.step_k} with m = {best.m}, n = {best.n}, k = {best.k} "
-                               f"needs {cm_kc} bytes of L1, {lw.usable('l1')} available")
+        raise unsupported(loc, refused or f"Gemm: no tiling within {limit} cores for the pinned values {pins}")
+    for key, got in (("sm", best.sm), ("sn", best.sn)):
+        if key in pins and pins[key] != got:
+            raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} does not split the output evenly "
+                                   f"(m_blocks = {best.m_blocks}, n_blocks = {best.n_blocks} give {key} = {got})")
     return best
 
 

@@ -97,6 +97,7 @@ def test_grid_of_the_suite(m, k, n, grid):
     {"m_blocks": 1, "n_blocks": 1, "m": 32, "n": 48, "k": 32, "step_k": 2},
     {"block_dim": 4},
     {"n": 16, "m": 128},               # the old N-only split's tile shape
+    {"sm": 48, "sn": 48},              # block sizes pin the block counts giving them (3 x 2)
 ])
 def test_pinned_tilings(pins):
     t = check(gemm_model(100, 300, 90, bias=True), "force_fp16", {"gemm_0": pins})
@@ -114,3 +115,21 @@ def test_pinned_tilings(pins):
 def test_pin_errors(pins, message):
     with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
         compile_pinned(gemm_model(100, 300, 90), "force_fp16", {"gemm_0": pins})
+
+
+@pytest.mark.parametrize("pins,message", [
+    ({"k": 4096, "m": 16, "n": 32}, r"Gemm: tiling k = 4096 with m = 16, n = 32 needs 131072 bytes of L0A and 262144 "
+                                    r"of L0B, 65536 / 65536 available$"),
+    ({"m": 256, "n": 256, "step_k": 20}, r"Gemm: tiling step_k = 20 with m = 256, n = 256, k = 64 needs 1310720 "
+                                         r"bytes of L1, 1048576 available$"),
+    ({"sm": 40}, r"Gemm: tiling sm = 40 must be a multiple of 16$"),
+])
+def test_pins_beyond_l0_and_l1_are_errors(pins, message):
+    with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
+        compile_pinned(gemm_model(100, 4000, 90), "force_fp16", {"gemm_0": pins})
+
+
+def test_recorded_tiling_pinned_back_gives_itself():
+    _, tilings = compile_pinned(gemm_model(300, 1000, 260), "force_fp16")
+    _, again = compile_pinned(gemm_model(300, 1000, 260), "force_fp16", {"gemm_0": tilings["gemm_0"]})
+    assert again["gemm_0"] == tilings["gemm_0"]
