@@ -37,6 +37,10 @@ from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_
 #: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
 UNROLL_STEPS = 16
 
+#: the exponent of the p-norm combining the busiest core's streams in :func:`_cost` (max: infinity);
+#: fitted to the simulator on the GEMM suite (equal streams cost 2^(1/p) of one)
+OVERLAP_NORM = 4
+
 #: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
 KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "block_dim")
 
@@ -68,10 +72,11 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          gm: int, gn: int) -> float:
+          gm: int, gn: int, parts: bool = False) -> float:
     """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1: of the A rows the
-    ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; B columns likewise over
-    ``gm``; docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
+    ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B columns the
+    ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it holds;
+    docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
     load and one epilogue that do not overlap (and, for an accumulator taking more than one copy's
     share of L0C, every tile's L0C -> UB move)."""
     soc, isz = lw.soc, lw.dtype.itemsize
@@ -85,8 +90,13 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     rate = cube.fp32_rate_divisor if isz == 4 else 1
     mac = tiles * (steps * lat.cube_startup + (cm // 16) * (cn // 16) * (kp // k0) * rate)
     active = gm * gn
+    # L2 hits: A rows are read by the gn cores of a block row, which run one code (a "group",
+    # docs/core-model.md "L2": always shared); B columns by gm groups, shared as far as the launch's
+    # distinct bytes fit the L2
+    scale = min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
+    hit_a, hit_b = (gn - 1) / gn, (gm - 1) / gm * scale
     read = tiles * (cm + cn) * kp * isz
-    hbm = tiles * (cm / gn + cn / gm) * kp * isz
+    hbm = tiles * (cm * (1 - hit_a) + cn * (1 - hit_b)) * kp * isz
     hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
     mte2 = hbm / hbm_bw + (read - hbm) / soc.l2.rate + \
         tiles * loads * (2 * lat.mte_startup + lat.burst_overhead * (cm + kc // k0))
@@ -97,10 +107,15 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     wr_bw = min(bw.ub_to_gm, bw.gm_total / active)
     mte3 = out / wr_bw + tiles * lat.mte_startup + lat.burst_overhead * sm * tn
     # not overlapped: the first L1 load (mostly from HBM) and the last tile's epilogue
-    fill = (cm + cn) * kc * isz / hbm_bw + 2 * lat.mte_startup + (cm + kc // k0) * lat.burst_overhead
+    fill = (cm * (1 - hit_a) + cn * (1 - hit_b)) * kc * isz / hbm_bw + (cm * hit_a + cn * hit_b) * kc * isz / \
+        soc.l2.rate + 2 * lat.mte_startup + (cm + kc // k0) * lat.burst_overhead
     drain = cm * cn * 4 / bw.l0c_to_ub + cm * cn * isz / wr_bw + cm * lat.burst_overhead + 3 * lat.mte_startup
     serial = tiles * cm * cn * 4 / bw.l0c_to_ub if cm * cn * 4 * max(1, lw.buffers) > lw.usable("l0c") else 0
-    return max(mac + serial, mte2, mte1, mte3) + fill + drain
+    streams = sorted((mac + serial, mte2, mte1, mte3))
+    if parts:
+        return streams, fill, drain
+    # the streams overlap imperfectly: two nearly equal ones cost more than the larger (a p-norm)
+    return sum(x ** OVERLAP_NORM for x in streams) ** (1 / OVERLAP_NORM) + fill + drain
 
 
 def _l0_k(lw: Lowering, cm: int, cn: int, k0: int, kp: int, whole: bool = False) -> int:
@@ -194,7 +209,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                                    f"L0A and {kt * cn * isz} of L0B, {l0a_full} / {l0b_full} available")
                         continue
                     top = _step_k(lw, cm, cn, kt, kp)
-                    sks = [pins["step_k"]] if "step_k" in pins else sorted({1, 2, 4, top} & set(range(1, top + 1)))
+                    sks = [pins["step_k"]] if "step_k" in pins else sorted({1, min(2, top)})
                     for sk in sks:
                         kc = min(sk * kt, _ceil(kp, kt))
                         if (cm + cn) * kc * isz > lw.usable("l1"):

@@ -80,8 +80,8 @@ def test_gemm_matches_onnxruntime(m, k, n, bias, relu, precision_mode):
 
 
 @pytest.mark.parametrize("m,k,n,grid", [
-    (512, 768, 768, (8, 4)),      # BERT-base: square-ish blocks of 64 x 192 on all 32 cores
-    (2048, 2048, 2048, (4, 8)),
+    (512, 768, 768, (4, 8)),      # BERT-base: square-ish blocks of 128 x 96 on all 32 cores
+    (2048, 2048, 2048, (4, 8)),   # 512 x 256 blocks in two 256 x 256 accumulators (the whole L0C)
     (1, 1024, 1000, (1, 21)),     # one row: 63 column blocks of 16 evenly over 21 cores (3 each)
 ])
 def test_grid_of_the_suite(m, k, n, grid):
