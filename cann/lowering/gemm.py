@@ -139,11 +139,11 @@ def _step_k(lw: Lowering, cm: int, cn: int, kt: int, kp: int) -> int:
     return math.ceil(steps / loads)
 
 
-def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> GemmPlan:
+def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_cap: int = 0) -> GemmPlan:
     """The tiling of an [M, K] x [K, N] gemm kernel: the cheapest by :func:`_cost` over the core grids
     (``m_blocks`` x ``n_blocks`` <= the cores, or the pinned ``block_dim``) and, per grid, the L0C
-    tiles of up to 8 near-equal pieces of the block along each axis whose fp32 accumulator fits one
-    copy's share of L0C. Pinned keys fix their value.
+    tiles of up to 8 near-equal pieces of the block along each axis whose fp32 accumulator fits L0C
+    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles). Pinned keys fix their value.
 
     Raises:
         CannError: a pinned value beyond the cores or the buffers' capacities.
@@ -192,7 +192,8 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc) -> 
                 continue
             if gm_used * gn_used > limit and not (gm_pin and gn_pin):
                 continue
-            cms = [pins["m"]] if "m" in pins else sorted({_split(sm // 16, t)[0] for t in range(1, 9)})
+            cms = [pins["m"]] if "m" in pins else sorted({c for c in (_split(sm // 16, t)[0] for t in range(1, 9))
+                                                          if not m_cap or c <= m_cap} or {16})
             cns = [pins["n"]] if "n" in pins else sorted({_split(sn // 16, t)[0] for t in range(1, 9)})
             for cm in cms:
                 for cn in cns:
@@ -252,7 +253,11 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     n1 = math.ceil(n_ / 16)
     np_ = n1 * 16
     kb = lw.kernel(kernel_hint, loc)
-    p = plan(lw, m_, k_, n_, dict(kb.tiling), loc)
+    epi = epilogue or Epilogue()
+    ub_tiles = 2 + len(epi.residuals) + len(epi.temps)  # + the ND copy of the output tile
+    # rows of an L0C tile whose epilogue fits UB 16 columns at a time (the tables of up to 512 columns)
+    m_cap = (lw.usable("ub") - (1 + len(epi.tables)) * 32 * lw.lanes * isz) // (ub_tiles * 16 * isz) // 16 * 16
+    p = plan(lw, m_, k_, n_, dict(kb.tiling), loc, m_cap=max(16, m_cap))
     kb.tiling.update(p.as_tiling())
     gm, gn, sm, sn, cm, cn, kt = p.m_blocks, p.n_blocks, p.sm, p.sn, p.m, p.n, p.k
     kc = min(p.step_k * kt, _ceil(kp, kt))
@@ -269,8 +274,6 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     kb.block_offset(ba, ns // 16 * lw.lanes)
     kb.block_offset(ya, ns)
     # the epilogue's UB tiles: as many columns of the L0C tile at a time as fit
-    epi = epilogue or Epilogue()
-    ub_tiles = 2 + len(epi.residuals) + len(epi.temps)  # + the ND copy of the output tile
     ub_tables = (1 + len(epi.tables)) * (cn // 16) * lw.lanes * isz
     ew = max(16, min(cn, (lw.usable("ub") - ub_tables) // max(1, ub_tiles * cm * isz) // 16 * 16))
     ew = _split(cn // 16, math.ceil(cn / ew))[0]  # even pieces
