@@ -33,7 +33,7 @@ from cann.dialects import graph, main_function
 from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
-from cann.lowering import cube, data, vector
+from cann.lowering import cube, data, gemm, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
 from cann.tensor_trace import note
@@ -161,14 +161,14 @@ class _Converter:
                 if c.size not in (1, b.shape[1]):
                     raise CannError(loc_name(loc), f"Gemm: bias C of shape {list(c.shape)} is not supported yet")
                 bias = np.broadcast_to(c.reshape(-1).astype(np.float32), (b.shape[1],)) * _float(op, "beta")
-            return cube.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue)
+            return gemm.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue)
         if name == "graph.matmul":
             sa, sb = _shape(op.a), _shape(op.b)
             a2 = sa if len(sa) > 1 else (1,) + sa  # numpy.matmul: 1-D operands gain a dimension
             b2 = sb if len(sb) > 1 else sb + (1,)
             if op.b in self.consts and len(b2) == 2:  # [..., M, K] x constant [K, N]: one Gemm
                 a = data.reshape(lw, self.tensor(op.a, loc), (int(np.prod(a2[:-1])), a2[-1]), loc)
-                y = cube.gemm(lw, a, self.const(op.b).astype(np.float32).reshape(b2), None, loc,
+                y = gemm.gemm(lw, a, self.const(op.b).astype(np.float32).reshape(b2), None, loc,
                               kernel_hint="matmul", epilogue=epilogue)
                 return data.reshape(lw, y, out_shape, loc) if y.shape != out_shape else y
             if epilogue is not None:

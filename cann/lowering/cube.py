@@ -1,4 +1,5 @@
-"""Cube kernels: Conv (img2col + mmad) and Gemm/MatMul (nd2nz + load2d + mmad).
+"""Cube kernels: Conv (img2col + mmad) and MatMul of two tensors (nd2nz + load2d + mmad); Gemm /
+MatMul by a constant is :mod:`cann.lowering.gemm` (it shares the epilogue machinery here).
 
 Weights are constants, stored in GM in the cube's layout at compile time: FRACTAL_Z
 (``[K1][N1][16][k0]``, the Zn layout L0B takes) with ``K`` ordered ``(c1, kh, kw, c0)`` as img2col
@@ -73,28 +74,31 @@ class _CubeTiles:
     """Buffers and epilogue shared by the conv and gemm kernels."""
 
     def __init__(self, lw: Lowering, kb: KernelBuilder, k_tile: int, n_tile: int, m_tile: int, l1_extra: int,
-                 epi: Epilogue | None = None):
+                 epi: Epilogue | None = None, l1_k: int | None = None, ub_n: int | None = None):
+        """``l1_k``: K rows of the L1 weight tile (default ``k_tile``); ``ub_n``: columns of the UB
+        output tiles (default ``n_tile``: the epilogue of a wider tile runs in column chunks)."""
         dt = lw.dtype
         self.lw, self.kb, self.dt = lw, kb, dt
         self.k0 = lw.soc.cube.k0(dt.itemsize)
-        self.l1_w = kb.alloc(Space.L1, k_tile * n_tile, dt)
+        self.l1_w = kb.alloc(Space.L1, (l1_k or k_tile) * n_tile, dt)
         self.l0a = kb.alloc(Space.L0A, m_tile * k_tile, dt)
         self.l0b = kb.alloc(Space.L0B, k_tile * n_tile, dt)
         self.ub_bias = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
-        self.ub_out = kb.alloc(Space.UB, n_tile * m_tile, dt)
+        ub_n = ub_n or n_tile
+        self.ub_out = kb.alloc(Space.UB, ub_n * m_tile, dt)
         self.epi = epi or Epilogue()
         self.bufs = {"acc": self.ub_out}
         for i in range(len(self.epi.residuals)):
-            self.bufs[f"r{i}"] = kb.alloc(Space.UB, n_tile * m_tile, dt)
+            self.bufs[f"r{i}"] = kb.alloc(Space.UB, ub_n * m_tile, dt)
         for i in range(len(self.epi.tables)):
             self.bufs[f"c{i}"] = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
         tiles = 1 + len(self.epi.residuals) + len(self.epi.temps)
-        need = (tiles * n_tile * m_tile + (1 + len(self.epi.tables)) * (n_tile // 16) * lw.lanes) * dt.itemsize
+        need = (tiles * ub_n * m_tile + (1 + len(self.epi.tables)) * (n_tile // 16) * lw.lanes) * dt.itemsize
         if need > lw.usable("ub"):  # raised during graph -> tile: a fused group falls back to one kernel per op
             raise unsupported(kb.loc, f"fused epilogue needs {need} bytes of UB ({tiles} output tiles), "
                                       f"{lw.usable('ub')} available")
         for t in self.epi.temps:
-            self.bufs[t] = kb.alloc(Space.UB, n_tile * m_tile, dt)
+            self.bufs[t] = kb.alloc(Space.UB, ub_n * m_tile, dt)
         self.table_args = []
         self.residual_args = []
 
@@ -157,18 +161,15 @@ class _CubeTiles:
         self.apply_epilogue(n1t, valid)
 
 
-def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int,
-                   double_l0: bool = True) -> tuple[int, int, int]:
+def _default_tiles(lw: Lowering, m_hint: int, n1: int, k_total: int, k0: int) -> tuple[int, int, int]:
     """(m, n, k): ``n`` (a divisor of the padded N, at most 128) small enough that the N tiles
-    occupy every core, ``m`` up to 128, ``k`` filling L0A / L0B (ascend-core.md §2.1 via the SoC):
-    one copy's budget (:meth:`Lowering.usable`) when ``double_l0``, else the whole buffers (no room
-    for a second copy: fewer, longer K tiles)."""
+    occupy every core, ``m`` up to 128, ``k`` filling one copy's budget of L0A / L0B
+    (ascend-core.md §2.1 via the SoC, :meth:`Lowering.usable`)."""
     isz = lw.dtype.itemsize
     target = max(1, min(8, n1 // min(lw.cores, n1)))
     n = 16 * max(d for d in range(1, target + 1) if n1 % d == 0)
     m = min(128, _ceil(m_hint, 16))
-    l0a, l0b = (lw.usable("l0a"), lw.usable("l0b")) if double_l0 else \
-        (lw.soc.buffer("l0a").usable, lw.soc.buffer("l0b").usable)
+    l0a, l0b = lw.usable("l0a"), lw.usable("l0b")
     k = min(l0a // (m * isz), l0b // (n * isz))
     k = max(k0, k // k0 * k0)
     return m, n, min(k, _ceil(k_total, k0))
@@ -567,80 +568,6 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
                 # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop
                 kb.roll(len(by_row), lambda i, by_row=by_row: [tile_code(*t) for t in by_row[i]], clamp=True)
-    lw.launch(kb)
-    return y
-
-
-def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
-         kernel_hint: str = "gemm", epilogue: Epilogue | None = None) -> DevTensor:
-    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N],
-    followed by the fused ``epilogue`` if any."""
-    a = lw.as_format(a, ND, lw.dtype, loc)
-    if epilogue is not None:
-        epilogue.residuals = [lw.as_format(r, ND, lw.dtype, loc) for r in epilogue.residuals]
-    if len(a.shape) != 2:
-        raise unsupported(loc, f"Gemm: expected a 2-D input, got shape {list(a.shape)}")
-    m_, k_ = a.shape
-    kb_, n_ = bmat.shape
-    if kb_ != k_:
-        raise unsupported(loc, f"Gemm: inner dimensions differ ({k_} vs {kb_})")
-    dt, isz = lw.dtype, lw.dtype.itemsize
-    k0 = lw.soc.cube.k0(isz)
-    kp = _ceil(k_, k0)
-    n1 = math.ceil(n_ / 16)
-    np_ = n1 * 16
-    # a GEMM's L0 operands load fast from L1 (load2d): whole-buffer K tiles (fewer A / B reloads from GM)
-    # beat double-buffered halves (GEMM suite 3-8% fewer cycles)
-    m_t, n_t, k_t = _default_tiles(lw, m_, n1, kp, k0, double_l0=False)
-    kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t})
-    m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
-    n_tiles = _n_tiles(np_, n_t, loc)
-    kb.partition(n_tiles)  # SPMD over output-column tiles
-    wz = lw.constant(fractal_z(bmat, k0, dt), "FRACTAL_Z", (kp, np_))
-    bt = lw.constant(bias_table(bias, n_, lw.lanes, dt), "ND")
-    y = lw.gm_tensor((m_, n_), ND)
-    aa, wa, ba, ya = kb.arg(a), kb.arg(wz), kb.arg(bt), kb.arg(y)
-    kb.block_offset(wa, n_t * k0)
-    kb.block_offset(ba, n_t // 16 * lw.lanes)
-    kb.block_offset(ya, n_t)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
-    tiles.bind(n_t, n_t, lw.lanes)
-    l1_a = kb.alloc(Space.L1, k_t * m_t, dt)
-    l0c = kb.alloc(Space.L0C, m_t * n_t, np.dtype(np.float32))
-    for mt0 in range(0, m_, m_t):
-        rows = min(m_t, m_ - mt0)
-        m_pad = _ceil(rows, 16)
-
-        def body(first: int, last: bool = False, mt0=mt0, rows=rows, m_pad=m_pad) -> None:
-            nt0, nt = first * n_t, n_t
-            for kt0 in range(0, kp, k_t):
-                kt = min(k_t, kp - kt0)
-                k1t = kt // k0
-                kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=mt0 * k_ + kt0, rows=rows, cols=min(kt, k_ - kt0),
-                                         src_row_stride=k_))
-                for m1 in range(m_pad // 16):
-                    kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=m1 * 16 * k0, count=k1t,
-                                          src_stride=m_pad * k0, dst_offset=m1 * k1t * 16 * k0, dst_stride=16 * k0))
-                tiles.load_weights(wa, n1, kt0, kt, nt0, nt)
-                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, m=m_pad, k=kt, n=nt, init=int(kt0 == 0)))
-            tiles.load_bias(ba, nt0, nt)
-            tiles.load_tables(nt0, nt)
-            n1t = nt // 16
-            actual0 = (n_tiles - 1) * n_t if last else nt0  # the last tile's columns (its own core)
-            for i, ra in enumerate(tiles.residual_args):
-                for j in range(n1t):
-                    cols = min(16, n_ - (actual0 + j * 16))
-                    if cols > 0:
-                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=mt0 * n_ + nt0 + j * 16,
-                                dst_offset=j * rows * 16, nburst=rows, burst=cols, src_stride=n_, dst_stride=16)
-            tiles.epilogue(l0c, 0, n1t, rows, m_pad)
-            for j in range(n1t):
-                cols = min(16, n_ - (actual0 + j * 16))
-                if cols > 0:
-                    kb.copy(tiles.ub_out, ya, src_offset=j * rows * 16, dst_offset=mt0 * n_ + nt0 + j * 16,
-                            nburst=rows, burst=cols, src_stride=16, dst_stride=n_)
-
-        kb.for_tiles(n_tiles, body, partial_last=n_ % n_t != 0)
     lw.launch(kb)
     return y
 

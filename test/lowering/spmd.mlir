@@ -4,8 +4,9 @@
 
 // SPMD: 64 output channels are 4 C0 blocks; the conv kernel spreads its 16-channel tiles over 4
 // cores; each core moves its weight, bias and output pointers by block_idx * tile. 4 planes of
-// the relu likewise. 1000 Gemm columns are 63 tiles on 32 cores: two rounds, the second guarded,
-// the last (partial, 8 columns) tile on its own core.
+// the relu likewise. The 1 x 1000 Gemm output is 63 column blocks of 16, split 1 x 21 over the
+// cores (cann/lowering/gemm.py): 48 columns per core, the last core's block (40 columns) guarded
+// on its own.
 
 // CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64, tile.tiling = {block_dim = 4 : i64, k = 16 : i64, m = 16 : i64, n = 16 : i64
 // CHECK:        tile.block_offset %1 {stride = 256}
@@ -13,17 +14,21 @@
 // CHECK-NEXT:   tile.block_offset %3 {stride = 256}
 // CHECK-NOT:    tile.block_if
 // CHECK:      func.func @relu_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64
-// CHECK:      func.func @gemm_0({{.*}}) attributes {tile.kernel, tile.block_dim = 32 : i64
-// CHECK:        tile.block_if {lo = 0 : i64, hi = 30 : i64}
+// CHECK:      func.func @gemm_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {block_dim = 21 : i64, {{.*}}m_blocks = 1 : i64, n = 48 : i64, n_blocks = 21 : i64, sm = 16 : i64, sn = 48 : i64
+// CHECK-NEXT:   tile.block_offset %1 {stride = 768}
+// CHECK-NEXT:   tile.block_offset %2 {stride = 384}
+// CHECK-NEXT:   tile.block_offset %3 {stride = 48}
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 20 : i64}
+// CHECK:        tile.copy {{.*}}nburst = 1, burst = 48, src_stride = 48, dst_stride = 1000}
 // CHECK:        tile.block_endif
-// CHECK:        tile.block_if {lo = 30 : i64, hi = 31 : i64}
-// CHECK:        tile.copy {{.*}}nburst = 1, burst = 8, src_stride = 16, dst_stride = 1000}
+// CHECK:        tile.block_if {lo = 20 : i64, hi = 21 : i64}
+// CHECK:        tile.copy {{.*}}nburst = 1, burst = 40, src_stride = 48, dst_stride = 1000}
 // CHECK:        tile.block_endif
 
 // ASM:        ascend.kernel @conv2d_0 attributes {block_dim = 4 : i64, num_args = 4 : i64
 // ASM-NEXT:     ascend.block_offset arg=1, stride=512
-// ASM:        ascend.kernel @gemm_0 attributes {block_dim = 32 : i64
-// ASM:          ascend.block_if lo=30, hi=31
+// ASM:        ascend.kernel @gemm_0 attributes {block_dim = 21 : i64
+// ASM:          ascend.block_if lo=20, hi=21
 // ASM:          ascend.block_endif
 
 // Pinned m_blocks = 2: two groups of 4 cores; core b computes channel tile b % 4 (block_offset_mod)

@@ -1,0 +1,368 @@
+"""Gemm / MatMul by a constant on the cube: a 2-D split of the output over the cores.
+
+``A`` [M, K] (ND, in GM) times a constant ``B`` [K, N] (stored at compile time in FRACTAL_Z,
+``[K1][N1][16][k0]``) plus an optional bias and fused epilogue, in the spirit of Ascend C's
+``TCubeTiling`` (docs/pipelining.md, "GEMM tiling"):
+
+* **core blocks** -- the output is cut into ``m_blocks`` x ``n_blocks`` blocks of ``sm`` x ``sn``
+  (multiples of 16), one per core (``block_dim = m_blocks * n_blocks``). Core ``b`` computes block
+  ``(b // n_blocks, b % n_blocks)``: its N offset is a ``block_offset_mod`` of the weight, bias
+  and output pointers, its M offset is in the code of its group of ``n_blocks`` cores
+  (``KernelBuilder.core_group``); the last, narrower N block is guarded to its cores.
+* **L0C tiles** -- each core walks its block in ``m`` x ``n`` accumulator tiles (fp32 in L0C), each
+  reading its ``m`` rows of A and ``n`` columns of B once from GM, ``step_k`` x ``k`` columns of K per
+  L1 load (``nd2nz`` for A, a burst copy of FRACTAL_Z for B); each L1 chunk feeds ``step_k`` cube
+  steps of ``k`` (``load2d`` to L0A / L0B, ``mmad``) accumulating in L0C; then L0C -> UB, bias,
+  epilogue, UB -> GM.
+
+The split is chosen by :func:`plan` from ``cann/hw`` figures only (cube rate, per-core and shared GM
+bandwidth, L2 rate, L1 -> L0 bandwidths, startups, the buffers' usable bytes); every key may be
+pinned through ``convert-graph-to-tile{tiling=...}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cann.dialects import tile
+from cann.dialects.tile import Space
+from cann.lowering.common import ND, DevTensor, Lowering, unsupported
+from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_z
+
+#: cube steps of one L0C tile up to which its K chunks are unrolled rather than a hardware loop
+#: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
+UNROLL_STEPS = 16
+
+#: the exponent of the p-norm combining the busiest core's streams in :func:`_cost` (max: infinity);
+#: fitted to the simulator on the GEMM suite (equal streams cost 2^(1/p) of one)
+OVERLAP_NORM = 4
+
+#: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
+KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "block_dim")
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """A gemm kernel's tiling (see the module docstring); ``cycles`` is the estimate it was chosen by."""
+
+    m_blocks: int
+    n_blocks: int
+    sm: int
+    sn: int
+    m: int
+    n: int
+    k: int
+    step_k: int
+    cycles: float
+
+    def as_tiling(self) -> dict[str, int]:
+        return {"m_blocks": self.m_blocks, "n_blocks": self.n_blocks, "sm": self.sm, "sn": self.sn, "m": self.m,
+                "n": self.n, "k": self.k, "step_k": self.step_k, "block_dim": self.m_blocks * self.n_blocks}
+
+
+def _split(total16: int, parts: int) -> tuple[int, int]:
+    """``(size, used)``: ``total16`` blocks of 16 cut into ``parts`` near-equal pieces of ``size``
+    (a multiple of 16) and the pieces that are not empty."""
+    size = math.ceil(total16 / parts)
+    return size * 16, math.ceil(total16 / size)
+
+
+def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
+          gm: int, gn: int, parts: bool = False) -> float:
+    """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1: of the A rows the
+    ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B columns the
+    ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it holds;
+    docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
+    load and one epilogue that do not overlap (and, for an accumulator taking more than one copy's
+    share of L0C, every tile's L0C -> UB move)."""
+    soc, isz = lw.soc, lw.dtype.itemsize
+    bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
+    k0 = cube.k0(isz)
+    kp = _ceil(k_, k0)
+    tm, tn = math.ceil(sm / cm), math.ceil(sn / cn)
+    tiles = tm * tn
+    steps = math.ceil(kp / kt)
+    loads = math.ceil(kp / kc)
+    rate = cube.fp32_rate_divisor if isz == 4 else 1
+    mac = tiles * (steps * lat.cube_startup + (cm // 16) * (cn // 16) * (kp // k0) * rate)
+    active = gm * gn
+    # L2 hits: A rows are read by the gn cores of a block row, which run one code (a "group",
+    # docs/core-model.md "L2": always shared); B columns by gm groups, shared as far as the launch's
+    # distinct bytes fit the L2
+    scale = min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
+    hit_a, hit_b = (gn - 1) / gn, (gm - 1) / gm * scale
+    read = tiles * (cm + cn) * kp * isz
+    hbm = tiles * (cm * (1 - hit_a) + cn * (1 - hit_b)) * kp * isz
+    hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
+    mte2 = hbm / hbm_bw + (read - hbm) / soc.l2.rate + \
+        tiles * loads * (2 * lat.mte_startup + lat.burst_overhead * (cm + kc // k0))
+    a_loads = min(cm // 16, kt // k0)
+    mte1 = tiles * steps * ((a_loads + 1) * lat.mte_startup + cm * kt * isz / bw.l1_to_l0a
+                            + kt * cn * isz / bw.l1_to_l0b)
+    out = sm * sn * isz
+    wr_bw = min(bw.ub_to_gm, bw.gm_total / active)
+    mte3 = out / wr_bw + tiles * lat.mte_startup + lat.burst_overhead * sm * tn
+    # not overlapped: the first L1 load (mostly from HBM) and the last tile's epilogue
+    fill = (cm * (1 - hit_a) + cn * (1 - hit_b)) * kc * isz / hbm_bw + (cm * hit_a + cn * hit_b) * kc * isz / \
+        soc.l2.rate + 2 * lat.mte_startup + (cm + kc // k0) * lat.burst_overhead
+    drain = cm * cn * 4 / bw.l0c_to_ub + cm * cn * isz / wr_bw + cm * lat.burst_overhead + 3 * lat.mte_startup
+    serial = tiles * cm * cn * 4 / bw.l0c_to_ub if cm * cn * 4 * max(1, lw.buffers) > lw.usable("l0c") else 0
+    streams = sorted((mac + serial, mte2, mte1, mte3))
+    if parts:
+        return streams, fill, drain
+    # the streams overlap imperfectly: two nearly equal ones cost more than the larger (a p-norm)
+    return sum(x ** OVERLAP_NORM for x in streams) ** (1 / OVERLAP_NORM) + fill + drain
+
+
+def _l0_k(lw: Lowering, cm: int, cn: int, k0: int, kp: int, whole: bool = False) -> int:
+    """The K of one cube step: what fits L0A (``cm`` rows) and L0B (``cn`` columns), a multiple of
+    ``k0`` (0: not even ``k0``); one copy's budget, or the whole buffers with ``whole``."""
+    isz = lw.dtype.itemsize
+    l0a, l0b = (lw.soc.buffer("l0a").usable, lw.soc.buffer("l0b").usable) if whole else \
+        (lw.usable("l0a"), lw.usable("l0b"))
+    k = min(l0a // (cm * isz), l0b // (cn * isz)) // k0 * k0
+    return min(k, kp)
+
+
+def _step_k(lw: Lowering, cm: int, cn: int, kt: int, kp: int) -> int:
+    """Cube steps of ``kt`` per L1 load: as many as fit one copy's share of L1 (room for a second
+    copy when the kernel is multi-buffered), balanced over the loads; at least 1."""
+    isz = lw.dtype.itemsize
+    budget = lw.usable("l1") // max(1, lw.buffers)
+    steps = math.ceil(kp / kt)
+    fit = max(1, budget // ((cm + cn) * kt * isz))
+    loads = math.ceil(steps / fit)
+    return math.ceil(steps / loads)
+
+
+def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_cap: int = 0) -> GemmPlan:
+    """The tiling of an [M, K] x [K, N] gemm kernel: the cheapest by :func:`_cost` over the core grids
+    (``m_blocks`` x ``n_blocks`` <= the cores, or the pinned ``block_dim``) and, per grid, the L0C
+    tiles of up to 8 near-equal pieces of the block along each axis whose fp32 accumulator fits L0C
+    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles). Pinned keys fix their value.
+
+    Raises:
+        CannError: a pinned value beyond the cores or the buffers' capacities.
+    """
+    isz = lw.dtype.itemsize
+    k0 = lw.soc.cube.k0(isz)
+    kp = _ceil(k_, k0)
+    m16, n16 = math.ceil(m_ / 16), math.ceil(n_ / 16)
+    cores = lw.cores
+    for key in pins:
+        if key not in KEYS:
+            raise unsupported(loc, f"Gemm: unknown tiling key '{key}' (keys: {', '.join(KEYS)})")
+    for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn"):
+        if key in pins and pins[key] < 1:
+            raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be positive")
+    for key in ("m", "n", "sm", "sn"):
+        if key in pins and pins[key] % 16:
+            raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be a multiple of 16")
+    if "k" in pins and pins["k"] % k0:
+        raise unsupported(loc, f"Gemm: tiling k = {pins['k']} must be a multiple of k0 = {k0}")
+    limit = min(cores, pins.get("block_dim", cores))
+    # a block size pins the block count it gives (a recorded tiling pinned back gives itself)
+    gm_pin = pins.get("m_blocks") or ("sm" in pins and _split(m16, math.ceil(m16 / (pins["sm"] // 16)))[1]) or None
+    gn_pin = pins.get("n_blocks") or ("sn" in pins and _split(n16, math.ceil(n16 / (pins["sn"] // 16)))[1]) or None
+    if (gm_pin or 1) * (gn_pin or 1) > cores:
+        raise unsupported(loc, f"Gemm: tiling m_blocks = {gm_pin or 1} x n_blocks = {gn_pin or 1} needs "
+                               f"{(gm_pin or 1) * (gn_pin or 1)} cores, {cores} available")
+    l0c = lw.usable("l0c")
+    l0c_full = l0c // 4  # accumulator elements (a tile above one copy's share runs single-buffered)
+    if "m" in pins or "n" in pins:
+        cm_, cn_ = pins.get("m", 16), pins.get("n", 16)
+        if cm_ * cn_ * 4 > l0c:
+            raise unsupported(loc, f"Gemm: tiling m = {cm_}, n = {cn_} needs {cm_ * cn_ * 4} bytes of L0C "
+                                   f"(fp32 accumulators), {l0c} available")
+        if _l0_k(lw, cm_, cn_, k0, kp, whole=True) < k0:
+            raise unsupported(loc, f"Gemm: tiling m = {cm_}, n = {cn_} leaves no room for k = {k0} in L0A / L0B")
+    best, refused = None, ""
+    l0a_full, l0b_full = lw.soc.buffer("l0a").usable, lw.soc.buffer("l0b").usable
+    for gm in ([gm_pin] if gm_pin else range(1, min(limit, m16) + 1)):
+        sm, gm_used = _split(m16, min(gm, m16))
+        if gm_used != gm and not gm_pin:
+            continue
+        for gn in ([gn_pin] if gn_pin else range(1, min(limit // gm, n16) + 1)):
+            sn, gn_used = _split(n16, min(gn, n16))
+            if gn_used != gn and not gn_pin:
+                continue
+            if gm_used * gn_used > limit and not (gm_pin and gn_pin):
+                continue
+            cms = [pins["m"]] if "m" in pins else sorted({c for c in (_split(sm // 16, t)[0] for t in range(1, 9))
+                                                          if not m_cap or c <= m_cap} or {16})
+            cns = [pins["n"]] if "n" in pins else sorted({_split(sn // 16, t)[0] for t in range(1, 9)})
+            for cm in cms:
+                for cn in cns:
+                    if cm * cn > l0c_full:
+                        continue
+                    pinned_mn = "m" in pins or "n" in pins
+                    kt = pins.get("k") or _l0_k(lw, cm, cn, k0, kp, whole=pinned_mn and
+                                                _l0_k(lw, cm, cn, k0, kp) < k0)
+                    if kt < k0:
+                        continue
+                    kt = min(kt, kp) if "k" not in pins else kt
+                    if cm * kt * isz > l0a_full or kt * cn * isz > l0b_full:
+                        refused = (f"Gemm: tiling k = {kt} with m = {cm}, n = {cn} needs {cm * kt * isz} bytes of "
+                                   f"L0A and {kt * cn * isz} of L0B, {l0a_full} / {l0b_full} available")
+                        continue
+                    top = _step_k(lw, cm, cn, kt, kp)
+                    sks = [pins["step_k"]] if "step_k" in pins else sorted({1, min(2, top)})
+                    for sk in sks:
+                        kc = min(sk * kt, _ceil(kp, kt))
+                        if (cm + cn) * kc * isz > lw.usable("l1"):
+                            refused = (f"Gemm: tiling step_k = {sk} with m = {cm}, n = {cn}, k = {kt} needs "
+                                       f"{(cm + cn) * kc * isz} bytes of L1, {lw.usable('l1')} available")
+                            continue
+                        cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used)
+                        if best is None or cost < best.cycles * 0.999:
+                            best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost)
+    if best is None:
+        raise unsupported(loc, refused or f"Gemm: no tiling within {limit} cores for the pinned values {pins}")
+    for key, got in (("sm", best.sm), ("sn", best.sn)):
+        if key in pins and pins[key] != got:
+            raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} does not split the output evenly "
+                                   f"(m_blocks = {best.m_blocks}, n_blocks = {best.n_blocks} give {key} = {got})")
+    return best
+
+
+def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
+         kernel_hint: str = "gemm", epilogue: Epilogue | None = None) -> DevTensor:
+    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N] in the
+    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`).
+
+    Raises:
+        CannError: a non-2-D input, inner dimensions that differ, or a pinned tiling beyond the
+            cores or buffers.
+    """
+    a = lw.as_format(a, ND, lw.dtype, loc)
+    if epilogue is not None:
+        epilogue.residuals = [lw.as_format(r, ND, lw.dtype, loc) for r in epilogue.residuals]
+    if len(a.shape) != 2:
+        raise unsupported(loc, f"Gemm: expected a 2-D input, got shape {list(a.shape)}")
+    m_, k_ = a.shape
+    kb_, n_ = bmat.shape
+    if kb_ != k_:
+        raise unsupported(loc, f"Gemm: inner dimensions differ ({k_} vs {kb_})")
+    dt, isz = lw.dtype, lw.dtype.itemsize
+    k0 = lw.soc.cube.k0(isz)
+    kp = _ceil(k_, k0)
+    n1 = math.ceil(n_ / 16)
+    np_ = n1 * 16
+    kb = lw.kernel(kernel_hint, loc)
+    epi = epilogue or Epilogue()
+    ub_tiles = 2 + len(epi.residuals) + len(epi.temps)  # + the ND copy of the output tile
+    # rows of an L0C tile whose epilogue fits UB 16 columns at a time (the tables of up to 512 columns)
+    m_cap = (lw.usable("ub") - (1 + len(epi.tables)) * 32 * lw.lanes * isz) // (ub_tiles * 16 * isz) // 16 * 16
+    p = plan(lw, m_, k_, n_, dict(kb.tiling), loc, m_cap=max(16, m_cap))
+    kb.tiling.update(p.as_tiling())
+    gm, gn, sm, sn, cm, cn, kt = p.m_blocks, p.n_blocks, p.sm, p.sn, p.m, p.n, p.k
+    kc = min(p.step_k * kt, _ceil(kp, kt))
+    kb.block_dim = gm * gn
+    if gm > 1 and gn > 1:  # groups of gn cores: core b computes N block b % gn of M block b // gn
+        kb.block_modulo = gn
+    ns = sn if gn > 1 else 0  # GM elements the N block moves the output (0: one N block)
+
+    wz = lw.constant(fractal_z(bmat, k0, dt), "FRACTAL_Z", (kp, np_))
+    bt = lw.constant(bias_table(bias, n_, lw.lanes, dt), "ND")
+    y = lw.gm_tensor((m_, n_), ND)
+    aa, wa, ba, ya = kb.arg(a), kb.arg(wz), kb.arg(bt), kb.arg(y)
+    kb.block_offset(wa, ns * k0)
+    kb.block_offset(ba, ns // 16 * lw.lanes)
+    kb.block_offset(ya, ns)
+    # the epilogue's UB tiles: as many columns of the L0C tile at a time as fit
+    ub_tables = (1 + len(epi.tables)) * (cn // 16) * lw.lanes * isz
+    ew = max(16, min(cn, (lw.usable("ub") - ub_tables) // max(1, ub_tiles * cm * isz) // 16 * 16))
+    ew = _split(cn // 16, math.ceil(cn / ew))[0]  # even pieces
+    tiles = _CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
+    tiles.bind(ns, ns, lw.lanes)
+    ub_nd = kb.alloc(Space.UB, cm * ew, dt)
+    l1_a = kb.alloc(Space.L1, cm * kc, dt)
+    l0c = kb.alloc(Space.L0C, cm * cn, np.dtype(np.float32))
+
+    def l0c_tile(r0: int, rows: int, c0: int, cols: int) -> None:
+        """Output rows r0.. (rows of them) x the core block's columns c0.. (cols): K in L1 chunks of kc,
+        each chunk in cube steps of kt accumulated in L0C, then the epilogue."""
+        m_pad, cnp = _ceil(rows, 16), _ceil(cols, 16)
+        n1c = cnp // 16
+
+        def chunk(ci: int) -> None:
+            kc0 = ci * kc
+            kcp = min(kc, kp - kc0)
+            kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=r0 * k_ + kc0, rows=rows, cols=min(kcp, k_ - kc0),
+                                     src_row_stride=k_))
+            kb.copy(wa, tiles.l1_w, src_offset=((kc0 // k0) * n1 + c0 // 16) * 16 * k0, nburst=kcp // k0,
+                    burst=n1c * 16 * k0, src_stride=n1 * 16 * k0, dst_stride=n1c * 16 * k0)
+
+            def step(s: int) -> None:
+                ks = s * kt
+                kt_s = min(kt, kcp - ks)
+                k1t, m1 = kt_s // k0, m_pad // 16
+                if k1t <= m1:  # one load2d per K fractal column (the M fractals are contiguous in L1)
+                    for j in range(k1t):
+                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=(ks // k0 + j) * m_pad * k0, count=m1,
+                                              src_stride=16 * k0, dst_offset=j * 16 * k0, dst_stride=k1t * 16 * k0))
+                else:  # one per M fractal row
+                    for i in range(m1):
+                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=(ks // k0) * m_pad * k0 + i * 16 * k0,
+                                              count=k1t, src_stride=m_pad * k0, dst_offset=i * k1t * 16 * k0,
+                                              dst_stride=16 * k0))
+                kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, src_offset=(ks // k0) * n1c * 16 * k0,
+                                      count=k1t * n1c, src_stride=16 * k0, dst_stride=16 * k0))
+                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, m=m_pad, k=kt_s, n=cnp, init=int(kc0 == 0 and s == 0)))
+
+            for s in range(math.ceil(kcp / kt)):  # unrolled: a hardware loop ends in a barrier of every pipe
+                step(s)
+
+        chunks = math.ceil(kp / kc)
+        if chunks * math.ceil(kc / kt) <= UNROLL_STEPS:  # short: unrolled (no barrier ending a loop)
+            for ci in range(chunks):
+                chunk(ci)
+        else:
+            kb.roll(chunks, chunk)
+        for e0 in range(0, cnp, ew):  # the epilogue, ew columns at a time
+            ec = min(ew, cnp - e0)
+            n1e = ec // 16
+            tiles.load_bias(ba, c0 + e0, ec)
+            tiles.load_tables(c0 + e0, ec)
+            widths = [min(16, cols - (e0 + j * 16)) for j in range(n1e)]
+            for i, ra in enumerate(tiles.residual_args):
+                for j, w in enumerate(widths):
+                    if w > 0:
+                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=r0 * n_ + c0 + e0 + j * 16,
+                                dst_offset=j * rows * 16, nburst=rows, burst=w, src_stride=n_, dst_stride=16)
+            tiles.epilogue(l0c, e0 * m_pad, n1e, rows, m_pad)
+            # [n1e][rows][16] -> ND rows of ec (one strided vector move per C0 block), then one burst per row
+            for j in range(n1e):
+                kb.vec("mov", ub_nd, tiles.ub_out, count=rows, unit=16, dst_offset=j * 16, src0_offset=j * rows * 16,
+                       dst_stride=ec, src0_stride=16)
+            kb.copy(ub_nd, ya, dst_offset=r0 * n_ + c0 + e0, nburst=rows, burst=min(ec, cols - e0), src_stride=ec,
+                    dst_stride=n_)
+
+    def block(m0: int, rows: int, cols: int) -> None:
+        """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles."""
+        def row(i: int) -> None:
+            r0 = m0 + i * cm
+            kb.roll(math.ceil(cols / cn), lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn,
+                                                             min(cn, cols - j * cn)), clamp=True)
+        kb.roll(math.ceil(rows / cm), row, clamp=True)
+
+    last_cols = n_ - (gn - 1) * sn
+    for g in range(gm):
+        m0 = g * sm
+        group = kb.core_group(g * gn, gn) if gm > 1 else contextlib.nullcontext()
+        with group:
+            if last_cols == sn:
+                block(m0, min(sm, m_ - m0), sn)
+            else:
+                if gn > 1:
+                    with kb.guard(0, gn - 1):
+                        block(m0, min(sm, m_ - m0), sn)
+                with kb.guard(gn - 1, gn):
+                    block(m0, min(sm, m_ - m0), last_cols)
+    lw.launch(kb)
+    return y
+

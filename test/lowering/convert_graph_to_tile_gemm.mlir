@@ -1,0 +1,56 @@
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 2, \"n_blocks\": 3}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=GRID
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"k\": 64, \"step_k\": 2}}"}' | filecheck %s --check-prefix=CHUNK
+// RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"m_blocks\": 8, \"n_blocks\": 8}}"}' 2>&1 | filecheck %s --check-prefix=ERR
+
+// The GEMM kernel's 2-D split (cann/lowering/gemm.py): a 100 x 300 by 300 x 90 MatMul.
+// Default: the plan's grid of 7 x 3 core blocks of 16 x 32 (the last block row 4 rows, the last
+// block column 26 columns); the N offset of weight, bias and output is a block_offset_mod over
+// the 3 cores of a block row, the M offset in each block row's code.
+
+// CHECK:      func.func @matmul_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {block_dim = 21 : i64, k = 304 : i64, m = 16 : i64, m_blocks = 7 : i64, n = 32 : i64, n_blocks = 3 : i64, sm = 16 : i64, sn = 32 : i64, step_k = 1 : i64}}
+// CHECK-NEXT:   tile.block_offset_mod %1 {stride = 512, modulo = 3}
+// CHECK-NEXT:   tile.block_offset_mod %2 {stride = 256, modulo = 3}
+// CHECK-NEXT:   tile.block_offset_mod %3 {stride = 32, modulo = 3}
+// CHECK:        tile.block_if {lo = 0 : i64, hi = 3 : i64}
+// CHECK-NEXT:   tile.block_if {lo = 0 : i64, hi = 2 : i64}
+// CHECK-NEXT:   tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 0, dst_offset = 0, rows = 16, cols = 300, src_row_stride = 300}
+// CHECK:        tile.block_if {lo = 18 : i64, hi = 21 : i64}
+// CHECK:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 28800, dst_offset = 0, rows = 4, cols = 300, src_row_stride = 300}
+
+// Pinned 2 x 3: blocks of 64 x 32 in 32 x 32 L0C tiles (a hardware loop of 2 per block row,
+// moving A and Y by 32 rows); the ND output leaves in one burst per row (26 columns in the last block).
+// GRID:       ascend.kernel @matmul_0 attributes {block_dim = 6 : i64, {{.*}}m_blocks = 2 : i64, n = 32 : i64, n_blocks = 3 : i64, sm = 64 : i64, sn = 32 : i64
+// GRID-NEXT:    ascend.block_offset_mod arg=1, stride=1024, modulo=3
+// GRID-NEXT:    ascend.block_offset_mod arg=2, stride=512, modulo=3
+// GRID-NEXT:    ascend.block_offset_mod arg=3, stride=64, modulo=3
+// GRID-NEXT:    ascend.block_if lo=0, hi=3
+// GRID-NEXT:    ascend.block_if lo=0, hi=2
+// GRID-NEXT:    ascend.loop_begin count=2
+// GRID-NEXT:    ascend.loop_offset arg=0, stride=19200
+// GRID-NEXT:    ascend.loop_offset arg=3, stride=5760
+// GRID:         ascend.copy_ub_to_gm dst_arg=3, dst=0, src={{[0-9]+}}, nburst=32, burst=64, src_stride=64, dst_stride=180
+// GRID:         ascend.block_if lo=2, hi=3
+// GRID:         ascend.copy_ub_to_gm dst_arg=3, dst=0, src={{[0-9]+}}, nburst=32, burst=52, src_stride=64, dst_stride=180
+// GRID:         ascend.block_if lo=3, hi=6
+
+// Pinned k = 64, step_k = 2: K (304) in L1 chunks of 128 (two cube steps each, the first mmad
+// initializing L0C), the last chunk 48 wide.
+// CHUNK:      func.func @matmul_0({{.*}}tile.block_dim = 1 : i64
+// CHUNK:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 0, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// CHUNK:        tile.mmad {{.*}}m = 112, k = 64, n = 96, init = 1}
+// CHUNK:        tile.mmad {{.*}}m = 112, k = 64, n = 96, init = 0}
+// CHUNK:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 128, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// CHUNK:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 256, dst_offset = 0, rows = 100, cols = 44, src_row_stride = 300}
+// CHUNK:        tile.mmad {{.*}}m = 112, k = 48, n = 96, init = 0}
+// CHUNK-NOT:    tile.mmad
+
+// ERR:        error: Gemm: tiling m_blocks = 8 x n_blocks = 8 needs 64 cores, 32 available
+
+builtin.module {
+  func.func @main(%a: tensor<100x300xf32> {graph.name = "a"}) -> (tensor<100x90xf32> {graph.name = "y"}) {
+    %w = graph.constant dense<1.000000e-02> : tensor<300x90xf32>
+    %y = graph.matmul %a, %w : (tensor<100x300xf32>, tensor<300x90xf32>) -> tensor<100x90xf32>
+    func.return %y : tensor<100x90xf32>
+  }
+}

@@ -1,0 +1,158 @@
+"""The GEMM kernel's 2-D split (cann/lowering/gemm.py): numerics against onnxruntime for ragged
+shapes (M, K, N not multiples of 16, M = 1, N narrower than 16 x cores) in both precision modes,
+with a bias and a fused epilogue; the core grid chosen for a few shapes; pinned tilings; pins
+beyond the cores or buffers are one-line errors naming the kernel."""
+
+import json
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from xdsl.dialects import func
+from xdsl.passes import PassPipeline
+
+import cann
+from cann import testing
+from cann.codegen.offline import build_offline_model
+from cann.compiler import import_model, make_context, stage_pipelines
+from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
+from cann.passes import ALL_PASSES
+from cann.runtime import Model
+
+TOL = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
+
+
+def compile_pinned(model, precision_mode, pins=None):
+    """Compile like ``cann.compile`` (-O1) with kernel tilings pinned; returns (Model, {kernel: tiling})."""
+    module = import_model(model)
+    ctx = make_context()
+    (_, graph), (_, tile_stage), (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1)
+    PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
+    ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}), buffers=2).apply(ctx, module)
+    tilings = {op.sym_name.data: {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}
+               for op in module.walk() if isinstance(op, func.FuncOp) and "tile.tiling" in op.attributes}
+    PassPipeline.parse_spec(ALL_PASSES, tile_stage.split(",", 1)[1]).apply(ctx, module)
+    PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)
+    return Model(build_offline_model(module)), tilings
+
+
+def gemm_model(m, k, n, bias=False, relu=False, seed=0):
+    """Gemm(A [m, k], constant B [k, n] (+ constant C [n])), optionally followed by a Relu."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "b")]
+    ins = ["a", "b"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "c"))
+        ins.append("c")
+    nodes = [helper.make_node("Gemm", ins, ["g" if relu else "y"], name="gemm")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["g"], ["y"], name="relu"))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def check(model, precision_mode, pins=None):
+    """Runs ``model`` compiled with ``pins`` against onnxruntime; returns the gemm kernel's tiling."""
+    compiled, tilings = compile_pinned(model, precision_mode, pins)
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    y = compiled.run(x)["y"]
+    assert y.shape == ref.shape
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= TOL[precision_mode]
+    return next(t for name, t in tilings.items() if name.startswith("gemm"))
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("m,k,n,bias,relu", [
+    (1, 300, 1000, True, False),     # M = 1 (a classifier head)
+    (37, 50, 21, True, True),        # everything ragged, N < 16 x cores, fused relu
+    (130, 200, 70, False, False),    # M just over 128
+    (300, 1000, 260, True, False),   # several L0C tiles and K chunks per core
+    (17, 4100, 33, False, True),     # long K: chunked in L1
+])
+def test_gemm_matches_onnxruntime(m, k, n, bias, relu, precision_mode):
+    t = check(gemm_model(m, k, n, bias, relu), precision_mode)
+    assert t["block_dim"] == t["m_blocks"] * t["n_blocks"] <= 32
+    assert t["sm"] * t["m_blocks"] >= m and t["sn"] * t["n_blocks"] >= n
+
+
+@pytest.mark.parametrize("m,k,n,grid", [
+    (512, 768, 768, (4, 8)),      # BERT-base: square-ish blocks of 128 x 96 on all 32 cores
+    (2048, 2048, 2048, (4, 8)),   # 512 x 256 blocks in two 256 x 256 accumulators (the whole L0C)
+    (1, 1024, 1000, (1, 21)),     # one row: 63 column blocks of 16 evenly over 21 cores (3 each)
+])
+def test_grid_of_the_suite(m, k, n, grid):
+    _, tilings = compile_pinned(gemm_model(m, k, n), "force_fp16")
+    t = tilings["gemm_0"]
+    assert (t["m_blocks"], t["n_blocks"]) == grid, t
+    assert t["block_dim"] == grid[0] * grid[1]
+    assert t["sm"] == 16 * -(-(-(-m // 16)) // grid[0])
+
+
+@pytest.mark.parametrize("pins", [
+    {"m_blocks": 2, "n_blocks": 3},
+    {"m_blocks": 1, "n_blocks": 1, "m": 32, "n": 48, "k": 32, "step_k": 2},
+    {"block_dim": 4},
+    {"n": 16, "m": 128},               # the old N-only split's tile shape
+    {"sm": 48, "sn": 48},              # block sizes pin the block counts giving them (3 x 2)
+])
+def test_pinned_tilings(pins):
+    t = check(gemm_model(100, 300, 90, bias=True), "force_fp16", {"gemm_0": pins})
+    assert {k: t[k] for k in pins if k != "block_dim"} == {k: v for k, v in pins.items() if k != "block_dim"}
+    assert t["block_dim"] <= pins.get("block_dim", 32)
+
+
+@pytest.mark.parametrize("pins,message", [
+    ({"m_blocks": 8, "n_blocks": 8}, r"Gemm: tiling m_blocks = 8 x n_blocks = 8 needs 64 cores, 32 available"),
+    ({"m": 256, "n": 512}, r"Gemm: tiling m = 256, n = 512 needs 524288 bytes of L0C \(fp32 accumulators\), "
+                           r"262144 available"),
+    ({"n": 24}, r"Gemm: tiling n = 24 must be a multiple of 16"),
+    ({"mm": 2}, r"Gemm: unknown tiling key 'mm'"),
+])
+def test_pin_errors(pins, message):
+    with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
+        compile_pinned(gemm_model(100, 300, 90), "force_fp16", {"gemm_0": pins})
+
+
+@pytest.mark.parametrize("pins,message", [
+    ({"k": 4096, "m": 16, "n": 32}, r"Gemm: tiling k = 4096 with m = 16, n = 32 needs 131072 bytes of L0A and 262144 "
+                                    r"of L0B, 65536 / 65536 available$"),
+    ({"m": 256, "n": 256, "step_k": 20}, r"Gemm: tiling step_k = 20 with m = 256, n = 256, k = 64 needs 1310720 "
+                                         r"bytes of L1, 1048576 available$"),
+    ({"sm": 40}, r"Gemm: tiling sm = 40 must be a multiple of 16$"),
+])
+def test_pins_beyond_l0_and_l1_are_errors(pins, message):
+    with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
+        compile_pinned(gemm_model(100, 4000, 90), "force_fp16", {"gemm_0": pins})
+
+
+def test_recorded_tiling_pinned_back_gives_itself():
+    _, tilings = compile_pinned(gemm_model(300, 1000, 260), "force_fp16")
+    _, again = compile_pinned(gemm_model(300, 1000, 260), "force_fp16", {"gemm_0": tilings["gemm_0"]})
+    assert again["gemm_0"] == tilings["gemm_0"]
+
+
+def test_fused_residual_epilogue_matches_onnxruntime():
+    """Gemm + Add of a residual tensor + Relu (one fused kernel: residual tiles read per L0C tile
+    column block) on a shape with several L0C tiles and a ragged N."""
+    rng = np.random.default_rng(3)
+    m, k, n = 600, 200, 150
+    inits = [numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "c")]
+    nodes = [helper.make_node("Gemm", ["a", "b", "c"], ["g"], name="gemm"),
+             helper.make_node("Add", ["g", "r"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, k]),
+                                       helper.make_tensor_value_info("r", TensorProto.FLOAT, [m, n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    compiled = cann.compile(model, precision_mode="force_fp16")
+    y = compiled.run(x)["y"]
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= TOL["force_fp16"]
+    assert [k.name for k in compiled.om.kernels if not k.name.startswith("trans_data")] == ["gemm_0"]
