@@ -70,7 +70,7 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         else:  # SPMD over position chunks: every core converts all channels of its chunk, a C1 block
             # with padding channels first zeroed whole (one burst), then each real channel scattered
             # into its lane (element bursts): the padding costs no per-element bursts
-            per_core = math.ceil(hw / lw.cores)
+            per_core = max(math.ceil(hw / lw.cores), 256)  # >= 256 positions per burst train
             cap = chunk // 16 if zero is not None else chunk  # positions of the zero tile
             pos = math.ceil(per_core / math.ceil(per_core / cap))  # even rounds of at most cap positions
             tiles = math.ceil(hw / pos)

@@ -67,15 +67,15 @@ builtin.module {
 }
 
 // -----
-// NCHW -> NC1HWC0 of a 3-channel image (3136 positions, 98 per core): the C1 block's 13 padding
-// channels are one contiguous burst of zeros (98 x 16), then each real channel is cast and
-// scattered into its lane (98 element bursts, GM stride 16); no padding channel is scattered.
-// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 32 : i64, chunk = 25344 : i64}}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 1568,
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 1, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 2, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK-NOT:    dst_offset = 3, nburst = 98
+// NCHW -> NC1HWC0 of a 3-channel image (3136 positions, 256 per core: 13 cores): the C1 block's 13
+// padding channels are one contiguous burst of zeros (256 x 16), then each real channel is cast
+// and scattered into its lane (256 element bursts, GM stride 16); no padding channel is scattered.
+// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 13 : i64, chunk = 25344 : i64}}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 4096,
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 1, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 2, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK-NOT:    dst_offset = 3, nburst = 256
 // CHECK:        func.return
 
 builtin.module {
@@ -88,8 +88,8 @@ builtin.module {
 // -----
 // 16 channels fill the C1 block: no zero burst (must-not case), sixteen scattered channels.
 // CHECK:      func.func @trans_data_0(
-// CHECK-NOT:    burst = 1568,
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 15, nburst = 98, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK-NOT:    burst = 4096,
+// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 15, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
 // CHECK:        func.return
 
 builtin.module {
