@@ -11,7 +11,10 @@ and simulated cycles, the regret of the model's pick (simulated cycles of the es
 the best simulated, minus one) and of the default compile; then the median tau and the geometric
 mean regrets.
 
-Usage: ``PYTHONPATH=. python benchmarks/autotune.py [model] [--shapes N] [--rows R ...]``
+With ``--kb-out PATH`` the best simulated tiling of each shape is written as a knowledge base
+(:mod:`cann.passes.tile_search_kb`; ``cann-compile --kb PATH`` applies it).
+
+Usage: ``PYTHONPATH=. python benchmarks/autotune.py [model] [--shapes N] [--rows R ...] [--kb-out PATH]``
 (needs scipy: ``pip install -e '.[bench]'``).
 """
 
@@ -32,6 +35,7 @@ from cann.compiler import lower
 from cann.dialects.ascend import kernels
 from cann.hw.config import load_soc
 from cann.lowering.cube import _conv_cycles, _ConvGeom
+from cann.passes.tile_search_kb import compiler_version, dump, signature
 from cann.runtime import Model
 from cann.testing import test_model
 
@@ -108,12 +112,13 @@ def main() -> None:
     ap.add_argument("--shapes", type=int, default=None, help="only the first N distinct convolutions")
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 7, 8, 14, 28],
                     help="output rows per tile to try (those above the map's height are skipped)")
+    ap.add_argument("--kb-out", default=None, help="write each shape's best tiling as a knowledge base here")
     args = ap.parse_args()
     soc = load_soc(SOC)
     shapes = conv_shapes(test_model(args.model))[:args.shapes]
     print(f"{'x':>18s} {'w':>16s} {'s':>3s} {'cands':>5s} {'tau':>6s} {'regret':>7s} {'default':>8s} "
           f"{'best':>7s}  best tiling")
-    taus, regrets, defaults = [], [], []
+    taus, regrets, defaults, entries = [], [], [], []
     for s in shapes:
         model = conv_model(s)
         base = measure(model, None)
@@ -138,12 +143,20 @@ def main() -> None:
         regrets.append(pick / best)
         defaults.append(default_cycles / best)
         bt = min(runs.values(), key=lambda v: v[1])[2]
+        (conv,) = [o for o in lower(model, soc_version=SOC, until="graph").walk() if o.name == "graph.conv2d"]
+        entries.append({"op": "Conv", "signature": signature(conv), "soc": SOC, "precision_mode": "force_fp16",
+                        "compiler": compiler_version(), "cycles": best,
+                        "tiling": {k: bt[k] for k in ("n_blocks", "m_blocks", "rows") if k in bt}})
         brief = " ".join(f"{k}={v}" for k, v in sorted(bt.items()) if k in ("n_blocks", "m_blocks", "rows", "c1"))
         print(f"{str(list(s['x'])):>18s} {str(list(s['w'])):>16s} {s['strides'][0]:3d} {len(runs):5d} {tau:6.2f} "
               f"{pick / best - 1:7.1%} {default_cycles / best - 1:8.1%} {best:7d}  {brief}", flush=True)
     valid = [t for t in taus if not math.isnan(t)]
     print(f"shapes {len(shapes)}: median tau {statistics.median(valid):.2f}; geomean regret of the model's pick "
           f"{statistics.geometric_mean(regrets) - 1:.1%}, of the default tiling {statistics.geometric_mean(defaults) - 1:.1%}")
+    if args.kb_out:
+        with open(args.kb_out, "w") as f:
+            f.write(dump(entries))
+        print(f"{args.kb_out}: {len(entries)} entries")
 
 
 if __name__ == "__main__":

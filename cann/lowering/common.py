@@ -463,11 +463,16 @@ class Lowering:
             self._names = names
             raise
 
-    def kernel(self, hint: str, loc: Attribute | None, tiling: dict[str, int] | None = None) -> KernelBuilder:
+    def kernel(self, hint: str, loc: Attribute | None, tiling: dict[str, int] | None = None,
+               pins: dict[str, int] | None = None) -> KernelBuilder:
+        """A new kernel named ``<hint>_<i>`` whose tiling starts from the lowering's ``tiling`` defaults,
+        then the graph op's recorded ``pins`` (``tile.tiling`` on the op, e.g. from a knowledge
+        base), then the pins given by kernel name (:attr:`tiling_overrides`)."""
         n = self._names.get(hint, 0)
         self._names[hint] = n + 1
         name = f"{hint}_{n}"
         merged = dict(tiling or {})
+        merged.update(pins or {})
         merged.update(self.tiling_overrides.get(name, {}))
         return KernelBuilder(self, name, loc, merged)
 

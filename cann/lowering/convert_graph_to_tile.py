@@ -42,6 +42,12 @@ from cann.tensor_trace import note
 PRECISION_MODES = {m: np.float16 if m in FP16_PRECISION_MODES else np.float32 for m in OM_PRECISION_MODES}
 
 
+def recorded_tiling(op: Operation) -> dict[str, int]:
+    """The tiling a search pass recorded on graph op ``op`` (``tile.tiling``: field -> integer)."""
+    attr = op.attributes.get("tile.tiling")
+    return {k: v.value.data for k, v in attr.data.items()} if attr is not None else {}
+
+
 def _ints(op: Operation, name: str) -> tuple[int, ...]:
     return tuple(op.properties[name].get_values())
 
@@ -138,7 +144,7 @@ class _Converter:
                 raise CannError(loc_name(loc), "Conv: only 2-D convolutions are supported")
             return cube.conv2d(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32),
                                self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
-                               _int(op, "group"), out_shape, loc, epilogue=epilogue)
+                               _int(op, "group"), out_shape, loc, epilogue=epilogue, pins=recorded_tiling(op))
         if name == "graph.conv_transpose":
             from cann.lowering.conv_transpose import conv_transpose
 

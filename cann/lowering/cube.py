@@ -326,9 +326,10 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
-           out_shape: tuple[int, ...], loc, kernel_hint: str = "conv2d", epilogue: Epilogue | None = None) -> DevTensor:
+           out_shape: tuple[int, ...], loc, kernel_hint: str = "conv2d", epilogue: Epilogue | None = None,
+           pins: dict[str, int] | None = None) -> DevTensor:
     """2-D convolution of an NC1HWC0 tensor by constant weights ``w`` [Cout, Cin/group, KH, KW],
-    followed by the fused ``epilogue`` if any.
+    followed by the fused ``epilogue`` if any; ``pins``: tiling fields recorded on the graph op.
 
     Any size is tiled (``_conv_plan``): output-channel tiles over the cores, output rows (or column
     chunks of one row), input-channel chunks and K tiles accumulated in L0C, kernel taps one at a
@@ -369,7 +370,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     np_ = n1 * 16
 
     m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, n1, kdim, k0)
-    kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t})
+    kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t}, pins)
     pins = dict(kb.tiling)
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
     n_tiles = _n_tiles(np_, n_t, loc)

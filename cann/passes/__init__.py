@@ -19,6 +19,7 @@ _PASSES: dict[str, str] = {
     "graph-fuse-ub": "cann.passes.graph_fuse_ub:GraphFuseUbPass",
     "graph-recompose": "cann.passes.graph_recompose:GraphRecomposePass",
     "tile-multi-buffer": "cann.passes.tile_multi_buffer:TileMultiBufferPass",
+    "tile-search-kb": "cann.passes.tile_search_kb:TileSearchKbPass",
 }
 
 

@@ -80,8 +80,10 @@ def _configure_logging(level: str) -> None:
 @click.option("--first-load-segment", "first_load_segment", metavar="BYTES",
               help="-O1: bytes of the first segment of each kernel's first load, so compute starts when it has "
                    "landed (0: the default rule, -1: no segmentation).")
+@click.option("--kb", "kb", metavar="PATH", help="A knowledge base of tuned tilings (docs/autotune.md): its entries "
+              "for this SoC, precision mode and compiler version are applied to the operators they fit.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
-        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment) -> int:
+        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -101,6 +103,12 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
     validate_options(**options)  # every flag's error before any work
+    kb_digest = None
+    if kb:
+        from cann.passes.tile_search_kb import load as load_kb
+
+        kb_digest = load_kb(kb).digest
+        options["kb"] = kb
     if emit:
         from cann.compiler import emit as emit_stage
 
@@ -138,8 +146,9 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     om = compiled.om
     size = os.path.getsize(output)
     level = "" if fw == "mlir" else f", -O{opt_level or DEFAULT_OPT_LEVEL}"
+    tuned = f", knowledge base {kb} sha256 {kb_digest[:16]}" if kb else ""
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
-          f"({om.soc_version}, {om.precision_mode}{level})")
+          f"({om.soc_version}, {om.precision_mode}{level}{tuned})")
     return 0
 
 

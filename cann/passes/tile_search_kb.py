@@ -1,0 +1,150 @@
+"""``tile-search-kb``: tilings from a knowledge base, recorded on the graph ops they fit.
+
+A knowledge base is a JSON file of tuned tilings (AutoTune's preset results, docs/autotune.md):
+
+```json
+{"format": "cann-knowledge-base", "version": 1,
+ "entries": [{"op": "Conv", "signature": "x=1x64x56x56 w=64x64x3x3 strides=1,1 pads=1,1,1,1 dilations=1,1 group=1",
+              "soc": "Ascend910", "precision_mode": "force_fp16", "compiler": "0.1.0",
+              "tiling": {"n_blocks": 2, "m_blocks": 14, "rows": 4}, "cycles": 3134}]}
+```
+
+An entry applies to a ``graph.conv2d`` (also inside a ``graph.fused`` group) of the same
+signature (:func:`signature`: input and weight shapes, strides, pads, dilations, group) when the
+compile's SoC, precision mode and the compiler version match; the pass records its ``tiling`` on
+the op as ``tile.tiling``, which ``convert-graph-to-tile`` applies under the pins given by kernel
+name. ``cycles`` (the simulated cycles of the tuned kernel alone) is informative. The entries of a
+file are kept in order; a later entry for the same key replaces an earlier one (merging two files
+is concatenating their entries).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from cann.errors import CannError
+
+FORMAT = "cann-knowledge-base"
+VERSION = 1
+#: graph op name -> the knowledge base's op name (the ops whose tilings a knowledge base holds)
+OPS = {"graph.conv2d": "Conv"}
+
+
+@cache
+def compiler_version() -> str:
+    """The installed cann package's version (an entry applies to the compiler that tuned it)."""
+    return version("cann")
+
+
+def _shape(v) -> str:
+    return "x".join(str(d) for d in v.type.get_shape())
+
+
+def _ints(op: Operation, name: str) -> str:
+    return ",".join(str(x) for x in op.properties[name].get_values())
+
+
+def signature(op: Operation) -> str | None:
+    """The knowledge-base signature of graph op ``op`` (None for an op a knowledge base does not tune)."""
+    if op.name != "graph.conv2d":
+        return None
+    group = op.properties["group"].value.data
+    return (f"x={_shape(op.x)} w={_shape(op.w)} strides={_ints(op, 'strides')} pads={_ints(op, 'pads')} "
+            f"dilations={_ints(op, 'dilations')} group={group}")
+
+
+@dataclass(frozen=True)
+class KnowledgeBase:
+    """Tuned tilings by (op, signature, SoC, precision mode, compiler version)."""
+
+    entries: tuple[dict, ...]
+    digest: str  # sha256 of the file's bytes
+
+    def lookup(self, op: str, sig: str, soc: str, precision_mode: str) -> dict[str, int] | None:
+        """The tiling of the last matching entry, None when none matches."""
+        got = None
+        for e in self.entries:
+            if (e["op"], e["signature"], e["soc"], e["precision_mode"], e["compiler"]) == \
+                    (op, sig, soc, precision_mode, compiler_version()):
+                got = e["tiling"]
+        return got
+
+
+def _check_entry(e, where: str) -> dict:
+    keys = {"op": str, "signature": str, "soc": str, "precision_mode": str, "compiler": str, "tiling": dict}
+    if not isinstance(e, dict):
+        raise CannError(where, f"an entry is a JSON object, got {type(e).__name__}")
+    for k, t in keys.items():
+        if not isinstance(e.get(k), t):
+            raise CannError(where, f"field '{k}' ({t.__name__}) missing or of another type")
+    bad = {k: v for k, v in e["tiling"].items() if not isinstance(v, int) or isinstance(v, bool)}
+    if bad:
+        raise CannError(where, f"tiling values are integers, got {bad}")
+    return e
+
+
+def load(path: str | Path) -> KnowledgeBase:
+    """Read and check a knowledge-base file.
+
+    Raises:
+        CannError: ``<path>: ...`` for a missing or unreadable file, invalid JSON, another format or
+            version, or a malformed entry (naming its index).
+    """
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise CannError(where, f"cannot read the knowledge base: {e.strerror}") from None
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CannError(where, f"not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise CannError(where, f"not a knowledge base (expected \"format\": \"{FORMAT}\", \"version\": {VERSION})")
+    entries = doc.get("entries")
+    if not isinstance(entries, list):
+        raise CannError(where, "\"entries\" must be a list")
+    return KnowledgeBase(tuple(_check_entry(e, f"{where}: entry {i}") for i, e in enumerate(entries)),
+                         hashlib.sha256(raw).hexdigest())
+
+
+def dump(entries: list[dict]) -> str:
+    """The knowledge-base file holding ``entries`` (deterministic: sorted keys, one entry per line)."""
+    body = ",\n".join("  " + json.dumps(e, sort_keys=True) for e in entries)
+    return f'{{"format": "{FORMAT}", "version": {VERSION}, "entries": [\n{body}\n]}}\n'
+
+
+@dataclass(frozen=True)
+class TileSearchKbPass(ModulePass):
+    """Record on each graph op the tiling a knowledge base holds for it (``tile.tiling``).
+
+    Options: ``kb`` (the file; empty: nothing to do), ``soc`` and ``precision_mode`` (those of the
+    compile: entries of others do not apply)."""
+
+    name = "tile-search-kb"
+
+    kb: str = ""
+    soc: str = "Ascend910"
+    precision_mode: str = "force_fp16"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if not self.kb:
+            return
+        base = load(self.kb)
+        for o in op.walk():
+            if o.name not in OPS:
+                continue
+            sig = signature(o)
+            tiling = base.lookup(OPS[o.name], sig, self.soc, self.precision_mode)
+            if tiling is not None:
+                o.attributes["tile.tiling"] = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in sorted(tiling.items())})
