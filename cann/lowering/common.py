@@ -321,9 +321,10 @@ class KernelBuilder:
         Raises:
             ValueError: ``cores`` with a ragged or partial last round (a lowering bug).
         """
-        b_dim = cores or (self._group[1] if self._group else self.block_dim)
-        if cores and (tiles % cores or partial_last) and cores < (self._group[1] if self._group else self.block_dim):
-            raise ValueError(f"for_tiles: {tiles} items over {cores} of the cores: the last round is not whole")
+        group = self._group[1] if self._group else self.block_dim
+        b_dim = cores or group
+        if b_dim < group and (tiles % b_dim or partial_last):
+            raise ValueError(f"for_tiles: {tiles} items over {b_dim} of {group} cores: the last round is not whole")
         rounds = math.ceil(tiles / b_dim)
         last_hi = tiles - (rounds - 1) * b_dim
         # every round but a ragged or partial last one is the same code moved by b_dim items
