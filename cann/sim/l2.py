@@ -34,6 +34,8 @@ SCALE = 1024
 #: the most burst intervals one instruction may enumerate over its loops, and the most intervals a
 #: launch may combine; past them the instruction's argument (or the launch) gets no L2 hits
 MAX_INTERVALS = 1 << 21
+#: offsets, sizes and strides (bytes) at or past this are no GM address (int64 arithmetic stays exact)
+_HUGE = 1 << 48
 
 
 @cache
@@ -79,6 +81,9 @@ def _instr_intervals(shape, levels) -> tuple[int, np.ndarray, np.ndarray] | None
     """The intervals one read touches over its enclosing loops ``levels`` (``(count, {arg: stride})``,
     outermost first), relative to its argument's base; None when there are too many."""
     a, off, nb, b, ss = shape
+    if any(abs(x) >= _HUGE for x in (off, nb, b, ss)) or \
+            any(abs(st) >= _HUGE for _, strides in levels for st in strides.values()):
+        return None  # fields past any GM (a corrupt model): no hits; the run reports the address itself
     if nb < 1 or b < 1:
         return a, np.zeros(0, np.int64), np.zeros(0, np.int64)
     if ss <= b or nb == 1:  # contiguous or overlapping bursts: one interval

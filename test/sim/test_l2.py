@@ -182,3 +182,15 @@ def test_nd2nz_reads_are_modeled_row_by_row():
     prog = [isa.make("block_offset", arg=0, stride=64), nz]
     assert _fractions(prog, 4) == [()] * 4
     assert _fractions([nz], 2) == [(512,)] * 2
+
+
+def test_read_past_any_gm_address_gets_no_hits_instead_of_overflowing():
+    """A corrupt model's copy of 2^62 bursts (the fuzzer's om edit 260: its extent overflowed int64):
+    the L2 analysis gives its argument no hits (the run then reports the address), no OverflowError."""
+    prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1 << 62, burst=32, src_stride=32,
+                     dst_stride=32),
+            isa.make("copy_gm_to_ub", dst=0, src_arg=1, src=0, nburst=1, burst=32, src_stride=32, dst_stride=32)]
+    got = l2.read_intervals(prog)
+    assert got[0] is None
+    lo, hi = got[1]
+    assert (lo.tolist(), hi.tolist()) == ([0], [32])
