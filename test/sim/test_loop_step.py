@@ -10,12 +10,10 @@ import pytest
 
 from cann.errors import CannError
 from cann.hw import isa
-from cann.hw.config import load_soc
 from cann.hw.loops import Step, step_targets
-from cann.sim.core import AICore
-from cann.sim.spmd import check_control, dynamic_instructions, specialize, stream
+from cann.sim.spmd import check_control, dynamic_instructions, specialize
+from stepped_loops import run_x_plus_1
 
-SPEC = load_soc("Ascend910")
 UB = isa.SPACE_CODES["ub"]
 M = isa.make
 _BAR = M("pipe_barrier", pipe=int(isa.Pipe.ALL))
@@ -116,9 +114,6 @@ def test_a_stepped_loop_computes_the_right_numbers():
     # adds 1 in place (stepped), stores it (GM offset); the UB then holds x + 1 laid out in order
     n, tile = 1024, 128
     tb = tile * 2
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float16)
-    gm = np.zeros(4 * n, np.uint8)
-    gm[:2 * n] = x.view(np.uint8)
     vf = _field("vadds", "dst")
     prog = [M("loop_begin", count=n // tile), M("loop_offset", arg=0, stride=tb), M("loop_offset", arg=1, stride=tb),
             M("loop_step", field_no=_field("copy_gm_to_ub", "dst"), step=tb),
@@ -128,10 +123,5 @@ def test_a_stepped_loop_computes_the_right_numbers():
               dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0), _BAR,
             M("loop_step", field_no=_field("copy_ub_to_gm", "src"), step=tb),
             M("copy_ub_to_gm", dst_arg=1, dst=0, src=0, nburst=1, burst=tb), _BAR, M("loop_end")]
-    check_control(prog, 2)
-    core = AICore(SPEC)
-    instrs, args = stream(prog, 0, (0, 2 * n))
-    stats = core.run(instrs, gm, args, "k")
-    np.testing.assert_array_equal(gm[2 * n:].view(np.float16), x + np.float16(1))
+    core, x = run_x_plus_1(prog, n)
     np.testing.assert_array_equal(core.bufs["ub"][:2 * n].view(np.float16), x + np.float16(1))
-    assert stats.instructions == dynamic_instructions(prog, 1)
