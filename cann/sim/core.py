@@ -160,6 +160,9 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self.gm = np.zeros(0, np.uint8)
         self.args: tuple[int, ...] = ()  # the first lane's argument bases
         self._lane0, self._n, self._lane_step = 0, 1, 1  # the lanes of the current run: lane0 + j * lane_step
+        #: lanes below this index may hold nonzero on-chip bytes (:meth:`reset` zeroes only those, so
+        #: the pages of lanes no run used stay untouched: a 32-lane core costs one lane's memory)
+        self._used = 0
         self._bases: list[tuple[int, ...]] = []  # per argument, its base on each lane of the run
         self._steps: list[int | None] = []  # per argument, the bases' common difference (None: not arithmetic)
         #: the scalar unit's registers (ld_idx writes them, copy_gm_to_ub_reg reads them), per lane;
@@ -190,11 +193,13 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
     # driver
 
     def reset(self) -> None:
-        """Put every lane in the state of a new core: on-chip buffers and scalar registers zeroed, no
+        """Put every lane in the state of a new core: on-chip buffers and scalar registers zeroed (only
+        the lanes a run used since the last reset are rewritten, and lane 0, which ``bufs`` exposes), no
         GM guard (the caches of checked fields, operand views and vector plans stay: they depend on
         the fields and the buffers' places only)."""
         for b in self.mem.values():
-            b.fill(0)
+            b[:max(self._used, 1)].fill(0)  # lane 0: also what `bufs` exposes to callers
+        self._used = 0
         for r in self._regs:
             r[:] = [0] * len(r)
         self._uni.clear()
@@ -270,6 +275,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             self._lane0, self._n, self._lane_step = lane0, n, lane_step
             for c in self._plan_caches:
                 c.clear()
+        self._used = max(self._used, lane0 + (n - 1) * lane_step + 1)
         self.gm = gm
         self.args = tuple(int(a) for a in args[0])
         self._bases = [tuple(int(a[k]) for a in args) for k in range(len(args[0]))]

@@ -530,3 +530,19 @@ def test_vector_unused_strides_may_be_anything():
     run([isa.make("vadds", dtype=0, dst=1024, src0=0, repeat=1, mask=128, dst_blk=1, src0_blk=1,
                   dst_rep=2**62, src0_rep=2**63 - 1, scalar=1.0)], core=core)
     np.testing.assert_array_equal(get(core, "ub", 1024, F16, 128), x + F16.type(1))
+
+
+def test_reset_zeroes_the_lanes_a_run_used_and_leaves_unused_lanes_untouched():
+    # a pooled 32-lane core is reset between runs, zeroing only the lanes runs used (so a one-block
+    # run keeps one lane's pages mapped: test_streaming's memory bound): those must read zero again
+    core = AICore(SPEC, lanes=4)
+    gm = np.zeros(GM_SIZE, np.uint8)
+    gm[:32] = np.arange(1, 33, dtype=np.uint8)
+    prog = [isa.make("copy_gm_to_ub", dst=64, src_arg=0, src=0, nburst=1, burst=32)]
+    core.run(prog, gm, (0,), "k", checks="off", lane=2)
+    assert core.mem["ub"][2, 64:96].tolist() == list(range(1, 33)) and not core.mem["ub"][[0, 1, 3]].any()
+    core.reset()
+    assert not core.mem["ub"].any()
+    core.run(prog, gm, (0,), "k", checks="off", lane=0)
+    core.reset()
+    assert not core.mem["ub"][:3].any()
