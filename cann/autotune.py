@@ -310,7 +310,7 @@ def tune_conv(shape: ConvShape, sig: str, *, soc_version: str = "Ascend910", pre
             step()
     pins, cycles, t = min(runs, key=lambda r: r[1])
     entry = {"op": "Conv", "signature": sig, "soc": soc_version, "precision_mode": precision_mode,
-             "compiler": compiler_version(), "cycles": cycles, "tiling": {k: t[k] for k in PINNED if k in pins}}
+             "compiler": compiler_version(), "cycles": cycles, "tiling": {k: t.get(k, pins[k]) for k in PINNED if k in pins}}
     return Tuned(entry, runs[0][1], cycles, tuple((p, c) for p, c, _ in runs))
 
 
