@@ -342,7 +342,17 @@ def check_kb_path(path: str | os.PathLike) -> KnowledgeBase | None:
     return load(p) if p.exists() else None
 
 
-def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, progress: bool | None = False,
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _tune_one(work) -> Tuned:
+    shape, sig, kw = work
+    return tune_conv(shape, sig, **kw)
+
+
+def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: int | None = None,
+         progress: bool | None = False,
          soc_version: str | None = None, precision_mode: str | None = None, input_shape=None, out_nodes=None,
          opt_level: int | None = None, fusion_switch_file: str | None = None, aicore_num=None, framework=None,
          first_load_segment=None) -> TuneReport:
@@ -350,7 +360,9 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, progress
 
     ``kb``: the user knowledge base (created if missing; its entries are kept, the new ones
     appended, and the file replaced atomically). ``trials``: measured candidates per distinct
-    convolution (the default tiling included; 1 records the default). ``progress``: a tqdm bar on
+    convolution (the default tiling included; 1 records the default). ``jobs``: processes measuring
+    convolutions in parallel (default: the CPUs this process may use; the result does not depend on
+    it). ``progress``: a tqdm bar on
     stderr (None: only on a terminal). The other options are :func:`cann.compile`'s: the tuning
     is for that SoC, precision mode, level and core count. Apply the result with
     ``cann.compile(model, kb=kb, ...)``.
@@ -375,23 +387,34 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, progress
             hits.add(sig)
         elif sig not in misses:
             misses[sig] = ConvShape.of(op)
+    jobs = max(1, min(jobs or _cpus(), len(misses)))
     bar = None
     if misses and progress is not False:
         from tqdm import tqdm
 
         bar = tqdm(total=len(misses) * trials, desc="tuning", unit="trial", disable=None if progress is None else False,
                    leave=False)
+    kw = dict(soc_version=opts.soc_version, precision_mode=opts.precision_mode, opt_level=opts.opt_level,
+              aicore_num=opts.aicore_num or 0, trials=trials)
+    work = [(shape, sig, kw) for sig, shape in misses.items()]
     tuned = []
     try:
-        for sig, shape in misses.items():
-            if bar is not None:
-                bar.set_postfix_str(f"x={'x'.join(map(str, shape.x))} w={'x'.join(map(str, shape.w))}", refresh=False)
-            before = bar.n if bar is not None else 0
-            tuned.append(tune_conv(shape, sig, soc_version=opts.soc_version, precision_mode=opts.precision_mode,
-                                   opt_level=opts.opt_level, aicore_num=opts.aicore_num or 0, trials=trials,
-                                   step=bar.update if bar is not None else None))
-            if bar is not None:
-                bar.update(before + trials - bar.n)  # candidates the space did not have
+        if jobs == 1:
+            for shape, sig, _ in work:
+                if bar is not None:
+                    bar.set_postfix_str(f"x={'x'.join(map(str, shape.x))} w={'x'.join(map(str, shape.w))}", refresh=False)
+                before = bar.n if bar is not None else 0
+                tuned.append(tune_conv(shape, sig, step=bar.update if bar is not None else None, **kw))
+                if bar is not None:
+                    bar.update(before + trials - bar.n)  # candidates the space did not have
+        else:  # one convolution per task; the results in the model's order whatever finishes first
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                for t in pool.imap(_tune_one, work):
+                    tuned.append(t)
+                    if bar is not None:
+                        bar.update(trials)
     finally:
         if bar is not None:
             bar.close()

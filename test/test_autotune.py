@@ -111,6 +111,25 @@ def test_tune_writes_an_entry_that_a_second_compile_applies(tmp_path):
     assert (again.hits, again.tuned, again.written) == (1, (), False) and kb.read_bytes() == before
 
 
+def two_convs() -> onnx.ModelProto:
+    """SHAPE's conv, then a 1x1 conv back to 16 channels: two signatures."""
+    m = SHAPE.model()
+    w2 = numpy_helper.from_array((np.random.default_rng(2).standard_normal((16, 32, 1, 1)) / 6).astype(np.float32), "w2")
+    m.graph.initializer.append(w2)
+    m.graph.node[0].output[0] = "c"
+    m.graph.node.append(helper.make_node("Conv", ["c", "w2"], ["y"]))
+    m.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 16
+    return m
+
+
+def test_tune_in_parallel_writes_the_same_bytes(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    ra = cann.tune(two_convs(), a, trials=2, jobs=1)
+    rb = cann.tune(two_convs(), b, trials=2, jobs=2)
+    assert len(ra.tuned) == 2 and ra.tuned == rb.tuned
+    assert a.read_bytes() == b.read_bytes()
+
+
 def test_tune_is_deterministic_and_merges_with_the_entries_there(tmp_path):
     other = {"op": "Conv", "signature": "x=1x1x1x1 w=1x1x1x1 strides=1,1 pads=0,0,0,0 dilations=1,1 group=1",
              "soc": "Ascend910", "precision_mode": "force_fp16", "compiler": compiler_version(), "tiling": {"rows": 1},
@@ -149,6 +168,7 @@ def test_cann_compile_tune_writes_the_kb_next_to_the_output(tmp_path):
     (["--job_type", "1"], "--job_type: 1 (subgraph tuning) is not supported; 2 = operator tuning (--tune)"),
     (["--tune", "--tune-trials", "0"], "--tune-trials: '0': a whole number of measured tilings per kernel, at least 1"),
     (["--tune-trials", "2"], "--tune-trials: applies to --tune (or --job_type 2) only"),
+    (["--tune", "--tune-jobs", "x"], "--tune-jobs: 'x': a whole number of processes, at least 1"),
     (["--tune", "--kb", "{tmp}/no/kb.json"], "{tmp}/no/kb.json: cannot write the knowledge base: No such file or directory"),
     (["--tune", "--kb", "{tmp}"], "{tmp}: cannot write the knowledge base: is a directory"),
     (["--tune", "--kb", "{tmp}/bad.json"], "{tmp}/bad.json: not valid JSON: Expecting value: line 1 column 1 (char 0)"),

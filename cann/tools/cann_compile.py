@@ -92,9 +92,11 @@ def _configure_logging(level: str) -> None:
               "1 (subgraph tuning) is not supported.")
 @click.option("--tune-trials", "tune_trials", metavar="N", help="With --tune: measured candidate tilings per "
               "convolution, the default tiling included (default 3).")
+@click.option("--tune-jobs", "tune_jobs", metavar="N", help="With --tune: processes measuring in parallel "
+              "(default: the CPUs available; the knowledge base written does not depend on it).")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
-        tune, job_type, tune_trials) -> int:
+        tune, job_type, tune_trials, tune_jobs) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -114,7 +116,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
     validate_options(**options)  # every flag's error before any work
-    tune, trials = _tune_flags(tune, job_type, tune_trials)
+    tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
     if tune:
         kb = kb or _default_kb(output)
         from cann.autotune import check_kb_path
@@ -131,7 +133,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
 
         check_writable(output if emit or output.endswith(".om") or os.path.isdir(output) else output + ".om")
     if tune:
-        _run_tune(model, kb, trials, None if log_level != "null" else False, options)
+        _run_tune(model, kb, trials, jobs, None if log_level != "null" else False, options)
     if emit:
         from cann.compiler import emit as emit_stage
 
@@ -179,8 +181,22 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     return 0
 
 
-def _tune_flags(tune: bool, job_type: str | None, trials: str | None) -> tuple[bool, int]:
-    """(tune or not, measured candidates per kernel) from --tune, AOE's --job_type and --tune-trials."""
+def _count(flag: str, text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise CannError(flag, f"'{text}': {what}, at least 1")
+    return n
+
+
+def _tune_flags(tune: bool, job_type: str | None, trials: str | None,
+                jobs: str | None) -> tuple[bool, int, int | None]:
+    """(tune or not, measured candidates per kernel, processes) from --tune, AOE's --job_type,
+    --tune-trials and --tune-jobs."""
     if job_type is not None:
         if job_type.strip() == "1":
             raise CannError("--job_type", "1 (subgraph tuning) is not supported; 2 = operator tuning (--tune)")
@@ -189,17 +205,11 @@ def _tune_flags(tune: bool, job_type: str | None, trials: str | None) -> tuple[b
         tune = True
     from cann.autotune import DEFAULT_TRIALS
 
-    if trials is None:
-        return tune, DEFAULT_TRIALS
-    if not tune:
-        raise CannError("--tune-trials", "applies to --tune (or --job_type 2) only")
-    try:
-        n = int(trials)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise CannError("--tune-trials", f"'{trials}': a whole number of measured tilings per kernel, at least 1")
-    return tune, n
+    for flag, value in (("--tune-trials", trials), ("--tune-jobs", jobs)):
+        if value is not None and not tune:
+            raise CannError(flag, "applies to --tune (or --job_type 2) only")
+    n = _count("--tune-trials", trials, "a whole number of measured tilings per kernel")
+    return tune, n or DEFAULT_TRIALS, _count("--tune-jobs", jobs, "a whole number of processes")
 
 
 def _default_kb(output: str) -> str:
@@ -209,11 +219,11 @@ def _default_kb(output: str) -> str:
     return (output[:-3] if output.endswith(".om") else output) + ".kb.json"
 
 
-def _run_tune(model: str, kb: str, trials: int, progress: bool | None, options: dict) -> None:
+def _run_tune(model: str, kb: str, trials: int, jobs: int | None, progress: bool | None, options: dict) -> None:
     from cann.autotune import tune
 
     opts = {k: v for k, v in options.items() if k != "kb"}
-    report = tune(model, kb, trials=trials, progress=progress, **opts)
+    report = tune(model, kb, trials=trials, jobs=jobs, progress=progress, **opts)
     gain = sum(t.default_cycles - t.best_cycles for t in report.tuned)
     print(f"{kb}: {len(report.tuned)} convolutions tuned ({trials} trials each, {gain} cycles saved alone), "
           f"{report.hits} already in the knowledge base", file=sys.stderr)
