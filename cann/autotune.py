@@ -351,8 +351,62 @@ def _tune_one(work) -> Tuned:
     return tune_conv(shape, sig, **kw)
 
 
+def _in_model(model, kb: str | None, options: dict) -> list[tuple[int, dict[str, int]]]:
+    """(simulated cycles, recorded tiling) of each conv kernel of ``model`` compiled with ``kb``, in
+    the order of the graph's convolutions (kernel ``conv2d_<i>`` is the i-th)."""
+    from cann.codegen.offline import build_offline_model
+    from cann.compiler import lower
+    from cann.dialects.ascend import kernels
+    from cann.runtime import Model
+
+    module = lower(model, kb=kb, **options)
+    tilings = {k.sym_name.data: {f: v.value.data for f, v in k.attributes["tile.tiling"].data.items()}
+               for k in kernels(module) if k.sym_name.data.startswith("conv2d_")}
+    cycles = {k.name: k.cycles for k in Model(build_offline_model(module)).time().kernels}
+    return [(cycles[f"conv2d_{i}"], tilings[f"conv2d_{i}"]) for i in range(len(tilings))]
+
+
+def _in_model_task(args) -> list[tuple[int, dict[str, int]]]:
+    return _in_model(*args)
+
+
+def _check_in_model(model, tuned: list[Tuned], sigs: list[str], base: KnowledgeBase | None,
+                    options: dict, jobs: int = 1) -> list[Tuned]:
+    """``tuned`` with the default tiling of the model (its pinned fields) in place of each tuned
+    tiling that makes the model's kernels of its signature slower in all (a kernel tuned alone
+    may carry a fused epilogue in the model)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        old, new = os.path.join(d, "old.kb.json"), os.path.join(d, "new.kb.json")
+        Path(old).write_text(dump(list(base.entries if base else ())))
+        Path(new).write_text(dump([*(base.entries if base else ()), *(t.entry for t in tuned)]))
+        work = [(model, old if base else None, options), (model, new, options)]
+        if jobs > 1:
+            import multiprocessing
+
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                before, after = pool.map(_in_model_task, work)
+        else:
+            before, after = map(_in_model_task, work)
+    if len(before) != len(sigs) or len(after) != len(sigs):
+        return tuned  # kernels and convolutions do not pair up (not expected): keep the measurements
+    out = []
+    for t in tuned:
+        idx = [i for i, s in enumerate(sigs) if s == t.entry["signature"]]
+        if sum(after[i][0] for i in idx) > sum(before[i][0] for i in idx):
+            d = before[idx[0]][1]
+            pins = {k: d[k] for k in PINNED if k in d}
+            pins["m_blocks"] = d.get("m_blocks", 1)
+            pins["n_blocks"] = d.get("n_blocks", d["block_dim"] // (pins["m_blocks"] * d.get("i_blocks", 1)))
+            t = Tuned(t.entry | {"tiling": dict(sorted(pins.items())), "cycles": t.default_cycles},
+                      t.default_cycles, t.default_cycles, t.measured)
+        out.append(t)
+    return out
+
+
 def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: int | None = None,
-         progress: bool | None = False,
+         check: bool = True, progress: bool | None = False,
          soc_version: str | None = None, precision_mode: str | None = None, input_shape=None, out_nodes=None,
          opt_level: int | None = None, fusion_switch_file: str | None = None, aicore_num=None, framework=None,
          first_load_segment=None) -> TuneReport:
@@ -362,7 +416,9 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     appended, and the file replaced atomically). ``trials``: measured candidates per distinct
     convolution (the default tiling included; 1 records the default). ``jobs``: processes measuring
     convolutions in parallel (default: the CPUs this process may use; the result does not depend on
-    it). ``progress``: a tqdm bar on
+    it). ``check``: compile the model with and without the tuned entries and, for each signature
+    whose kernels the tuned tiling makes slower in the model (a fused epilogue the single-Conv
+    measurement lacks), record the model's default tiling instead (two more compiles). ``progress``: a tqdm bar on
     stderr (None: only on a terminal). The other options are :func:`cann.compile`'s: the tuning
     is for that SoC, precision mode, level and core count. Apply the result with
     ``cann.compile(model, kb=kb, ...)``.
@@ -387,7 +443,7 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
             hits.add(sig)
         elif sig not in misses:
             misses[sig] = ConvShape.of(op)
-    jobs = max(1, min(jobs or _cpus(), len(misses)))
+    jobs_given, jobs = jobs, max(1, min(jobs or _cpus(), len(misses)))
     bar = None
     if misses and progress is not False:
         from tqdm import tqdm
@@ -418,6 +474,12 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     finally:
         if bar is not None:
             bar.close()
+    if check and tuned:
+        options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
+                       out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
+                       aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment)
+        tuned = _check_in_model(model, tuned, [signature(op) for op in conv_ops(module)], base, options,
+                                min(2, jobs_given or _cpus()))
     written = bool(tuned) or base is None
     if written:
         atomic_write_bytes(kb, dump([*(base.entries if base else ()), *(t.entry for t in tuned)]).encode())
