@@ -12,11 +12,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import cann
-from cann.autotune import Bench, ConvShape, candidates, tune_conv
+from cann.autotune import Bench, ConvShape, Tuned, _check_in_model, _in_model, candidates, tune_conv
 from cann.compiler import lower
 from cann.dialects.ascend import kernels
 from cann.hw.config import load_soc
-from cann.lowering.cube import _conv_plan
 from cann.passes.tile_search_kb import compiler_version, dump, load
 from cann.testing import random_inputs, run_onnxruntime
 
@@ -62,7 +61,6 @@ def test_candidates_are_legal_distinct_and_ranked_by_the_cost_model():
     assert (default.get("n_blocks", 2), default["rows"], 28, 1, default.get("m_blocks", 1)) in {c.key for c in cands}
     t = bench.tiling(bench.tile(cands[5].pins))
     assert (t["n_blocks"], t["rows"], t.get("cols", 28), t.get("c1", 1), t["m_blocks"]) == cands[5].key
-    assert _conv_plan is not None  # the estimate is the lowering's (cann.lowering.cube._conv_plan)
 
 
 def test_bench_measures_what_a_full_compile_runs():
@@ -128,6 +126,23 @@ def test_tune_in_parallel_writes_the_same_bytes(tmp_path):
     rb = cann.tune(two_convs(), b, trials=2, jobs=2)
     assert len(ra.tuned) == 2 and ra.tuned == rb.tuned
     assert a.read_bytes() == b.read_bytes()
+
+
+def test_a_tiling_slower_in_the_model_gives_way_to_the_models_default():
+    """A tiling measured alone that slows the model's kernel (here a deliberately poor one) is
+    replaced by the pinned fields of the model's own default tiling; a faster one stays."""
+    m = conv_relu()
+    (cycles, default), = _in_model(m, None, {})
+    poor = Tuned({"op": "Conv", "signature": SIG, "soc": "Ascend910", "precision_mode": "force_fp16",
+                  "compiler": compiler_version(), "cycles": 1, "tiling": {"n_blocks": 1, "m_blocks": 1, "rows": 1}},
+                 400, 300, ())
+    (kept,) = _check_in_model(m, [poor], [SIG], None, {})
+    assert kept.entry["tiling"] == {"m_blocks": default["m_blocks"], "rows": default["rows"],
+                                    "n_blocks": default["block_dim"] // default["m_blocks"]}
+    assert (kept.entry["cycles"], kept.best_cycles) == (400, 400)
+    good = tune_conv(SHAPE, SIG, trials=3)
+    assert good.best_cycles < good.default_cycles  # this shape gains from tuning
+    assert _check_in_model(m, [good], [SIG], None, {}, jobs=2) == [good]
 
 
 def test_tune_is_deterministic_and_merges_with_the_entries_there(tmp_path):
