@@ -7,6 +7,8 @@ Python API::
     outputs = model.run({"data_0": x})      # dict[str, np.ndarray] -> dict[str, np.ndarray]
     model.save("model.om")
     model = cann.load("model.om")
+    cann.tune("model.onnx", kb="model.kb.json")   # operator tuning: measured tilings into a knowledge base
+    model = cann.compile("model.onnx", kb="model.kb.json")
 
 Mixed programming (docs/mixed-programming.md)::
 
@@ -17,11 +19,12 @@ Mixed programming (docs/mixed-programming.md)::
         return cann.op("Relu", cann.op("Conv", x, w, pads=[1, 1, 1, 1]))
 """
 
+from cann.autotune import tune
 from cann.compiler import compile
 from cann.errors import CannError, CannWarning, FloatOverflowWarning
 from cann.mixed import last_run, op
 from cann.mixed_jit import jit
 from cann.runtime import Model, load
 
-__all__ = ["compile", "load", "Model", "op", "jit", "last_run", "CannError", "CannWarning", "FloatOverflowWarning"]
+__all__ = ["compile", "tune", "load", "Model", "op", "jit", "last_run", "CannError", "CannWarning", "FloatOverflowWarning"]
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@
     cann-compile model.onnx --emit tile -o -          # print the tile-level IR
     cann-compile model.pb --framework=3 --input_shape="input:1,224,224,3" -o model.om   # TensorFlow
     cann-compile model.ascend.mlir -o model.om        # finish the pipeline from a stage's text IR
+    cann-compile model.onnx -o model.om --tune        # tune the convolutions first (model.kb.json)
 
 A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
 ``error: <location>: <message>`` and exit 2 without leaving an output file.
@@ -81,9 +82,21 @@ def _configure_logging(level: str) -> None:
               help="-O1: bytes of the first segment of each kernel's first load, so compute starts when it has "
                    "landed (0: the default rule, -1: no segmentation).")
 @click.option("--kb", "kb", metavar="PATH", help="A knowledge base of tuned tilings (docs/autotune.md): its entries "
-              "for this SoC, precision mode and compiler version are applied to the operators they fit.")
+              "for this SoC, precision mode and compiler version are applied to the operators they fit. With "
+              "--tune: the user knowledge base the tuned kernels are added to (created if missing; default: "
+              "OUTPUT with .kb.json for .om).")
+@click.option("--tune", "tune", is_flag=True, help="Operator tuning first: measure candidate tilings of each "
+              "convolution the knowledge base misses with the timing-only simulator, add the best to --kb, then "
+              "compile with it.")
+@click.option("--job_type", "job_type", metavar="2", help="AOE's tuning mode: 2 = operator tuning (--tune); "
+              "1 (subgraph tuning) is not supported.")
+@click.option("--tune-trials", "tune_trials", metavar="N", help="With --tune: measured candidate tilings per "
+              "convolution, the default tiling included (default 3).")
+@click.option("--tune-jobs", "tune_jobs", metavar="N", help="With --tune: processes measuring in parallel "
+              "(default: the CPUs available; the knowledge base written does not depend on it).")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
-        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb) -> int:
+        log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
+        tune, job_type, tune_trials, tune_jobs) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -103,12 +116,24 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
     validate_options(**options)  # every flag's error before any work
-    kb_digest = None
-    if kb:
+    tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
+    if tune:
+        kb = kb or _default_kb(output)
+        from cann.autotune import check_kb_path
+
+        check_kb_path(kb)  # a bad path or file: the error before any work, nothing written
+    elif kb:
         from cann.passes.tile_search_kb import load as load_kb
 
-        kb_digest = load_kb(kb).digest
+        load_kb(kb)
+    if kb:
         options["kb"] = kb
+    if tune and output not in ("-", None):
+        from cann.compiler import check_writable
+
+        check_writable(output if emit or output.endswith(".om") or os.path.isdir(output) else output + ".om")
+    if tune:
+        _run_tune(model, kb, trials, jobs, None if log_level != "null" else False, options)
     if emit:
         from cann.compiler import emit as emit_stage
 
@@ -146,10 +171,62 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     om = compiled.om
     size = os.path.getsize(output)
     level = "" if fw == "mlir" else f", -O{opt_level or DEFAULT_OPT_LEVEL}"
-    tuned = f", knowledge base {kb} sha256 {kb_digest[:16]}" if kb else ""
+    tuned = ""
+    if kb:
+        from cann.passes.tile_search_kb import load as load_kb
+
+        tuned = f", knowledge base {kb} sha256 {load_kb(kb).digest[:16]}"
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
           f"({om.soc_version}, {om.precision_mode}{level}{tuned})")
     return 0
+
+
+def _count(flag: str, text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise CannError(flag, f"'{text}': {what}, at least 1")
+    return n
+
+
+def _tune_flags(tune: bool, job_type: str | None, trials: str | None,
+                jobs: str | None) -> tuple[bool, int, int | None]:
+    """(tune or not, measured candidates per kernel, processes) from --tune, AOE's --job_type,
+    --tune-trials and --tune-jobs."""
+    if job_type is not None:
+        if job_type.strip() == "1":
+            raise CannError("--job_type", "1 (subgraph tuning) is not supported; 2 = operator tuning (--tune)")
+        if job_type.strip() != "2":
+            raise CannError("--job_type", f"'{job_type}': 2 = operator tuning (1, subgraph tuning, is not supported)")
+        tune = True
+    from cann.autotune import DEFAULT_TRIALS
+
+    for flag, value in (("--tune-trials", trials), ("--tune-jobs", jobs)):
+        if value is not None and not tune:
+            raise CannError(flag, "applies to --tune (or --job_type 2) only")
+    n = _count("--tune-trials", trials, "a whole number of measured tilings per kernel")
+    return tune, n or DEFAULT_TRIALS, _count("--tune-jobs", jobs, "a whole number of processes")
+
+
+def _default_kb(output: str) -> str:
+    """--tune's knowledge base without --kb: next to the output (model.om -> model.kb.json)."""
+    if output == "-":
+        raise CannError("--tune", "the output is stdout: name the knowledge base to write with --kb PATH")
+    return (output[:-3] if output.endswith(".om") else output) + ".kb.json"
+
+
+def _run_tune(model: str, kb: str, trials: int, jobs: int | None, progress: bool | None, options: dict) -> None:
+    from cann.autotune import tune
+
+    opts = {k: v for k, v in options.items() if k != "kb"}
+    report = tune(model, kb, trials=trials, jobs=jobs, progress=progress, **opts)
+    gain = sum(t.default_cycles - t.best_cycles for t in report.tuned)
+    print(f"{kb}: {len(report.tuned)} convolutions tuned ({trials} trials each, {gain} cycles saved alone), "
+          f"{report.hits} already in the knowledge base", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
