@@ -131,7 +131,9 @@ def keep_ops(module: ModuleOp, nodes: set[str], rules: bool) -> tuple[int, int]:
     for op in body.ops:
         members = _members(op)
         total += len(members)
-        named = [o for o in ([op] if op.name != "graph.fused" else op.regions[0].block.ops)]
+        if DEVICE_DTYPE in op.attributes:  # a boundary of an earlier run
+            continue
+        named = [op] if op.name != "graph.fused" else list(op.regions[0].block.ops)
         listed = any(_loc_name(o) in nodes or (rules and o.name in RULE_OPS) for o in named)
         # data movement (no arithmetic) follows a kept producer rather than converting its values
         follows = op.name in DATA_OPS and any(isinstance(v.owner, Operation) and v.owner in kept_ops
