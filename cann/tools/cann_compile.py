@@ -173,7 +173,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     level = "" if fw == "mlir" else f", -O{opt_level or DEFAULT_OPT_LEVEL}"
     tuned = f", knowledge base {kb} sha256 {kb_digest[:16]}" if kb else ""
     mixed = ""
-    if compiled.kept_fp32 is not None:
+    if getattr(compiled, "kept_fp32", None) is not None:
         k, n = compiled.kept_fp32
         mixed = f", {k} of {n} nodes kept in fp32 ({100.0 * k / max(n, 1):.1f}%)"
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
