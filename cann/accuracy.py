@@ -352,7 +352,7 @@ def _compile_traced(onnx_path: str, om, om_path: str):
             return rec, module, built
     raise CannError(om_path, f"its launches are not those {onnx_path} compiles to ({om.soc_version}, "
                              f"{om.precision_mode}, -O1 or -O0): compare with the model it was compiled from, "
-                             f"compiled without --fusion_switch_file")
+                             f"compiled without --fusion_switch_file or --keep_dtype")
 
 
 def plan_layers(onnx_path: str, om, om_path: str) -> LayerPlan:

@@ -409,7 +409,7 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
          check: bool = True, progress: bool | None = False,
          soc_version: str | None = None, precision_mode: str | None = None, input_shape=None, out_nodes=None,
          opt_level: int | None = None, fusion_switch_file: str | None = None, aicore_num=None, framework=None,
-         first_load_segment=None) -> TuneReport:
+         first_load_segment=None, keep_dtype=None, calibration_inputs=None) -> TuneReport:
     """Tune the convolutions of ``model`` that the knowledge base ``kb`` misses and add them to it.
 
     ``kb``: the user knowledge base (created if missing; its entries are kept, the new ones
@@ -420,7 +420,8 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     whose kernels the tuned tiling makes slower in the model (a fused epilogue the single-Conv
     measurement lacks), record the model's default tiling instead (two more compiles). ``progress``: a tqdm bar on
     stderr (None: only on a terminal). The other options are :func:`cann.compile`'s: the tuning
-    is for that SoC, precision mode, level and core count. Apply the result with
+    is for that SoC, precision mode, level and core count (a convolution ``keep_dtype`` keeps in
+    float32 is measured in the precision mode's dtype all the same). Apply the result with
     ``cann.compile(model, kb=kb, ...)``.
 
     Raises:
@@ -435,7 +436,8 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     base = check_kb_path(kb)
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                   aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment, until="graph")
+                   aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
+                   keep_dtype=keep_dtype, calibration_inputs=calibration_inputs, until="graph")
     misses, hits = {}, set()
     for op in conv_ops(module):
         sig = signature(op)
@@ -477,7 +479,8 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     if check and tuned:
         options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                        out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                       aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment)
+                       aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
+                       keep_dtype=keep_dtype, calibration_inputs=calibration_inputs)
         tuned = _check_in_model(model, tuned, [signature(op) for op in conv_ops(module)], base, options,
                                 min(2, jobs_given or _cpus()))
     written = bool(tuned) or base is None

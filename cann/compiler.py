@@ -55,7 +55,8 @@ def make_context() -> Context:
 def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
                     aicore_num: int = 0, fusion: dict[str, bool] | None = None,
                     first_load_segment: int = 0, tiling: dict[str, dict[str, int]] | None = None,
-                    kb: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+                    kb: str | os.PathLike | None = None, keep: tuple[str, ...] = (),
+                    keep_rules: bool = False) -> list[tuple[str, str]]:
     """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
 
     ``-O0`` is the conservative baseline: one kernel per op, one copy of each buffer, barrier
@@ -66,7 +67,9 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     (``first_load_segment``: its ``first_segment_bytes``, 0 the rule, -1 none) and flag
     synchronization (``ascend-insert-sync{mode=flags}``). ``tiling`` (kernel name -> {field: value})
     pins kernels' tilings (``convert-graph-to-tile{tiling=...}``); ``kb``, a knowledge base whose
-    tilings ``tile-search-kb`` records on the graph ops they fit (docs/autotune.md).
+    tilings ``tile-search-kb`` records on the graph ops they fit (docs/autotune.md). ``keep`` (ONNX
+    node names) and ``keep_rules`` (overflow-prone op kinds): ``keep-dtype``, the last graph pass,
+    keeps them in float32 (docs/precision.md).
     """
     from cann.passes.fusion_switch import PASSES, graph_pipeline
 
@@ -76,6 +79,9 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     if kb:
         graph_passes.append(f"tile-search-kb{{kb={json.dumps(os.fspath(kb))} soc={soc_version} "
                             f"precision_mode={precision_mode}}}")
+    if keep or keep_rules:
+        graph_passes.append("keep-dtype{" + (f"nodes={json.dumps(','.join(keep))}" if keep else "")
+                            + (" " if keep and keep_rules else "") + ("rules=true" if keep_rules else "") + "}")
     tile = (f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
             + (f" aicore_num={aicore_num}" if aicore_num else "") + (" buffers=2" if opt_level >= 1 else "")
             + (f" tiling={json.dumps(json.dumps(tiling, sort_keys=True))}" if tiling else "") + "}")
@@ -162,7 +168,7 @@ def _first_line(text: str) -> str:
 
 
 #: options that only apply to importing a model (not to a stage's text IR)
-_IMPORT_OPTIONS = ("input_shape", "out_nodes", "fusion_switch_file", "opt_level")
+_IMPORT_OPTIONS = ("input_shape", "out_nodes", "fusion_switch_file", "opt_level", "keep_dtype")
 
 
 def _text_module(model, opts: CompileOptions) -> tuple[ModuleOp, str]:
@@ -193,7 +199,9 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
           out_nodes: list[str] | str | None = None, opt_level: int | None = None, until: str = "ascend",
           fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
           framework: int | str | None = None, first_load_segment: int | str | None = None,
-          tiling: dict[str, dict[str, int]] | None = None, kb: str | os.PathLike | None = None) -> ModuleOp:
+          tiling: dict[str, dict[str, int]] | None = None, kb: str | os.PathLike | None = None,
+          keep_dtype: str | os.PathLike | list[str] | None = None,
+          calibration_inputs: dict | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
 
     ``framework``: 3 / ``"tensorflow"`` or 5 / ``"onnx"``; by default a ``.pb`` path, bytes or a
@@ -201,7 +209,9 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
     ``ascend``, detected from its dialects: only the later stages run) and everything else ONNX.
     Options are checked by :func:`cann.options.validate_options` (``None``: the default); ``tiling``
     (kernel name -> {field: value}) pins kernels' tilings, checked by ``convert-graph-to-tile``;
-    ``kb`` names a knowledge base (:mod:`cann.passes.tile_search_kb`).
+    ``kb`` names a knowledge base (:mod:`cann.passes.tile_search_kb`). ``keep_dtype`` (ATC's file or
+    a list of ONNX node names) and ``precision_mode="allow_mix_precision"`` (rules and a calibration
+    run on ``calibration_inputs``, default seeded random ones): :func:`kept_nodes`.
 
     Raises:
         CannError: bad options, a malformed or unsupported model, a pinned tiling beyond the SoC.
@@ -210,7 +220,8 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
 
     opts = validate_options(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                             out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                            aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment)
+                            aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
+                            keep_dtype=keep_dtype)
     last = until if until != "asm" else "ascend"
     if model_framework(model, framework) == "mlir":
         module, done = _text_module(model, opts)
@@ -219,9 +230,11 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
     else:
         module, done = import_model(model, framework=opts.framework, input_shape=opts.input_shape,
                                     out_nodes=opts.out_nodes), None
+    keep = kept_nodes(model, module, opts, calibration_inputs) if done is None else ()
     ctx = make_context()
     for stage, spec in stage_pipelines(opts.soc_version, opts.precision_mode, opts.opt_level,
-                                       opts.aicore_num or 0, opts.fusion, opts.first_load_segment, tiling, kb):
+                                       opts.aicore_num or 0, opts.fusion, opts.first_load_segment, tiling, kb,
+                                       keep, opts.precision_mode == "allow_mix_precision"):
         if done is not None and STAGES.index(stage) <= STAGES.index(done):
             continue
         if STAGES.index(stage) > STAGES.index(last):
@@ -232,6 +245,30 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
 
             annotate_work(module, opts.precision_mode)
     return module
+
+
+def kept_nodes(model, module: ModuleOp, opts: CompileOptions, inputs: dict | None = None) -> tuple[str, ...]:
+    """The ONNX nodes kept in float32: those of ``opts.keep_dtype`` (each must name a node of the
+    imported ``module``) and, under ``allow_mix_precision`` for an ONNX ``model``, those a calibration
+    run on ``inputs`` finds beyond float16's range (:func:`cann.calibration.calibrate_keep_dtype`).
+
+    Raises:
+        CannError: ``FILE:LINE: node 'X' is not a node of the model ...`` (one per unknown name).
+    """
+    from cann.calibration import calibrate_keep_dtype, calibration_inputs, op_names
+
+    names = op_names(module)
+    listed = opts.keep_dtype or ()
+    unknown = [Diagnostic(where, f"node '{n}' is not a node of the model that computes at run time")
+               for n, where in listed if n not in names]
+    if unknown:
+        raise CannError.many(unknown)
+    keep = [n for n, _ in listed]
+    if opts.precision_mode == "allow_mix_precision" and model_framework(model, opts.framework) == "onnx":
+        proto = onnx.load(os.fspath(model)) if isinstance(model, (str, os.PathLike)) else model
+        feeds = inputs if inputs is not None else calibration_inputs(proto, shapes=opts.input_shape)
+        keep += [n for n in calibrate_keep_dtype(proto, feeds, graph_names=names) if n not in keep]
+    return tuple(keep)
 
 
 def check_core_types(module: ModuleOp) -> None:
@@ -267,7 +304,8 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
             fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
             framework: int | str | None = None, fusion_report: str | os.PathLike | None = None,
             first_load_segment: int | str | None = None, tiling: dict[str, dict[str, int]] | None = None,
-            kb: str | os.PathLike | None = None):
+            kb: str | os.PathLike | None = None, keep_dtype: str | os.PathLike | list[str] | None = None,
+            calibration_inputs: dict | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``), a frozen TensorFlow GraphDef (a ``.pb``
     path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) or the text IR of a stage
     (a ``.mlir`` path: the remaining stages run) for the modeled AI Core.
@@ -284,6 +322,11 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     docs/autotune.md: its entries for this SoC, precision mode and compiler version are applied to
     the graph ops of their signature). ``fusion_report``: a path where the fusion report (JSON,
     :mod:`cann.codegen.report`) is written; the report is also ``Model.fusion_report``.
+    ``keep_dtype``: ATC's keep_dtype file (one ONNX node name per line) or a list of node names kept
+    in float32 under an fp16 precision mode; ``precision_mode="allow_mix_precision"`` keeps
+    overflow-prone op kinds and the nodes a calibration run on ``calibration_inputs`` (default:
+    seeded uniform [0, 1) inputs) finds beyond float16's range (docs/precision.md).
+    ``Model.kept_fp32`` is then ``(kept, total)`` graph ops.
 
     Returns:
         cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
@@ -298,12 +341,14 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
-                   tiling=tiling, kb=kb)
+                   tiling=tiling, kb=kb, keep_dtype=keep_dtype, calibration_inputs=calibration_inputs)
     check_core_types(module)
     from cann.codegen.report import fusion_report as make_report, report_json
 
     compiled = Model(build_offline_model(module))
     compiled.fusion_report = make_report(module)
+    kept = module.attributes.get("cann.kept_fp32")
+    compiled.kept_fp32 = tuple(a.value.data for a in kept.data) if kept is not None else None
     if fusion_report is not None:
         atomic_write_bytes(fusion_report, report_json(module).encode())
     return compiled

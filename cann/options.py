@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cann.codegen.om import PRECISION_MODES  # noqa: F401  (the modes an .om records: one list)
+from cann.codegen.om import FP16_PRECISION_MODES, PRECISION_MODES  # noqa: F401  (the modes an .om records: one list)
 from cann.errors import CannError, Diagnostic
 
 OPT_LEVELS = (0, 1)
@@ -151,6 +151,21 @@ def _fusion_switch_file(value) -> dict[str, bool]:
     return parse_fusion_switch(value)  # its own errors name the file and line
 
 
+def _keep_dtype(value) -> tuple[tuple[str, str], ...]:
+    """ATC's keep_dtype file (a path: one node name per line) or a list of node names ->
+    ``((name, where), ...)``, ``where`` the file and line (``FILE:3``) or ``keep_dtype[i]``."""
+    if isinstance(value, (str, os.PathLike)):
+        from cann.passes.keep_dtype import parse_keep_dtype
+
+        return tuple((name, f"{os.fspath(value)}:{line}") for name, line in parse_keep_dtype(value))
+    if isinstance(value, (list, tuple)) and all(isinstance(n, str) and n.strip() for n in value):
+        names = [n.strip() for n in value]
+        if len(set(names)) != len(names):
+            raise BadValue(f"a node is listed twice: {', '.join(names)}")
+        return tuple((n, f"keep_dtype[{i}]") for i, n in enumerate(names))
+    raise BadValue(f"expected a keep_dtype file path or a list of node names, got {value!r}")
+
+
 def _framework(value) -> str:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
@@ -183,6 +198,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("out_nodes", "--out_nodes", _out_nodes, "model outputs (tensor names or node:output_index)"),
     Option("fusion_switch_file", "--fusion_switch_file", _fusion_switch_file, "ATC fusion switch file"),
     Option("framework", "--framework", _framework, "3 = TensorFlow, 5 = ONNX"),
+    Option("keep_dtype", "--keep_dtype", _keep_dtype, "ATC keep_dtype file: ONNX nodes kept in float32 under an "
+           "fp16 precision mode"),
 )}
 
 
@@ -199,6 +216,7 @@ class CompileOptions:
     out_nodes: list[str] | None = None
     fusion: dict[str, bool] | None = None  # from fusion_switch_file
     framework: str | None = None
+    keep_dtype: tuple[tuple[str, str], ...] | None = None  # (node name, where it was listed)
     given: frozenset[str] = frozenset()  # the options given explicitly (not None)
 
 
@@ -234,6 +252,10 @@ def validate_options(**values) -> CompileOptions:
     if out.get("first_load_segment") is not None and out.get("opt_level", DEFAULT_OPT_LEVEL) == 0:
         problems.append(Diagnostic("--first-load-segment", "applies at -O1 (task auto-pipelining); -O0 keeps one "
                                                            "copy of every buffer and whole loads"))
+    if out.get("keep_dtype") and out.get("precision_mode", DEFAULT_PRECISION_MODE) not in FP16_PRECISION_MODES:
+        problems.append(Diagnostic("--keep_dtype", f"applies to the float16 precision modes "
+                                                   f"({', '.join(FP16_PRECISION_MODES)}): under "
+                                                   f"{out['precision_mode']} every node is float32 already"))
     if problems:
         raise CannError.many(problems)
     given = frozenset(out)

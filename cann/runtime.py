@@ -22,6 +22,8 @@ class Model:
         self.om = om
         self.last_run = None
         self.fusion_report: dict | None = None  # set by cann.compile (not stored in the .om)
+        #: (graph ops kept in float32, graph ops) under --keep_dtype / allow_mix_precision (set by cann.compile)
+        self.kept_fp32: tuple[int, int] | None = None
 
     @property
     def inputs(self) -> tuple[IoTensor, ...]:

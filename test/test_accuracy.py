@@ -204,7 +204,7 @@ def test_bad_input_is_one_line_exit_2(files, tmp_path, capsys):
         ((om, "--compare", files / "grouped.onnx", "--all-layers"), None),
         ((om, "--compare", extra, "--all-layers"),
          f"error: {om}: its launches are not those {extra} compiles to (Ascend910, force_fp16, -O1 or -O0): "
-         "compare with the model it was compiled from, compiled without --fusion_switch_file"),
+         "compare with the model it was compiled from, compiled without --fusion_switch_file or --keep_dtype"),
         ((om, "--all-layers"), "error: --all-layers: needs --compare MODEL.onnx (the model the .om was compiled from)"),
         ((om, "--csv", tmp_path / "t.csv"), "error: --csv: writes the per-layer comparison: give --all-layers too"),
         ((om, "--compare", files / "chain.onnx", "--all-layers", "--csv", tmp_path / "no" / "t.csv"), None),

@@ -426,7 +426,7 @@ def test_bad_options_are_located_at_the_call():
     with pytest.raises(cann.CannError) as e:
         cann.op("Relu", X, precision_mode="fp8")  # options: op
     assert e.value.lines() == [f"error: {__file__}:{line_of('# options: op')}: --precision_mode: unknown precision "
-                               "mode 'fp8' (known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)"]
+                               "mode 'fp8' (known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32, allow_mix_precision)"]
     with pytest.raises(cann.CannError) as e:
         cann.jit(soc_version="Ascend999")  # options: jit
     assert e.value.lines()[0].startswith(f"error: {__file__}:{line_of('# options: jit')}: --soc_version: unknown SoC")

@@ -41,9 +41,9 @@ SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches", "work")
 HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)
 CHECKSUM_SIZE = 32
 #: the values of the strings section's precision_mode
-PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32")
+PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32", "allow_mix_precision")
 #: the precision modes storing float tensors in float16 on the device
-FP16_PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16")
+FP16_PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
 #: the highest rank of an input or output tensor (numpy's limit on array dimensions)
 MAX_RANK = 32
 

@@ -36,7 +36,11 @@ from cann.hw.config import load_soc
 from cann.lowering import cube, data, gemm, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
+from cann.passes.keep_dtype import DEVICE_DTYPE, KEEP
 from cann.tensor_trace import note
+
+#: the device dtypes a keep-dtype boundary cast names
+DEVICE_DTYPES = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16)}
 
 #: device dtype of float tensors per precision mode (the modes of cann.codegen.om)
 PRECISION_MODES = {m: np.float16 if m in FP16_PRECISION_MODES else np.float32 for m in OM_PRECISION_MODES}
@@ -70,6 +74,7 @@ class _Converter:
         self.values: dict[SSAValue, DevTensor] = {}
         self.consts: dict[SSAValue, np.ndarray] = {}
         self.main_in = main_in
+        self._const_as: dict[tuple[SSAValue, str], DevTensor] = {}  # keep-dtype: constants per dtype
 
     def const(self, v: SSAValue | None) -> np.ndarray | None:
         if v is None:
@@ -96,6 +101,32 @@ class _Converter:
             self.values[v] = t
             return t
         raise CannError(loc_name(loc), "operand has no value")
+
+    def lower_in(self, op: Operation, dtype: np.dtype) -> DevTensor | None:
+        """Lower ``op`` with the device float dtype ``dtype`` (keep-dtype: a kept op computes in
+        float32 amid float16 ones): its float operands computed in the other dtype are converted
+        first (a ``vconv`` kernel; constants are narrowed again), for this op only."""
+        lw, saved = self.lw, {}
+        inner = {r for o in op.walk() for r in o.results}
+        for v in dict.fromkeys(x for o in op.walk() for x in o.operands if x not in inner):
+            t = self.values.get(v)
+            if v in self.consts and (t is None or t.dtype != dtype) and self.consts[v].dtype.kind == "f":
+                arr = narrow(self.consts[v], dtype)
+                saved[v] = t
+                self.values[v] = self._const_as.setdefault((v, dtype.name), lw.constant(arr.reshape(-1), ND, arr.shape))
+            elif t is not None and t.dtype.kind == "f" and t.dtype != dtype and isinstance(v.owner, Operation):
+                saved[v] = t
+                self.values[v] = lw.as_format(t, t.fmt, dtype, op.location)
+        old, lw.dtype = lw.dtype, dtype
+        try:
+            return self.lower(op)
+        finally:
+            lw.dtype = old
+            for v, t in saved.items():
+                if t is None:
+                    del self.values[v]
+                else:
+                    self.values[v] = t
 
     def binary(self, op: Operation, kind: str) -> DevTensor:
         a, b = op.operands
@@ -265,6 +296,9 @@ class _Converter:
             from cann.lowering.select import lower_where
 
             return lower_where(self, op)
+        if kind == "cast" and DEVICE_DTYPE in op.attributes:  # a keep-dtype precision boundary
+            t = self.tensor(op.x, loc)
+            return lw.as_format(t, t.fmt, DEVICE_DTYPES[op.attributes[DEVICE_DTYPE].data], loc)
         if kind == "cast":
             # the device computes in the precision mode's dtype; a cast between float types changes
             # only the declared dtype, which the output conversion applies
@@ -344,6 +378,8 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
                                len(block.args))
         arg_types.append(mem.type)
         conv.values[arg] = DevTensor(mem, tuple(t.get_shape()), ND, dt)
+    base, f32 = lw.dtype, np.dtype(np.float32)
+    mixed = any(KEEP in op.attributes for op in in_block.ops)  # keep-dtype: some ops stay float32
     outs: list[SSAValue] = []
     errors: list[Diagnostic] = []
     failed: set[SSAValue] = set()
@@ -371,7 +407,7 @@ def convert_module(module: ModuleOp, soc_name: str, precision_mode: str,
             failed.update(op.results)
             continue
         try:
-            res = conv.lower(op)
+            res = conv.lower_in(op, f32 if KEEP in op.attributes else base) if mixed else conv.lower(op)
         except CannError as e:
             errors.extend(e.diagnostics)
             failed.update(op.results)

@@ -20,6 +20,7 @@ _PASSES: dict[str, str] = {
     "graph-recompose": "cann.passes.graph_recompose:GraphRecomposePass",
     "tile-multi-buffer": "cann.passes.tile_multi_buffer:TileMultiBufferPass",
     "tile-search-kb": "cann.passes.tile_search_kb:TileSearchKbPass",
+    "keep-dtype": "cann.passes.keep_dtype:KeepDtypePass",
 }
 
 

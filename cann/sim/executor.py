@@ -98,7 +98,9 @@ def _overflow_message(om: OfflineModel, li: int, name: str, run: KernelStats, no
            f"{run.overflow} `{run.overflow_op}`)")
     if om.precision_mode in FP16_PRECISION_MODES:
         msg += (f"; precision_mode {om.precision_mode} computes in float16 (largest finite value 65504): "
-                f"compile with --precision_mode must_keep_origin_dtype to keep float32")
+                f"compile with --precision_mode allow_mix_precision (overflowing nodes kept in float32), "
+                f"--keep_dtype FILE (the nodes to keep; cann-compile --calibrate-keep-dtype FILE writes one) "
+                f"or --precision_mode must_keep_origin_dtype (all float32)")
     return where, msg
 
 

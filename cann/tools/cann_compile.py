@@ -7,6 +7,8 @@
     cann-compile model.pb --framework=3 --input_shape="input:1,224,224,3" -o model.om   # TensorFlow
     cann-compile model.ascend.mlir -o model.om        # finish the pipeline from a stage's text IR
     cann-compile model.onnx -o model.om --tune        # tune the convolutions first (model.kb.json)
+    cann-compile model.onnx --precision_mode allow_mix_precision -o model.om   # fp16, overflow-prone nodes fp32
+    cann-compile model.onnx --calibrate-keep-dtype keep.txt && cann-compile model.onnx --keep_dtype keep.txt -o m.om
 
 A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
 ``error: <location>: <message>`` and exit 2 without leaving an output file.
@@ -94,9 +96,16 @@ def _configure_logging(level: str) -> None:
               "convolution, the default tiling included (default 3).")
 @click.option("--tune-jobs", "tune_jobs", metavar="N", help="With --tune: processes measuring in parallel "
               "(default: the CPUs available; the knowledge base written does not depend on it).")
+@click.option("--keep_dtype", "keep_dtype", metavar="PATH", help="ATC keep_dtype file: ONNX node names, one a line, "
+              "kept in float32 under an fp16 precision mode (docs/precision.md).")
+@click.option("--calibrate-keep-dtype", "calibrate", metavar="OUT", help="Run the float32 model on onnxruntime with "
+              "seeded random inputs (or --calibration-inputs) and write the nodes whose values leave float16's range "
+              "as a --keep_dtype file OUT; no -o needed.")
+@click.option("--calibration-inputs", "calibration_npz", metavar="NPZ", help="Calibration inputs (.npz: input name "
+              "-> array) for --calibrate-keep-dtype and --precision_mode allow_mix_precision.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
-        tune, job_type, tune_trials, tune_jobs) -> int:
+        tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -104,7 +113,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     model = model_arg or model_opt
     if not model:
         raise CannError("cann-compile", "no model given (cann-compile MODEL -o OUT)")
-    if not output:
+    if not output and not calibrate:
         raise CannError("cann-compile", "no output given (-o/--output)")
     _configure_logging(log_level)
     fw = _framework(model, framework)
@@ -114,9 +123,24 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         raise CannError(model, "is a directory, not a model file")
     options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
-                   aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
+                   aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment, keep_dtype=keep_dtype)
     validate_options(**options)  # every flag's error before any work
     tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
+    cal_inputs = _npz(calibration_npz) if calibration_npz else None
+    if calibrate:
+        if fw != "5":
+            raise CannError("--calibrate-keep-dtype", "calibrates an ONNX model (onnxruntime runs the reference)")
+        from cann.calibration import calibrate_keep_dtype
+        from cann.compiler import check_writable
+
+        check_writable(calibrate)
+        kept = calibrate_keep_dtype(model, cal_inputs, out=calibrate)
+        print(f"{calibrate}: {len(kept)} nodes beyond float16's range written (use --keep_dtype {calibrate})",
+              file=sys.stderr)
+        if not output:
+            return 0
+    if cal_inputs is not None:
+        options["calibration_inputs"] = cal_inputs
     if tune:
         kb = kb or _default_kb(output)
         from cann.autotune import check_kb_path
@@ -176,8 +200,12 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         from cann.passes.tile_search_kb import load as load_kb
 
         tuned = f", knowledge base {kb} sha256 {load_kb(kb).digest[:16]}"
+    mixed = ""
+    if getattr(compiled, "kept_fp32", None) is not None:
+        k, n = compiled.kept_fp32
+        mixed = f", {k} of {n} nodes kept in fp32 ({100.0 * k / max(n, 1):.1f}%)"
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
-          f"({om.soc_version}, {om.precision_mode}{level}{tuned})")
+          f"({om.soc_version}, {om.precision_mode}{level}{tuned}{mixed})")
     return 0
 
 
@@ -227,6 +255,16 @@ def _run_tune(model: str, kb: str, trials: int, jobs: int | None, progress: bool
     gain = sum(t.default_cycles - t.best_cycles for t in report.tuned)
     print(f"{kb}: {len(report.tuned)} convolutions tuned ({trials} trials each, {gain} cycles saved alone), "
           f"{report.hits} already in the knowledge base", file=sys.stderr)
+
+
+def _npz(path: str) -> dict:
+    import numpy as np
+
+    try:
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError) as e:
+        raise CannError("--calibration-inputs", f"{path}: cannot read an .npz: {e}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

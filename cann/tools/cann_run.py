@@ -187,7 +187,8 @@ def summary(name: str, a: np.ndarray) -> str:
 @click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
 @click.option("--tolerance", type=float, callback=_tolerance, help="Largest rel_l2_err accepted by --compare "
-              "(and by each layer of --all-layers; default 1e-2 for force_fp16/allow_fp32_to_fp16, else 1e-4).")
+              "(and by each layer of --all-layers; default 1e-2 for force_fp16/allow_fp32_to_fp16/allow_mix_precision, "
+              "else 1e-4).")
 @click.option("--profile", is_flag=True, help="Print the per-launch profile (cycles, time, msprof pipe ratios, "
               "GM bytes, the compiled bound and its binding resource, model / executed MACs, the ideal bound "
               "and ideal_pct) and a total line.")

@@ -184,7 +184,7 @@ BAD = "inconsistent .om: "
         (dict(outputs=(IoTensor("y", (1,), "int8", 0), IoTensor("y", (1,), "int8", 8))), "output name 'y' appears twice"),
         # strings
         (dict(precision_mode="fast"), "unknown precision_mode 'fast' (known: force_fp16, allow_fp32_to_fp16, "
-                                      "must_keep_origin_dtype, force_fp32)"),
+                                      "must_keep_origin_dtype, force_fp32, allow_mix_precision)"),
         (dict(soc_version="../../elsewhere/bad"), "unknown soc_version '../../elsewhere/bad' (known: Ascend310, "
                                                   "Ascend910, Ascend910B1)"),
         (dict(soc_version="Ascend910.toml"), "unknown soc_version 'Ascend910.toml' (known: Ascend310, Ascend910, "

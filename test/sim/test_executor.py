@@ -176,7 +176,7 @@ def test_fp16_overflow_warns_naming_the_kernel_and_its_nodes():
     assert np.isinf(out["z"]).all()
     assert [str(w.message) for w in rec if issubclass(w.category, cann.CannWarning)] == [
         "kernel 'fused_eltwise_0' (model nodes square, relu): float overflow: launch 1 wrote inf/NaN computed from "
-        "finite operands (first at instruction 2 `vmul`); precision_mode force_fp16 computes in float16 (largest finite value 65504): compile with --precision_mode must_keep_origin_dtype to keep float32"]
+        "finite operands (first at instruction 2 `vmul`); precision_mode force_fp16 computes in float16 (largest finite value 65504): compile with --precision_mode allow_mix_precision (overflowing nodes kept in float32), --keep_dtype FILE (the nodes to keep; cann-compile --calibrate-keep-dtype FILE writes one) or --precision_mode must_keep_origin_dtype (all float32)"]
     assert model.last_run.overflow[0] == "kernel 'fused_eltwise_0' (model nodes square, relu)"
     # must not: values within float16's range, and the same input kept in float32
     with warnings.catch_warnings():

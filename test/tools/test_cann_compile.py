@@ -75,7 +75,7 @@ def test_missing_model(tmp_path):
 def test_bad_precision_mode(fire_onnx, tmp_path):
     r = cann_compile(fire_onnx, "-o", tmp_path / "out.om", "--precision_mode", "bogus")
     assert_user_error(r, "error: --precision_mode: unknown precision mode 'bogus' (known: force_fp16, "
-                         "allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)")
+                         "allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32, allow_mix_precision)")
     assert sorted(os.listdir(tmp_path)) == ["fire.onnx"]
 
 
@@ -189,7 +189,7 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
                         input_shape="x:0:1,3;data:1,3,16,16", out_nodes="prob;logits",
                         opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5",
-                        first_load_segment=None)
+                        first_load_segment=None, keep_dtype=None)
     out = tmp_path / "net.om"
     size = out.stat().st_size
     assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
@@ -352,7 +352,7 @@ def test_no_output_left_when_a_second_output_cannot_be_written(fire_onnx, tmp_pa
     (dict(soc_version="Ascend999"), ["--soc_version", "Ascend999"],
      "error: --soc_version: unknown SoC 'Ascend999' (known: Ascend310, Ascend910, Ascend910B1)"),
     (dict(precision_mode="fp8"), ["--precision_mode", "fp8"], "error: --precision_mode: unknown precision mode 'fp8' "
-     "(known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)"),
+     "(known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32, allow_mix_precision)"),
     (dict(opt_level=2), ["-O", "2"], "error: -O: unknown optimization level 2 (known: 0, 1)"),
     (dict(input_shape={"data": (1, 3, -1, 16)}), ["--input_shape", "data:1,3,-1,16"],
      "error: --input_shape: 'data:1,3,-1,16': dimensions must be positive (dynamic shapes are not supported)"),

@@ -483,7 +483,9 @@ def test_fp16_overflow_is_one_warning_line_and_budget_flag(tmp_path):  # needs t
     assert re.fullmatch(  # the kernel's name and the instruction index are the lowering's; its node, the .om's
         r"warning: kernel '\w+' \(model nodes square\): float overflow: launch 1 wrote inf/NaN computed from finite operands \(first at "
         r"instruction \d+ `vmul`\); precision_mode force_fp16 computes in float16 "
-        r"\(largest finite value 65504\): compile with --precision_mode must_keep_origin_dtype to keep float32\n",
+        r"\(largest finite value 65504\): compile with --precision_mode allow_mix_precision \(overflowing nodes kept in "
+        r"float32\), --keep_dtype FILE \(the nodes to keep; cann-compile --calibrate-keep-dtype FILE writes one\) or "
+        r"--precision_mode must_keep_origin_dtype \(all float32\)\n",
         r.stderr)
     assert "min=inf max=inf" in r.stdout
     np.save(tmp_path / "x.npy", np.full((2, 16), 200, np.float32))

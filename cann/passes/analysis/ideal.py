@@ -56,7 +56,7 @@ from cann.dialects.tile import fused_nodes
 #: the module attribute holding the work table
 ATTR = "graph.work"
 #: precision modes whose device float dtype is float16 (the others keep float32)
-FP16_MODES = ("force_fp16", "allow_fp32_to_fp16")
+FP16_MODES = ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
 #: kernel name prefix of format conversions (compiler overhead, no model work)
 CONVERSION_PREFIX = "trans_data_"
 

@@ -10,7 +10,7 @@
 
 // SOC:        error: convert-graph-to-tile: bad pass option soc=Ascend999: unknown SoC 'Ascend999' (known: Ascend310, Ascend910, Ascend910B1)
 // SOC-NOT:    --soc_version
-// TWO:        error: convert-graph-to-tile: bad pass option precision_mode=fp8: unknown precision mode 'fp8' (known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32)
+// TWO:        error: convert-graph-to-tile: bad pass option precision_mode=fp8: unknown precision mode 'fp8' (known: force_fp16, allow_fp32_to_fp16, must_keep_origin_dtype, force_fp32, allow_mix_precision)
 // TWO-NEXT:   error: convert-graph-to-tile: bad pass option aicore_num=64: 64 cores requested; Ascend910 has 32
 // CORES:      error: convert-graph-to-tile: bad pass option aicore_num=4: 4 cores requested; Ascend310 has 2
 // OK:         builtin.module
