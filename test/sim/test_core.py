@@ -527,6 +527,21 @@ def test_repeated_instruction_rereads_memory():
         np.testing.assert_array_equal(get(core, "ub", 1024, F32, 64), x * np.float32(3))
 
 
+@pytest.mark.parametrize("a,origin", [(60000.0, 0), (np.inf, None)])
+def test_in_place_overflow_needs_finite_sources(a, origin):
+    """An in-place vadd (dst = src0) is an overflow origin only when its sources were finite before
+    it overwrote them: 60000 + 60000 is one, inf + 60000 is not."""
+    core = AICore(SPEC)
+    put(core, "ub", 0, np.full(128, a, F16))
+    put(core, "ub", 512, np.full(128, 60000, F16))
+    vadd = isa.make("vadd", dtype=0, dst=0, src0=0, src1=512, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                    src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
+    out = isa.make("copy_ub_to_gm", dst_arg=0, dst=0, src=0, nburst=1, burst=256)
+    _, gm, stats = run([vadd, out], core=core)
+    assert np.isinf(gm[:256].view(F16)).all()
+    assert stats.overflow == origin
+
+
 # ---------------------------------------------------------------------------------------------
 # field values found by fuzzing (test/test_fuzz.py): a clean SimError or the right result
 
