@@ -256,8 +256,10 @@ class TransferUnit:
                 s = slab.strides
                 sz = (nj,) + shape
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
-                w7 = np.lib.stride_tricks.as_strided(
-                    slab, sz, tuple(0 if k == 1 else st for k, st in zip(sz, strides)), writeable=False)
+                strides = tuple(0 if k == 1 else st for k, st in zip(sz, strides))
+                # (a new slab is a whole array: its windows are a plain ndarray on it, cheaper than as_strided)
+                w7 = np.lib.stride_tricks.as_strided(slab, sz, strides, writeable=False) if inplace else \
+                    np.ndarray(sz, dt, buffer=slab, strides=strides)
                 # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
                 rows = w7.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, rows_all, -1)[:, msl, ksl]
                 if full:
