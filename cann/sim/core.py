@@ -183,6 +183,9 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self._geometry: dict[tuple, tuple] = {}  # checked img2col fields -> their geometry (TransferUnit)
         self._plan_caches.append(self._views)
         self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
+        #: mmad's float32 B operands by (address, shape, strides, dtype, lane layout), valid until the
+        #: next L0B write (load2d) or run (TransferUnit._mmad)
+        self._b32: dict[tuple, np.ndarray] = {}
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -283,6 +286,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self.regs = self._regs[lane0]
         self.reg_trace = []
         self._uni.clear()
+        self._b32.clear()  # the buffers may have been written from outside since the last run
         execs = self._exec
         i = -1
         ins = None

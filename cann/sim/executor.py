@@ -123,7 +123,13 @@ def _decoded(code: bytes, num_args: int, name: str, soc: str) -> tuple[list[isa.
     return prog, core_kind(load_soc(soc), prog, name)
 
 
-#: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
+@lru_cache(maxsize=4096)
+def _dynamic(code: bytes, num_args: int, name: str, soc: str, block_dim: int) -> int:
+    """:func:`cann.sim.spmd.dynamic_instructions` of a launch of the kernel ``_decoded`` returns,
+    cached across runs of a model (a pass over the program per launch otherwise)."""
+    return dynamic_instructions(_decoded(code, num_args, name, soc)[0], block_dim)
+
+
 #: idle cores of finished runs, per (SoC spec, lanes): a run starts from a reset one (the state of a new
 #: core) and keeps its caches of checked fields, operand views and vector plans
 _IDLE: dict[tuple[int, int], AICore] = {}
@@ -143,6 +149,7 @@ def _release(core: AICore) -> None:
     _IDLE[(id(core.spec), core.lanes)] = core
 
 
+#: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
 _PLANS: dict[tuple, tuple] = {}
 #: L2 fractions per (program, block_dim, arguments, SoC), the program held
 _L2: dict[tuple, tuple] = {}
@@ -224,7 +231,7 @@ def prepare(om: OfflineModel, sim_checks: str, max_instructions: int) -> tuple[S
         k = om.kernels[la.kernel]
         if la.kernel not in decoded:
             decoded[la.kernel] = _decoded(k.code, k.num_args, k.name, spec.name)
-        instrs += dynamic_instructions(decoded[la.kernel][0], k.block_dim)
+        instrs += _dynamic(k.code, k.num_args, k.name, spec.name, k.block_dim)
         blocks += k.block_dim
         if instrs + blocks > max_instructions:
             raise CannError("<model>", f"the launches up to launch {li} ('{k.name}') execute {instrs} instructions "

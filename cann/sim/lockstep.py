@@ -131,6 +131,12 @@ class Conflict(Exception):
 _NONE, _MANY = 0xFFFF, 0xFFFE
 
 
+def _untouched(x: np.ndarray) -> bool:
+    """Whether no block wrote (read) any of the bytes of writer (reader) view ``x``: the usual case,
+    one reduction instead of the per-byte test (``_NONE`` is the largest uint16)."""
+    return int(x.min()) == _NONE
+
+
 class Guard:
     """Watches the GM accesses of a lockstep launch inside the bytes it may write (``regions``,
     disjoint sorted ``(lo, hi)``): per byte the block that wrote it and the block(s) that read it.
@@ -193,7 +199,8 @@ class Guard:
                 me = self.ids.reshape(grid[0] + (1,) * len(shape_b))
                 sh, st = grid[0] + shape_b, grid[1] + strides_b
                 w, rd = view(r, self.writer[r], bases[0] + off, sh, st), view(r, self.reader[r], bases[0] + off, sh, st)
-                if not (((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
+                if not (_untouched(w) and _untouched(rd) or
+                        ((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
                     raise Conflict
                 w[...] = me
                 if not (w == me).all():  # two lanes wrote the same bytes
@@ -206,10 +213,10 @@ class Guard:
             me = self.ids[j]
             w = view(r, self.writer[r], base + off, shape_b, strides_b)
             rd = view(r, self.reader[r], base + off, shape_b, strides_b)
-            if not ((w == _NONE) | (w == me)).all():
+            if not (_untouched(w) or ((w == _NONE) | (w == me)).all()):
                 raise Conflict
             if write:
-                if not ((rd == _NONE) | (rd == me)).all():
+                if not (_untouched(rd) or ((rd == _NONE) | (rd == me)).all()):
                     raise Conflict
                 w[...] = me
             else:

@@ -13,6 +13,7 @@ from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
 from cann.sim.uniform import classes, layout
 
 _GEOMETRY_CACHE = 8192  # checked img2col field tuples kept with their geometry
+_B32_CACHE = 64  # float32 B operands kept by mmad between two L0B writes
 
 
 class TransferUnit:
@@ -139,6 +140,8 @@ class TransferUnit:
         if repeat > 1 and ds < f:
             raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
         buf = "l0a" if space == isa.L0A else "l0b"
+        if buf == "l0b":
+            self._b32.clear()  # mmad's float32 B matrices are stale
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
         self._onchip(buf, "dst", dst, (repeat - 1) * ds + f, repeat == 1 or ds == f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
@@ -253,8 +256,10 @@ class TransferUnit:
                 s = slab.strides
                 sz = (nj,) + shape
                 strides = (s[0], s[1], s[2] * sh, s[3] * sw, s[2] * dh, s[3] * dw, s[4])  # unused (maybe huge) at size 1
-                w7 = np.lib.stride_tricks.as_strided(
-                    slab, sz, tuple(0 if k == 1 else st for k, st in zip(sz, strides)), writeable=False)
+                strides = tuple(0 if k == 1 else st for k, st in zip(sz, strides))
+                # (a new slab is a whole array: its windows are a plain ndarray on it, cheaper than as_strided)
+                w7 = np.lib.stride_tricks.as_strided(slab, sz, strides, writeable=False) if inplace else \
+                    np.ndarray(sz, dt, buffer=slab, strides=strides)
                 # every position of output rows oh0..oh1 (one copy), then the wanted rows and columns
                 rows = w7.transpose(0, 2, 3, 1, 4, 5, 6).reshape(nj, rows_all, -1)[:, msl, ksl]
                 if full:
@@ -304,14 +309,29 @@ class TransferUnit:
             A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
         else:
             A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
-        if lb is None and nl > 1:
-            self._flush("l0b", b, b_hi)
-        B = self._as_f32("l0b", b, b_shape, b_strides, dt, lb).reshape(-1, k, n)
+        # B (the weights) is often multiplied by several A tiles between two loads into L0B: its float32
+        # values are kept until the next L0B write (load2d) or run (_b32; never mutated)
+        bkey = (b, b_shape, b_strides, dt, lb)
+        B = self._b32.get(bkey)
+        if B is None:
+            if lb is None and nl > 1:
+                self._flush("l0b", b, b_hi)
+            B = self._as_f32("l0b", b, b_shape, b_strides, dt, lb).reshape(-1, k, n)
+            if len(self._b32) >= _B32_CACHE:
+                self._b32.clear()
+            self._b32[bkey] = B
         # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane
         # grid, an operand shared by a class of lanes broadcast to each of their gemms (_grid)
         q = next((x for lay in (la, lb) if lay is not None and len(lay.distinct) > 1
                   for x in (lay.block, lay.inter) if x > 1), nl)
-        C = np.matmul(self._grid(A, la, nl, q), self._grid(B, lb, nl, q))
+        Ag, Bg = self._grid(A, la, nl, q), self._grid(B, lb, nl, q)
+        if init and n == n0 and (max(Ag.shape[0], Bg.shape[0]), max(Ag.shape[1], Bg.shape[1])) == (nl // q, q):
+            # one fractal column: each lane's (m, n) product is its L0C bytes, so the gemms write there
+            # (the same BLAS call per lane, into a blasable view instead of a new array)
+            out = self._v("l0c", dst, (m, n0), (n0 * 4, 4), _F32)
+            np.matmul(Ag, Bg, out=out.reshape(nl // q, q, m, n0))
+            return
+        C = np.matmul(Ag, Bg)
         if C.shape[0] * C.shape[1] not in (1, nl):
             C = np.broadcast_to(C, (nl // q, q) + C.shape[2:])
         C = C.reshape(-1, m, n // n0, n0).transpose(0, 2, 1, 3)

@@ -168,13 +168,28 @@ class VectorUnit:
             # operands are checked after the op unless the destination overlaps them
             n = self._n
             srcs = [x for p in plan for x in p[1:-1]]
-            bad_in = _any_nonfinite(srcs, n) if alias else None
-            for views in plan:
-                op(*views)
-            hit = _any_nonfinite([p[0] for p in plan], n) & self._ovf_watch
-            if not hit.any() or not all(np.isfinite(p[-1]) for p in plan):
-                return
-            hit &= ~(bad_in if alias else _any_nonfinite(srcs, n))
+            if alias and len(plan) == 1:
+                # in place: the result goes to a new array first, so the sources are still there to
+                # check when it holds inf/NaN (rare) instead of checking them before every run
+                d, *rest = plan[0]
+                res = np.empty(d.shape, d.dtype)
+                op(res, *rest)
+                hit = nonfinite_lanes(res) & self._ovf_watch
+                if hit.any() and np.isfinite(rest[-1]):
+                    hit &= ~_any_nonfinite(srcs, n)
+                else:
+                    hit = None
+                np.copyto(d, res)
+                if hit is None:
+                    return
+            else:
+                bad_in = _any_nonfinite(srcs, n) if alias else None
+                for views in plan:
+                    op(*views)
+                hit = _any_nonfinite([p[0] for p in plan], n) & self._ovf_watch
+                if not hit.any() or not all(np.isfinite(p[-1]) for p in plan):
+                    return
+                hit &= ~(bad_in if alias else _any_nonfinite(srcs, n))
             if divisor is not None:  # a quotient overflows where its divisor is not zero (x / 0 is a division by zero)
                 quot = np.zeros(n, bool)
                 for p in plan:

@@ -205,6 +205,40 @@ def test_mmad_init_and_accumulate(dt, m, k, n):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_mmad_float32_b_is_reread_after_every_l0b_write():
+    """mmad keeps B's float32 values until the next L0B write (load2d) or run: a cached B must give
+    exactly the products of a fresh core, and a new B (loaded, or written between runs) must be used."""
+    m, k, n = 32, 32, 16
+    a = rnd((m, k), F16, 11, -1, 1)
+    bs = [rnd((k, n), F16, seed, -1, 1) for seed in (12, 13, 14)]
+
+    def mmad(dst):
+        return isa.make("mmad", dtype=0, dst=dst, a=0, b=0, m=m, k=k, n=n, init=1)
+
+    def fresh(b):  # the product on a new core (nothing cached)
+        core = AICore(SPEC)
+        put(core, "l0a", 0, to_zz(a, 16))
+        put(core, "l0b", 0, to_zn(b, 16))
+        run([mmad(0)], core=core)
+        return get(core, "l0c", 0, F32, m * n)
+
+    core = AICore(SPEC)
+    put(core, "l0a", 0, to_zz(a, 16))
+    put(core, "l1", 0, to_zn(bs[0], 16))
+    put(core, "l1", 4096, to_zn(bs[1], 16))
+    load = [isa.make("load2d", dst_space=isa.L0B, dst=0, src=src, repeat=2, src_stride=512, dst_stride=512)
+            for src in (0, 4096)]
+    run([load[0], mmad(0), mmad(2048), load[1], mmad(4096)], core=core)
+    want0, want1 = fresh(bs[0]), fresh(bs[1])
+    assert not np.array_equal(want0, want1)
+    np.testing.assert_array_equal(get(core, "l0c", 0, F32, m * n), want0)
+    np.testing.assert_array_equal(get(core, "l0c", 2048, F32, m * n), want0)  # B's float32 values reused
+    np.testing.assert_array_equal(get(core, "l0c", 4096, F32, m * n), want1)  # the load replaced them
+    put(core, "l0b", 0, to_zn(bs[2], 16))  # written from outside between runs
+    run([mmad(0)], core=core)
+    np.testing.assert_array_equal(get(core, "l0c", 0, F32, m * n), fresh(bs[2]))
+
+
 def test_copy_l0c_to_ub():
     n1, src_m, m = 3, 48, 20
     c = rnd((n1, src_m, 16), F32, 9)
@@ -491,6 +525,21 @@ def test_repeated_instruction_rereads_memory():
         put(core, "ub", 0, x)
         run([ins, ins], core=core)
         np.testing.assert_array_equal(get(core, "ub", 1024, F32, 64), x * np.float32(3))
+
+
+@pytest.mark.parametrize("a,origin", [(60000.0, 0), (np.inf, None)])
+def test_in_place_overflow_needs_finite_sources(a, origin):
+    """An in-place vadd (dst = src0) is an overflow origin only when its sources were finite before
+    it overwrote them: 60000 + 60000 is one, inf + 60000 is not."""
+    core = AICore(SPEC)
+    put(core, "ub", 0, np.full(128, a, F16))
+    put(core, "ub", 512, np.full(128, 60000, F16))
+    vadd = isa.make("vadd", dtype=0, dst=0, src0=0, src1=512, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                    src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8)
+    out = isa.make("copy_ub_to_gm", dst_arg=0, dst=0, src=0, nburst=1, burst=256)
+    _, gm, stats = run([vadd, out], core=core)
+    assert np.isinf(gm[:256].view(F16)).all()
+    assert stats.overflow == origin
 
 
 # ---------------------------------------------------------------------------------------------
