@@ -2,13 +2,16 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 2, \"n_blocks\": 3}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=GRID
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"k\": 64, \"step_k\": 2}}"}' | filecheck %s --check-prefix=CHUNK
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"m_blocks\": 8, \"n_blocks\": 8}}"}' 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1}}"}' | filecheck %s --check-prefix=PANEL
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 0}}"}' | filecheck %s --check-prefix=NOPANEL
+// RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"a_panel\": 2}}"}' 2>&1 | filecheck %s --check-prefix=ERRPANEL
 
 // The GEMM kernel's 2-D split (cann/lowering/gemm.py): a 100 x 300 by 300 x 90 MatMul.
 // Default: the plan's grid of 7 x 3 core blocks of 16 x 32 (the last block row 4 rows, the last
 // block column 26 columns); the N offset of weight, bias and output is a block_offset_mod over
 // the 3 cores of a block row, the M offset in each block row's code.
 
-// CHECK:      func.func @matmul_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {block_dim = 21 : i64, k = 304 : i64, m = 16 : i64, m_blocks = 7 : i64, n = 32 : i64, n_blocks = 3 : i64, sm = 16 : i64, sn = 32 : i64, step_k = 1 : i64}}
+// CHECK:      func.func @matmul_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {a_panel = 0 : i64, block_dim = 21 : i64, k = 304 : i64, m = 16 : i64, m_blocks = 7 : i64, n = 32 : i64, n_blocks = 3 : i64, sm = 16 : i64, sn = 32 : i64, step_k = 1 : i64}}
 // CHECK-NEXT:   tile.block_offset_mod %1 {stride = 512, modulo = 3}
 // CHECK-NEXT:   tile.block_offset_mod %2 {stride = 256, modulo = 3}
 // CHECK-NEXT:   tile.block_offset_mod %3 {stride = 32, modulo = 3}
@@ -46,6 +49,30 @@
 // CHUNK-NOT:    tile.mmad
 
 // ERR:        error: Gemm: tiling m_blocks = 8 x n_blocks = 8 needs 64 cores, 32 available
+
+// Pinned a_panel = 1 (three 112 x 32 L0C tiles along N): the first tile loads A's whole K (three
+// chunks, each at its own place in the L1 panel: dst_offset = K offset x 112 rows); the other two
+// tiles (a hardware loop of 2 moving B, the bias and Y by 32 columns) load only B and read A from
+// the panel.
+// PANEL:      func.func @matmul_0({{.*}}tile.tiling = {a_panel = 1 : i64, block_dim = 1 : i64
+// PANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 0, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// PANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 128, dst_offset = 14336, rows = 100, cols = 128, src_row_stride = 300}
+// PANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 256, dst_offset = 28672, rows = 100, cols = 44, src_row_stride = 300}
+// PANEL:        tile.loop_begin {count = 2 : i64}
+// PANEL-NOT:    tile.copy_nd2nz
+// PANEL:        tile.loop_end
+
+// Pinned a_panel = 0: every tile (one hardware loop of 3) reloads its A chunks into one chunk-sized
+// L1 buffer.
+// NOPANEL:      func.func @matmul_0({{.*}}tile.tiling = {a_panel = 0 : i64, block_dim = 1 : i64
+// NOPANEL:        tile.loop_begin {count = 3 : i64}
+// NOPANEL-NEXT:   tile.loop_offset
+// NOPANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 0, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// NOPANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 128, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// NOPANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 256, dst_offset = 0, rows = 100, cols = 44, src_row_stride = 300}
+// NOPANEL:        tile.loop_end
+
+// ERRPANEL:   error: Gemm: tiling a_panel = 2 must be 0 or 1
 
 builtin.module {
   func.func @main(%a: tensor<100x300xf32> {graph.name = "a"}) -> (tensor<100x90xf32> {graph.name = "y"}) {
