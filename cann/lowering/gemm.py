@@ -37,6 +37,12 @@ from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_
 #: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
 UNROLL_STEPS = 16
 
+#: a core's L0C tiles are unrolled up to this many tiles and this many cube steps over them (else a
+#: hardware loop, whose end is a barrier of every pipe: a tile's epilogue would not overlap the next
+#: tile's loads)
+UNROLL_TILES = 8
+UNROLL_TILE_STEPS = 64
+
 #: the exponent of the p-norm combining the busiest core's streams in :func:`_cost` (max: infinity);
 #: fitted to the simulator on the GEMM suite (equal streams cost 2^(1/p) of one)
 OVERLAP_NORM = 4
@@ -373,12 +379,23 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
 
     def block(m0: int, rows: int, cols: int) -> None:
         """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles."""
+        tm_, tn_ = math.ceil(rows / cm), math.ceil(cols / cn)
+        # few tiles: unrolled (a hardware loop's end is a barrier of every pipe: a tile's epilogue
+        # could not overlap the next tile's loads)
+        unroll = tm_ * tn_ <= UNROLL_TILES and tm_ * tn_ * math.ceil(kp / kt) <= UNROLL_TILE_STEPS
+
+        def each(count: int, body) -> None:
+            if unroll:
+                for i in range(count):
+                    body(i)
+            else:
+                kb.roll(count, body, clamp=True)
+
         def row(i: int) -> None:
             r0 = m0 + i * cm
-            kb.roll(math.ceil(cols / cn), lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn,
-                                                             min(cn, cols - j * cn), not panel or j == 0),
-                    clamp=True)
-        kb.roll(math.ceil(rows / cm), row, clamp=True)
+            each(tn_, lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn, min(cn, cols - j * cn),
+                                         not panel or j == 0))
+        each(tm_, row)
 
     last_cols = n_ - (gn - 1) * sn
     for g in range(gm):
