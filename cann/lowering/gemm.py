@@ -308,6 +308,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     ew = max(16, min(cn, (lw.usable("ub") - ub_tables) // max(1, ub_tiles * cm * isz) // 16 * 16))
     ew = _split(cn // 16, math.ceil(cn / ew))[0]  # even pieces
     tiles = _CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
+    tiles.has_bias = bias is not None  # MatMul: no zero table loaded and added
     tiles.bind(ns, ns, lw.lanes)
     ub_nd = kb.alloc(Space.UB, cm * ew, dt)
     panel = p.a_panel

@@ -6,6 +6,7 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1}}"}' | filecheck %s --check-prefix=PANEL
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 0}}"}' | filecheck %s --check-prefix=NOPANEL
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"a_panel\": 2}}"}' 2>&1 | filecheck %s --check-prefix=ERRPANEL
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s --check-prefix=NOBIAS
 
 // The GEMM kernel's 2-D split (cann/lowering/gemm.py): a 100 x 300 by 300 x 90 MatMul.
 // Default: the plan's grid of 7 x 3 core blocks of 16 x 32 (the last block row 4 rows, the last
@@ -88,6 +89,15 @@
 // NOPANEL:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 256, dst_offset = 0, rows = 100, cols = 44, src_row_stride = 300}
 // NOPANEL-NOT:    tile.copy_nd2nz
 // NOPANEL:        func.func @trans_data_1
+
+// A MatMul has no bias: its epilogue neither loads a bias table nor adds one (only the ND moves).
+// NOBIAS:       func.func @matmul_0(
+// NOBIAS-NOT:     tile.copy %2
+// NOBIAS:         tile.copy_l0c_to_ub
+// NOBIAS-NOT:     op = "add"
+// NOBIAS:         tile.vec {{.*}}op = "mov"
+// NOBIAS-NOT:     op = "add"
+// NOBIAS:         func.func @trans_data_1
 
 // ERRPANEL:   error: Gemm: tiling a_panel = 2 must be 0 or 1
 
