@@ -101,6 +101,7 @@ class _CubeTiles:
             self.bufs[t] = kb.alloc(Space.UB, ub_n * m_tile, dt)
         self.table_args = []
         self.residual_args = []
+        self.has_bias = True  # False: no bias (load_bias and the epilogue's adds are skipped)
 
     def bind(self, n_t: int, out_stride: int, lanes: int) -> None:
         """Kernel arguments of the epilogue's GM operands, moved per core like the output."""
@@ -144,6 +145,8 @@ class _CubeTiles:
         kb.emit(tile.Load2dOp(self.l1_w, self.l0b, count=k1t * n1t, src_stride=16 * k0, dst_stride=16 * k0))
 
     def load_bias(self, table, nt0: int, nt: int):
+        if not self.has_bias:
+            return
         lanes = self.lw.lanes
         self.kb.copy(table, self.ub_bias, src_offset=(nt0 // 16) * lanes, burst=(nt // 16) * lanes)
 
@@ -155,7 +158,7 @@ class _CubeTiles:
             kb.vec("dup", self.ub_out, count=n1t * valid * 16, scalar=0.0)
         else:
             kb.emit(tile.CopyL0cToUbOp(l0c, self.ub_out, src_offset=c_offset, n1=n1t, m=valid, src_m=src_m))
-        for j in range(n1t):
+        for j in range(n1t if self.has_bias else 0):
             kb.vec("add", self.ub_out, self.ub_out, self.ub_bias, count=valid, unit=16, dst_offset=j * valid * 16,
                    src0_offset=j * valid * 16, src1_offset=j * lanes, src1_stride=0)
         self.apply_epilogue(n1t, valid)

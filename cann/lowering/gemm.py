@@ -37,12 +37,24 @@ from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_
 #: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
 UNROLL_STEPS = 16
 
+#: a core's L0C tiles are unrolled up to this many tiles and this many cube steps over them (else a
+#: hardware loop, whose end is a barrier of every pipe: a tile's epilogue would not overlap the next
+#: tile's loads)
+UNROLL_TILES = 8
+UNROLL_TILE_STEPS = 64
+
 #: the exponent of the p-norm combining the busiest core's streams in :func:`_cost` (max: infinity);
 #: fitted to the simulator on the GEMM suite (equal streams cost 2^(1/p) of one)
 OVERLAP_NORM = 4
 
+#: an unpinned A panel (``a_panel``) is chosen only when estimated this much faster (its estimate is
+#: divided by it): the smaller L0C tiles it pays off with cost more per tile than :func:`_cost` counts
+#: (fitted: estimated / simulated gains 4.8% / -1.2% on 100x300x90, 5.3% / 0.5% on 1024^3, 0.5% / -0.2%
+#: on 1x4096x4096, 11.2% / 11.6% on 256^3)
+PANEL_MARGIN = 0.93
+
 #: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
-KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "block_dim")
+KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "block_dim")
 
 
 @dataclass(frozen=True)
@@ -58,10 +70,13 @@ class GemmPlan:
     k: int
     step_k: int
     cycles: float
+    a_panel: int = 0
+
 
     def as_tiling(self) -> dict[str, int]:
         return {"m_blocks": self.m_blocks, "n_blocks": self.n_blocks, "sm": self.sm, "sn": self.sn, "m": self.m,
-                "n": self.n, "k": self.k, "step_k": self.step_k, "block_dim": self.m_blocks * self.n_blocks}
+                "n": self.n, "k": self.k, "step_k": self.step_k, "a_panel": self.a_panel,
+                "block_dim": self.m_blocks * self.n_blocks}
 
 
 def _split(total16: int, parts: int) -> tuple[int, int]:
@@ -72,13 +87,14 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          gm: int, gn: int, parts: bool = False) -> float:
+          gm: int, gn: int, parts: bool = False, a_panel: int = 0) -> float:
     """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1: of the A rows the
     ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B columns the
     ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it holds;
     docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
     load and one epilogue that do not overlap (and, for an accumulator taking more than one copy's
-    share of L0C, every tile's L0C -> UB move)."""
+    share of L0C, every tile's L0C -> UB move). ``a_panel``: a row of tiles reads its A rows once
+    (the first tile's loads stay in L1 for the others)."""
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     k0 = cube.k0(isz)
@@ -95,11 +111,13 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     # distinct bytes fit the L2
     scale = min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
     hit_a, hit_b = (gn - 1) / gn, (gm - 1) / gm * scale
-    read = tiles * (cm + cn) * kp * isz
-    hbm = tiles * (cm * (1 - hit_a) + cn * (1 - hit_b)) * kp * isz
+    a_reads = tm if a_panel else tiles  # L0C tiles loading their A rows
+    read = (a_reads * cm + tiles * cn) * kp * isz
+    hbm = (a_reads * cm * (1 - hit_a) + tiles * cn * (1 - hit_b)) * kp * isz
     hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
     mte2 = hbm / hbm_bw + (read - hbm) / soc.l2.rate + \
-        tiles * loads * (2 * lat.mte_startup + lat.burst_overhead * (cm + kc // k0))
+        a_reads * loads * (lat.mte_startup + lat.burst_overhead * cm) + \
+        tiles * loads * (lat.mte_startup + lat.burst_overhead * kc // k0)
     a_loads = min(cm // 16, kt // k0)
     mte1 = tiles * steps * ((a_loads + 1) * lat.mte_startup + cm * kt * isz / bw.l1_to_l0a
                             + kt * cn * isz / bw.l1_to_l0b)
@@ -159,6 +177,8 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn"):
         if key in pins and pins[key] < 1:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be positive")
+    if pins.get("a_panel", 0) not in (0, 1):
+        raise unsupported(loc, f"Gemm: tiling a_panel = {pins['a_panel']} must be 0 or 1")
     for key in ("m", "n", "sm", "sn"):
         if key in pins and pins[key] % 16:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be a multiple of 16")
@@ -217,9 +237,19 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                             refused = (f"Gemm: tiling step_k = {sk} with m = {cm}, n = {cn}, k = {kt} needs "
                                        f"{(cm + cn) * kc * isz} bytes of L1, {lw.usable('l1')} available")
                             continue
-                        cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used)
-                        if best is None or cost < best.cycles * 0.999:
-                            best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost)
+                        # a_panel: the A rows of a row of L0C tiles stay in L1 (whole K) for its N tiles
+                        aps = [pins["a_panel"]] if "a_panel" in pins else [0, 1] if sn > cn else [0]
+                        for ap in aps:
+                            if ap and (cm * kp + cn * kc) * isz > lw.usable("l1"):
+                                refused = (f"Gemm: tiling a_panel = 1 with m = {cm}, n = {cn}, K = {k_} needs "
+                                           f"{(cm * kp + cn * kc) * isz} bytes of L1, "
+                                           f"{lw.usable('l1')} available")
+                                continue
+                            cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used, a_panel=ap)
+                            if ap and "a_panel" not in pins:
+                                cost /= PANEL_MARGIN
+                            if best is None or cost < best.cycles * 0.999:
+                                best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap)
     if best is None:
         raise unsupported(loc, refused or f"Gemm: no tiling within {limit} cores for the pinned values {pins}")
     for key, got in (("sm", best.sm), ("sn", best.sn)):
@@ -278,22 +308,28 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     ew = max(16, min(cn, (lw.usable("ub") - ub_tables) // max(1, ub_tiles * cm * isz) // 16 * 16))
     ew = _split(cn // 16, math.ceil(cn / ew))[0]  # even pieces
     tiles = _CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
+    tiles.has_bias = bias is not None  # MatMul: no zero table loaded and added
     tiles.bind(ns, ns, lw.lanes)
     ub_nd = kb.alloc(Space.UB, cm * ew, dt)
-    l1_a = kb.alloc(Space.L1, cm * kc, dt)
+    panel = p.a_panel
+    l1_a = kb.alloc(Space.L1, cm * (kp if panel else kc), dt)
     l0c = kb.alloc(Space.L0C, cm * cn, np.dtype(np.float32))
 
-    def l0c_tile(r0: int, rows: int, c0: int, cols: int) -> None:
+    def l0c_tile(r0: int, rows: int, c0: int, cols: int, load_a: bool = True) -> None:
         """Output rows r0.. (rows of them) x the core block's columns c0.. (cols): K in L1 chunks of kc,
-        each chunk in cube steps of kt accumulated in L0C, then the epilogue."""
+        each chunk in cube steps of kt accumulated in L0C, then the epilogue. With the A panel
+        (``panel``) chunk ``ci`` of A sits at its own place in L1, loaded only when ``load_a`` (the
+        row's first tile)."""
         m_pad, cnp = _ceil(rows, 16), _ceil(cols, 16)
         n1c = cnp // 16
 
         def chunk(ci: int) -> None:
             kc0 = ci * kc
             kcp = min(kc, kp - kc0)
-            kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=r0 * k_ + kc0, rows=rows, cols=min(kcp, k_ - kc0),
-                                     src_row_stride=k_))
+            a0 = kc0 * m_pad if panel else 0  # the chunk's A fractals in L1
+            if load_a:
+                kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=r0 * k_ + kc0, dst_offset=a0, rows=rows,
+                                         cols=min(kcp, k_ - kc0), src_row_stride=k_))
             kb.copy(wa, tiles.l1_w, src_offset=((kc0 // k0) * n1 + c0 // 16) * 16 * k0, nburst=kcp // k0,
                     burst=n1c * 16 * k0, src_stride=n1 * 16 * k0, dst_stride=n1c * 16 * k0)
 
@@ -303,11 +339,11 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
                 k1t, m1 = kt_s // k0, m_pad // 16
                 if k1t <= m1:  # one load2d per K fractal column (the M fractals are contiguous in L1)
                     for j in range(k1t):
-                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=(ks // k0 + j) * m_pad * k0, count=m1,
+                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=a0 + (ks // k0 + j) * m_pad * k0, count=m1,
                                               src_stride=16 * k0, dst_offset=j * 16 * k0, dst_stride=k1t * 16 * k0))
                 else:  # one per M fractal row
                     for i in range(m1):
-                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=(ks // k0) * m_pad * k0 + i * 16 * k0,
+                        kb.emit(tile.Load2dOp(l1_a, tiles.l0a, src_offset=a0 + (ks // k0) * m_pad * k0 + i * 16 * k0,
                                               count=k1t, src_stride=m_pad * k0, dst_offset=i * k1t * 16 * k0,
                                               dst_stride=16 * k0))
                 kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, src_offset=(ks // k0) * n1c * 16 * k0,
@@ -344,11 +380,23 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
 
     def block(m0: int, rows: int, cols: int) -> None:
         """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles."""
+        tm_, tn_ = math.ceil(rows / cm), math.ceil(cols / cn)
+        # few tiles: unrolled (a hardware loop's end is a barrier of every pipe: a tile's epilogue
+        # could not overlap the next tile's loads)
+        unroll = tm_ * tn_ <= UNROLL_TILES and tm_ * tn_ * math.ceil(kp / kt) <= UNROLL_TILE_STEPS
+
+        def each(count: int, body) -> None:
+            if unroll:
+                for i in range(count):
+                    body(i)
+            else:
+                kb.roll(count, body, clamp=True)
+
         def row(i: int) -> None:
             r0 = m0 + i * cm
-            kb.roll(math.ceil(cols / cn), lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn,
-                                                             min(cn, cols - j * cn)), clamp=True)
-        kb.roll(math.ceil(rows / cm), row, clamp=True)
+            each(tn_, lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn, min(cn, cols - j * cn),
+                                         not panel or j == 0))
+        each(tm_, row)
 
     last_cols = n_ - (gn - 1) * sn
     for g in range(gm):

@@ -14,15 +14,18 @@
 // CHECK-NEXT:   tile.block_offset %3 {stride = 256}
 // CHECK-NOT:    tile.block_if
 // CHECK:      func.func @relu_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64
-// CHECK:      func.func @gemm_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {block_dim = 21 : i64, {{.*}}m_blocks = 1 : i64, n = 48 : i64, n_blocks = 21 : i64, sm = 16 : i64, sn = 48 : i64
+// The Gemm: 21 blocks of 48 columns, each in three 16-column tiles reading the A panel (without
+// multi-buffering, the pass default here, the whole L0A / L0B take K = 1024 in one cube step);
+// the last block's 40 columns end in an 8-column burst.
+// CHECK:      func.func @gemm_0({{.*}}) attributes {tile.kernel, tile.block_dim = 21 : i64, tile.tiling = {a_panel = 1 : i64, block_dim = 21 : i64, {{.*}}m_blocks = 1 : i64, n = 16 : i64, n_blocks = 21 : i64, sm = 16 : i64, sn = 48 : i64
 // CHECK-NEXT:   tile.block_offset %1 {stride = 768}
 // CHECK-NEXT:   tile.block_offset %2 {stride = 384}
 // CHECK-NEXT:   tile.block_offset %3 {stride = 48}
 // CHECK:        tile.block_if {lo = 0 : i64, hi = 20 : i64}
-// CHECK:        tile.copy {{.*}}nburst = 1, burst = 48, src_stride = 48, dst_stride = 1000}
+// CHECK:        tile.copy {{.*}}dst_offset = 32, nburst = 1, burst = 16, src_stride = 16, dst_stride = 1000}
 // CHECK:        tile.block_endif
 // CHECK:        tile.block_if {lo = 20 : i64, hi = 21 : i64}
-// CHECK:        tile.copy {{.*}}nburst = 1, burst = 40, src_stride = 48, dst_stride = 1000}
+// CHECK:        tile.copy {{.*}}dst_offset = 32, nburst = 1, burst = 8, src_stride = 16, dst_stride = 1000}
 // CHECK:        tile.block_endif
 
 // ASM:        ascend.kernel @conv2d_0 attributes {block_dim = 4 : i64, num_args = 4 : i64

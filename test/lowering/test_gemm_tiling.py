@@ -80,7 +80,7 @@ def test_gemm_matches_onnxruntime(m, k, n, bias, relu, precision_mode):
 
 
 @pytest.mark.parametrize("m,k,n,grid", [
-    (512, 768, 768, (4, 8)),      # BERT-base: square-ish blocks of 128 x 96 on all 32 cores
+    (512, 768, 768, (8, 4)),      # BERT-base: blocks of 64 x 192 in 64-wide N tiles reading A once (a_panel)
     (2048, 2048, 2048, (4, 8)),   # 512 x 256 blocks in two 256 x 256 accumulators (the whole L0C)
     (1, 1024, 1000, (1, 21)),     # one row: 63 column blocks of 16 evenly over 21 cores (3 each)
 ])
@@ -98,6 +98,9 @@ def test_grid_of_the_suite(m, k, n, grid):
     {"block_dim": 4},
     {"n": 16, "m": 128},               # the old N-only split's tile shape
     {"sm": 48, "sn": 48},              # block sizes pin the block counts giving them (3 x 2)
+    # the A panel: 3 tile rows (the panel refilled per row) x 3 N tiles reading it, 3 ragged K chunks
+    {"m_blocks": 1, "n_blocks": 1, "m": 48, "n": 32, "k": 64, "step_k": 2, "a_panel": 1},
+    {"m_blocks": 2, "n_blocks": 1, "n": 16, "a_panel": 1},
 ])
 def test_pinned_tilings(pins):
     t = check(gemm_model(100, 300, 90, bias=True), "force_fp16", {"gemm_0": pins})
@@ -111,6 +114,7 @@ def test_pinned_tilings(pins):
                            r"262144 available"),
     ({"n": 24}, r"Gemm: tiling n = 24 must be a multiple of 16"),
     ({"mm": 2}, r"Gemm: unknown tiling key 'mm'"),
+    ({"a_panel": 2}, r"Gemm: tiling a_panel = 2 must be 0 or 1"),
 ])
 def test_pin_errors(pins, message):
     with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
@@ -123,10 +127,29 @@ def test_pin_errors(pins, message):
     ({"m": 256, "n": 256, "step_k": 20}, r"Gemm: tiling step_k = 20 with m = 256, n = 256, k = 64 needs 1310720 "
                                          r"bytes of L1, 1048576 available$"),
     ({"sm": 40}, r"Gemm: tiling sm = 40 must be a multiple of 16$"),
+    ({"m_blocks": 1, "n_blocks": 1, "m": 112, "n": 96, "k": 64, "step_k": 20, "a_panel": 1},
+     r"Gemm: tiling a_panel = 1 with m = 112, n = 96, K = 4000 needs 1141760 bytes of L1, 1048576 available$"),
 ])
 def test_pins_beyond_l0_and_l1_are_errors(pins, message):
     with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
         compile_pinned(gemm_model(100, 4000, 90), "force_fp16", {"gemm_0": pins})
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+def test_a_panel_with_bias_and_relu_matches_onnxruntime(precision_mode):
+    """A rows kept in L1 across the N tiles of a row (``a_panel``) on a ragged shape with several
+    tile rows per core, K chunks and a fused relu: values against onnxruntime."""
+    t = check(gemm_model(300, 1000, 260, bias=True, relu=True), precision_mode,
+              {"gemm_0": {"m_blocks": 2, "n_blocks": 2, "m": 64, "n": 48, "a_panel": 1}})
+    assert t["a_panel"] == 1 and (t["m"], t["n"]) == (64, 48)
+
+
+def test_a_panel_chosen_where_the_epilogue_would_not_overlap():
+    """256^3 on 32 cores: one 32 x 64 block per core; the plan cuts it into N tiles reading A
+    once (the later tiles' loads overlap the earlier epilogues)."""
+    _, tilings = compile_pinned(gemm_model(256, 256, 256), "force_fp16")
+    t = tilings["gemm_0"]
+    assert t["a_panel"] == 1 and t["n"] < t["sn"], t
 
 
 def test_recorded_tiling_pinned_back_gives_itself():
