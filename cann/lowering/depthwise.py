@@ -1,0 +1,239 @@
+"""Depthwise convolution on the vector unit: only the real multiply-accumulates.
+
+A depthwise Conv (``group == Cin == Cout``, weight ``[C, 1, KH, KW]``) over an NC1HWC0 tensor is,
+for each C1 block of each image (a *plane* ``[H][W][16]``: each C0 lane one channel), a sum over
+the kernel taps of shifted input windows times a per-channel weight vector. The cube would multiply
+a block-diagonal 16x16 fractal per tap (16x the MACs, 258x with the C1 blocks of the densified
+weight); here each tap is one ``vmul`` (the first) or ``vmul`` + ``vadd`` into the accumulator, so
+the executed element multiplications are ``N * C1*16 * Ho * Wq * KH * KW`` with ``Wq`` the output
+row pitch (``Wo`` plus at most ``ceil((KW-1)*dw / sw)`` columns): real MACs times at most
+``16*C1 / C`` (channel padding) times ``Wq / Wo``.
+
+Layout in UB (one band of ``rows`` output rows of one plane): the input rows the band reads, split
+into ``sh`` *phase planes* (phase ``q`` holds padded input rows ``r0*sh + q + sh*t``), each row
+``Wp = sw * Wq`` columns wide with the left / right padding as zero columns. Output position
+``p = t*Wq + c`` of tap ``(i, j)`` then reads phase ``(i*dh) % sh`` at flat column
+``sw*p + ((i*dh) // sh) * Wp + j*dw``: one vector instruction (strided by ``sw`` 32-byte blocks)
+per tap covers the whole band; the ``Wq - Wo`` extra columns per row are computed and not stored.
+
+Work split: the ``N * C1`` planes over groups of cores (``n_blocks``: each core one plane per
+round, GM pointers moved by one plane), and the output rows in bands over ``m_blocks`` groups of
+cores (``block_offset_mod``), so that small maps with few channels still use every core. Bias and
+the fused elementwise epilogue (:class:`cann.lowering.cube.Epilogue`: ReLU, Clip, a residual Add,
+...) run on the band in UB before its single write to GM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from cann.dialects.tile import Space
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering, narrow, unsupported
+from cann.lowering.cube import Epilogue, bias_table
+
+
+def is_depthwise(w_shape: tuple[int, ...], cin: int, group: int) -> bool:
+    """Whether a Conv with weight ``w_shape`` [Cout, Cin/group, KH, KW] is depthwise (one input and
+    one output channel per group)."""
+    return group > 1 and group == cin and w_shape[0] == cin and w_shape[1] == 1
+
+
+def _tap_table(w: np.ndarray, n_: int, lanes: int, dtype: np.dtype) -> np.ndarray:
+    """Weights ``[C, 1, KH, KW]`` as rows of ``lanes`` elements ``[N][C1][KH*KW][lanes]``: row
+    ``(c1, tap)`` repeats the 16 channel weights of the tap (one broadcast vector repeat); the same
+    for each image, so that every plane's table is one plane stride further on."""
+    c, _, kh, kw = w.shape
+    c1 = math.ceil(c / 16)
+    wp = np.zeros((c1 * 16, kh * kw), np.float32)
+    wp[:c] = w.reshape(c, kh * kw)
+    t = wp.reshape(c1, 16, kh * kw).transpose(0, 2, 1)  # [c1][tap][16]
+    t = np.tile(t[:, :, None, :], (1, 1, lanes // 16, 1)).reshape(c1, kh * kw, lanes)
+    return narrow(np.ascontiguousarray(np.tile(t[None], (n_, 1, 1, 1))), dtype)
+
+
+def _plane_table(v: np.ndarray | None, c: int, n_: int, lanes: int, dtype: np.dtype) -> np.ndarray:
+    """A per-channel vector as one row of ``lanes`` per C1 block, repeated for each image."""
+    return np.ascontiguousarray(np.tile(bias_table(v, c, lanes, dtype), (n_, 1)))
+
+
+def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
+                     out_shape: tuple[int, ...], loc, kernel_hint: str = "dwconv2d",
+                     epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
+    """Depthwise 2-D convolution of an NC1HWC0 tensor ``x`` [N, C, H, W] by constant weights ``w``
+    [C, 1, KH, KW] and bias ``b`` [C] (or None), then the fused ``epilogue``: an NC1HWC0 tensor
+    ``out_shape`` [N, C, Ho, Wo] in the device dtype. Any kernel size, stride, pad and dilation.
+
+    Tiling (``tile.tiling``, pinnable per kernel): ``rows`` output rows per band, ``n_blocks`` cores
+    over the planes, ``m_blocks`` groups of cores over the bands.
+
+    Raises:
+        CannError: a band of one output row does not fit UB (with the epilogue's buffers: the fused
+            group then falls back to one kernel per op), or a pinned tiling beyond the cores.
+    """
+    x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
+    epi = epilogue or Epilogue()
+    residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epi.residuals]
+    n_, c_, h_, w_ = x.shape
+    _, _, ho_, wo_ = out_shape
+    kh_, kw_ = w.shape[2:]
+    sh, sw = strides
+    pt, pl = pads[0], pads[1]
+    dh, dw = dilations
+    dt, isz, lanes = lw.dtype, lw.dtype.itemsize, lw.lanes
+    c1 = x.c1
+    planes = n_ * c1
+    taps = [(i, j) for i in range(kh_) for j in range(kw_)]
+    # output row pitch Wq and input row pitch Wp = sw * Wq: every column an output reads is in its row
+    wq = max(math.ceil((w_ + pl) / sw), math.ceil(((wo_ - 1) * sw + (kw_ - 1) * dw + 1) / sw))
+    wp = sw * wq
+    halo = ((kh_ - 1) * dh) // sh  # extra rows per phase plane beyond the band's rows
+
+    def in_rows(rows: int) -> int:  # rows of one phase plane
+        return rows + halo + 1
+
+    temps = epi.temps
+    out_tiles = 2 + len(residuals) + len(temps)  # acc, product, residuals, temporaries
+
+    def ub_bytes(rows: int) -> int:
+        tables = (len(taps) + 1 + len(epi.tables)) * lanes
+        return (sh * in_rows(rows) * wp * 16 + out_tiles * rows * wq * 16 + tables) * isz
+
+    budget = lw.usable("ub")
+    fit = 0
+    for rows in range(1, ho_ + 1):
+        if ub_bytes(rows) > budget:
+            break
+        fit = rows
+    if fit == 0:
+        raise unsupported(loc, f"depthwise Conv: one output row needs {ub_bytes(1)} bytes of UB "
+                               f"({out_tiles} row tiles of {wq} columns), {budget} available")
+
+    cores = lw.cores
+    kb = lw.kernel(kernel_hint, loc, {}, pins)
+    pins = dict(kb.tiling)
+    n_blocks = pins.get("n_blocks", min(planes, cores))
+    if not 1 <= n_blocks <= min(planes, cores):
+        raise unsupported(loc, f"depthwise Conv: tiling n_blocks = {n_blocks}: 1 to {min(planes, cores)} "
+                               f"(the planes, at most the cores)")
+    m_cap = pins.get("m_blocks", max(1, cores // n_blocks))
+    if n_blocks * m_cap > cores:
+        raise unsupported(loc, f"depthwise Conv: tiling m_blocks = {m_cap} needs {n_blocks} x {m_cap} cores, "
+                               f"{cores} available")
+    rows = min(pins.get("rows", fit), fit, ho_)
+    if "rows" not in pins and m_cap > 1:  # enough bands for the row groups
+        rows = max(1, min(rows, math.ceil(ho_ / m_cap)))
+    if "rows" not in pins:  # balanced bands: the same count, as even as possible
+        rows = math.ceil(ho_ / math.ceil(ho_ / rows))
+    bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
+    m_blocks = min(m_cap, len(bands))
+    kb.block_dim = n_blocks * m_blocks
+    kb.tiling.update(rows=rows, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
+    if m_blocks > 1:
+        kb.block_modulo = n_blocks
+
+    x_plane, y_plane = h_ * w_ * 16, ho_ * wo_ * 16
+    wt = lw.constant(_tap_table(w, n_, lanes, dt), "ND")
+    bt = lw.constant(_plane_table(b, c_, n_, lanes, dt), "ND") if b is not None and np.any(b) else None
+    y = lw.gm_tensor(tuple(out_shape), NC1HWC0)
+    xa, wa, ya = kb.arg(x), kb.arg(wt), kb.arg(y)
+    kb.block_offset(xa, x_plane)
+    kb.block_offset(wa, len(taps) * lanes)
+    kb.block_offset(ya, y_plane)
+    ba = None
+    if bt is not None:
+        ba = kb.arg(bt)
+        kb.block_offset(ba, lanes)
+    table_args = []
+    for v in epi.tables:
+        a = kb.arg(lw.constant(_plane_table(v, v.size, n_, lanes, dt), "ND"))
+        kb.block_offset(a, lanes)
+        table_args.append(a)
+    res_args = []
+    for r in residuals:
+        a = kb.arg(r, fresh=True)
+        kb.block_offset(a, y_plane)
+        res_args.append(a)
+
+    plane_rows = in_rows(rows)
+    ub_in = kb.alloc(Space.UB, sh * plane_rows * wp * 16, dt)
+    ub_w = kb.alloc(Space.UB, len(taps) * lanes, dt)
+    ub_b = kb.alloc(Space.UB, lanes, dt) if ba is not None else None
+    tile_elems = rows * wq * 16
+    bufs = {"acc": kb.alloc(Space.UB, tile_elems, dt)}
+    prod = kb.alloc(Space.UB, tile_elems, dt)
+    for i in range(len(res_args)):
+        bufs[f"r{i}"] = kb.alloc(Space.UB, tile_elems, dt)
+    for i in range(len(table_args)):
+        bufs[f"c{i}"] = kb.alloc(Space.UB, lanes, dt)
+    for t in temps:
+        bufs[t] = kb.alloc(Space.UB, tile_elems, dt)
+    acc = bufs["acc"]
+    plane_elems = plane_rows * wp * 16
+
+    def band_code(r0: int, r1: int) -> None:
+        """Output rows r0..r1 of the core's plane: load, taps, bias, epilogue, store."""
+        nr = r1 - r0
+        t_rows = nr + halo + 1  # + 1: the last row's unstored columns read into the next row
+        for q in range(sh):
+            base = q * plane_elems
+            # padded input row of phase q, step t: r0*sh + q + sh*t; real row = that - pt. Every
+            # element the taps read is written here (zeros for padding): no stale data, and each
+            # band's buffer is its own generation (multi-buffered by tile-multi-buffer)
+            real = [t for t in range(t_rows) if 0 <= r0 * sh + q + sh * t - pt < h_]
+            if not real:
+                kb.vec("dup", ub_in, count=t_rows * wp * 16, scalar=0.0, dst_offset=base)
+                continue
+            ta, tb = real[0], real[-1] + 1
+            if ta > 0:
+                kb.vec("dup", ub_in, count=ta * wp * 16, scalar=0.0, dst_offset=base)
+            if tb < t_rows:
+                kb.vec("dup", ub_in, count=(t_rows - tb) * wp * 16, scalar=0.0, dst_offset=base + tb * wp * 16)
+            if pl:
+                kb.vec("dup", ub_in, count=tb - ta, unit=pl * 16, dst_offset=base + ta * wp * 16,
+                       dst_stride=wp * 16, scalar=0.0)
+            if wp > pl + w_:
+                kb.vec("dup", ub_in, count=tb - ta, unit=(wp - pl - w_) * 16,
+                       dst_offset=base + (ta * wp + pl + w_) * 16, dst_stride=wp * 16, scalar=0.0)
+            kb.copy(xa, ub_in, src_offset=(r0 * sh + q + sh * ta - pt) * w_ * 16, dst_offset=base + (ta * wp + pl) * 16,
+                    nburst=tb - ta, burst=w_ * 16, src_stride=sh * w_ * 16, dst_stride=wp * 16)
+        count = nr * wq
+        for k, (i, j) in enumerate(taps):
+            q, dq = (i * dh) % sh, (i * dh) // sh
+            src = q * plane_elems + (dq * wp + j * dw) * 16
+            dst = acc if k == 0 else prod
+            kb.vec("mul", dst, ub_in, ub_w, count=count, unit=16, src0_offset=src, src0_stride=sw * 16,
+                   src1_offset=k * lanes, src1_stride=0)
+            if k:
+                kb.vec("add", acc, acc, prod, count=count, unit=16)
+        if ub_b is not None:
+            kb.vec("add", acc, acc, ub_b, count=count, unit=16, src1_stride=0)
+        for i, ra in enumerate(res_args):
+            kb.copy(ra, bufs[f"r{i}"], src_offset=r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wo_ * 16,
+                    dst_stride=wq * 16)
+        for op, d, s0, *more in epi.steps:
+            s1 = more[0] if more else None
+            scalar = more[1] if len(more) > 1 else 0.0
+            kw = dict(src1_stride=0 if s1.startswith("c") else None) if s1 is not None else {}
+            kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=count, unit=16, scalar=scalar, **kw)
+        kb.copy(acc, ya, dst_offset=r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wq * 16, dst_stride=wo_ * 16)
+
+    per_block = [len(bands) // m_blocks + (i < len(bands) % m_blocks) for i in range(m_blocks)]
+    starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
+
+    def plane_code(first: int, last: bool = False) -> None:
+        kb.copy(wa, ub_w, burst=len(taps) * lanes)
+        if ub_b is not None:
+            kb.copy(ba, ub_b, burst=lanes)
+        for i, a in enumerate(table_args):
+            kb.copy(a, bufs[f"c{i}"], burst=lanes)
+        mine = bands[starts[grp]:starts[grp + 1]]
+        kb.roll(len(mine), lambda i: band_code(*mine[i]), clamp=True)
+
+    for grp in range(m_blocks):
+        with kb.core_group(grp * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
+            kb.for_tiles(planes, plane_code, cores=n_blocks)
+    lw.launch(kb)
+    return y
