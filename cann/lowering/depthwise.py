@@ -4,7 +4,7 @@ A depthwise Conv (``group == Cin == Cout``, weight ``[C, 1, KH, KW]``) over an N
 for each C1 block of each image (a *plane* ``[H][W][16]``: each C0 lane one channel), a sum over
 the kernel taps of shifted input windows times a per-channel weight vector. The cube would multiply
 a block-diagonal 16x16 fractal per tap (16x the MACs, 258x with the C1 blocks of the densified
-weight); here each tap is one ``vmul`` (the first) or ``vmul`` + ``vadd`` into the accumulator, so
+weight); here each tap is one vector instruction, ``vmul`` (the first) or ``vmla`` into the accumulator, so
 the executed element multiplications are ``N * C1*16 * Ho * Wq * KH * KW`` with ``Wq`` the output
 row pitch (``Wo`` plus at most ``ceil((KW-1)*dw / sw)`` columns): real MACs times at most
 ``16*C1 / C`` (channel padding) times ``Wq / Wo``.
@@ -91,15 +91,25 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     wp = sw * wq
     halo = ((kh_ - 1) * dh) // sh  # extra rows per phase plane beyond the band's rows
 
+    upr = lw.lanes // 16  # output positions per vector repeat
+
+    def span(rows: int) -> tuple[int, int]:
+        """(output positions computed, rows of each phase plane) of a band of ``rows`` output rows:
+        whole repeats (no masked tail instruction), and every input element they read (the unstored
+        columns of the last rows read into rows past the band's window)."""
+        count = -(-rows * wq // upr) * upr
+        reach = sw * (count - 1) + halo * wp + (kw_ - 1) * dw + 1
+        return count, max(rows + halo + 1, -(-reach // wp))
+
     def in_rows(rows: int) -> int:  # rows of one phase plane
-        return rows + halo + 1
+        return span(rows)[1]
 
     temps = epi.temps
-    out_tiles = 2 + len(residuals) + len(temps)  # acc, product, residuals, temporaries
+    out_tiles = 1 + len(residuals) + len(temps)  # acc, residuals, temporaries
 
     def ub_bytes(rows: int) -> int:
         tables = (len(taps) + 1 + len(epi.tables)) * lanes
-        return (sh * in_rows(rows) * wp * 16 + out_tiles * rows * wq * 16 + tables) * isz
+        return (sh * in_rows(rows) * wp * 16 + out_tiles * span(rows)[0] * 16 + tables) * isz
 
     budget = lw.usable("ub")
     fit = 0
@@ -122,10 +132,28 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     if n_blocks * m_cap > cores:
         raise unsupported(loc, f"depthwise Conv: tiling m_blocks = {m_cap} needs {n_blocks} x {m_cap} cores, "
                                f"{cores} available")
-    rows = min(pins.get("rows", fit), fit, ho_)
-    if "rows" not in pins and m_cap > 1:  # enough bands for the row groups
-        rows = max(1, min(rows, math.ceil(ho_ / m_cap)))
-    if "rows" not in pins:  # balanced bands: the same count, as even as possible
+    n_ops = len(taps) + len(epi.steps) + 5  # taps, bias, epilogue, padding
+
+    def cost(r: int) -> float:
+        """Estimated cycles of the busiest core for bands of ``r`` rows (the shape of
+        ``cann/sim/cost.py``): the first band's load, then per band the longer of the next load and
+        the vector work, the last store; plus one band's load and store where a border band, code
+        of its own outside the hardware loop, runs unoverlapped. Used only to choose ``rows``."""
+        nb = math.ceil(ho_ / r)
+        groups = min(m_cap, nb)
+        per_group = math.ceil(nb / groups) * math.ceil(planes / n_blocks)
+        lat, bw = lw.soc.latency, lw.soc.bandwidth
+        rate = min(bw.gm_to_ub, bw.gm_total / max(1, groups * n_blocks))
+        load = sh * lat.mte_startup + sh * (r + halo + 1) * w_ * 16 * isz / rate
+        store = lat.mte_startup + r * wo_ * 16 * isz / min(bw.ub_to_gm, bw.gm_total / max(1, groups * n_blocks))
+        vec = n_ops * (lat.vector_startup + span(r)[0] // upr)
+        border = (pt > 0 or ho_ * sh + halo > h_ + pt) and nb > 1
+        return load + per_group * max(vec, load) + store + (load + store if border else 0)
+
+    if "rows" in pins:
+        rows = max(1, min(pins["rows"], fit, ho_))
+    else:  # the cheapest band height; balanced: the same band count with rows as even as possible
+        rows = min(range(1, min(fit, ho_) + 1), key=lambda r: (cost(r), r))
         rows = math.ceil(ho_ / math.ceil(ho_ / rows))
     bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
     m_blocks = min(m_cap, len(bands))
@@ -161,9 +189,8 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     ub_in = kb.alloc(Space.UB, sh * plane_rows * wp * 16, dt)
     ub_w = kb.alloc(Space.UB, len(taps) * lanes, dt)
     ub_b = kb.alloc(Space.UB, lanes, dt) if ba is not None else None
-    tile_elems = rows * wq * 16
+    tile_elems = span(rows)[0] * 16
     bufs = {"acc": kb.alloc(Space.UB, tile_elems, dt)}
-    prod = kb.alloc(Space.UB, tile_elems, dt)
     for i in range(len(res_args)):
         bufs[f"r{i}"] = kb.alloc(Space.UB, tile_elems, dt)
     for i in range(len(table_args)):
@@ -176,7 +203,8 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     def band_code(r0: int, r1: int) -> None:
         """Output rows r0..r1 of the core's plane: load, taps, bias, epilogue, store."""
         nr = r1 - r0
-        t_rows = nr + halo + 1  # + 1: the last row's unstored columns read into the next row
+        count, t_rows = span(nr)
+        zeros = []  # (offset, count, unit, stride) of padding to write after the loads
         for q in range(sh):
             base = q * plane_elems
             # padded input row of phase q, step t: r0*sh + q + sh*t; real row = that - pt. Every
@@ -184,30 +212,28 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
             # band's buffer is its own generation (multi-buffered by tile-multi-buffer)
             real = [t for t in range(t_rows) if 0 <= r0 * sh + q + sh * t - pt < h_]
             if not real:
-                kb.vec("dup", ub_in, count=t_rows * wp * 16, scalar=0.0, dst_offset=base)
+                zeros.append((base, t_rows * wp * 16, 1, 1))
                 continue
             ta, tb = real[0], real[-1] + 1
-            if ta > 0:
-                kb.vec("dup", ub_in, count=ta * wp * 16, scalar=0.0, dst_offset=base)
-            if tb < t_rows:
-                kb.vec("dup", ub_in, count=(t_rows - tb) * wp * 16, scalar=0.0, dst_offset=base + tb * wp * 16)
-            if pl:
-                kb.vec("dup", ub_in, count=tb - ta, unit=pl * 16, dst_offset=base + ta * wp * 16,
-                       dst_stride=wp * 16, scalar=0.0)
-            if wp > pl + w_:
-                kb.vec("dup", ub_in, count=tb - ta, unit=(wp - pl - w_) * 16,
-                       dst_offset=base + (ta * wp + pl + w_) * 16, dst_stride=wp * 16, scalar=0.0)
             kb.copy(xa, ub_in, src_offset=(r0 * sh + q + sh * ta - pt) * w_ * 16, dst_offset=base + (ta * wp + pl) * 16,
                     nburst=tb - ta, burst=w_ * 16, src_stride=sh * w_ * 16, dst_stride=wp * 16)
-        count = nr * wq
+            if ta > 0:
+                zeros.append((base, ta * wp * 16, 1, 1))
+            if tb < t_rows:
+                zeros.append((base + tb * wp * 16, (t_rows - tb) * wp * 16, 1, 1))
+            if pl:
+                zeros.append((base + ta * wp * 16, tb - ta, pl * 16, wp * 16))
+            if wp > pl + w_:
+                zeros.append((base + (ta * wp + pl + w_) * 16, tb - ta, (wp - pl - w_) * 16, wp * 16))
+        # the zeros after every load: the vector unit's writes next to the band's DMA (same buffer)
+        # must not hold the next band's load back behind this band's taps
+        for off, n, unit, stride in zeros:
+            kb.vec("dup", ub_in, count=n, unit=unit, dst_offset=off, dst_stride=stride, scalar=0.0)
         for k, (i, j) in enumerate(taps):
             q, dq = (i * dh) % sh, (i * dh) // sh
             src = q * plane_elems + (dq * wp + j * dw) * 16
-            dst = acc if k == 0 else prod
-            kb.vec("mul", dst, ub_in, ub_w, count=count, unit=16, src0_offset=src, src0_stride=sw * 16,
-                   src1_offset=k * lanes, src1_stride=0)
-            if k:
-                kb.vec("add", acc, acc, prod, count=count, unit=16)
+            kb.vec("mla" if k else "mul", acc, ub_in, ub_w, count=count, unit=16, src0_offset=src,
+                   src0_stride=sw * 16, src1_offset=k * lanes, src1_stride=0)
         if ub_b is not None:
             kb.vec("add", acc, acc, ub_b, count=count, unit=16, src1_stride=0)
         for i, ra in enumerate(res_args):
