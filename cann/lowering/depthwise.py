@@ -59,6 +59,25 @@ def _plane_table(v: np.ndarray | None, c: int, n_: int, lanes: int, dtype: np.dt
     return np.ascontiguousarray(np.tile(bias_table(v, c, lanes, dtype), (n_, 1)))
 
 
+def _bands(ho: int, rows: int, clean) -> list[tuple[int, int]]:
+    """Output row bands ``(r0, r1)`` of at most ``rows`` rows: the rows that read top padding in one
+    short band, then bands of ``rows`` while ``clean(r0, rows)`` (the band reads no padding: every
+    such band is the same code, one hardware loop), then the rest in bands of ``rows``. A border
+    band's own code runs outside the loop, unoverlapped: the short one keeps that cheap."""
+    top = 0
+    while top < ho and not clean(top, 1):
+        top += 1
+        if top == rows or top == ho:  # padding all the way: uniform bands
+            return [(r0, min(ho, r0 + rows)) for r0 in range(0, ho, rows)]
+    out = [(0, top)] if top else []
+    r0 = top
+    while r0 + rows <= ho and clean(r0, rows):
+        out.append((r0, r0 + rows))
+        r0 += rows
+    out += [(r, min(ho, r + rows)) for r in range(r0, ho, rows)]
+    return out
+
+
 def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
                      out_shape: tuple[int, ...], loc, kernel_hint: str = "dwconv2d",
                      epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
@@ -155,7 +174,8 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     else:  # the cheapest band height; balanced: the same band count with rows as even as possible
         rows = min(range(1, min(fit, ho_) + 1), key=lambda r: (cost(r), r))
         rows = math.ceil(ho_ / math.ceil(ho_ / rows))
-    bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
+    bands = _bands(ho_, rows, lambda r0, nr: all(0 <= r0 * sh + q + sh * t - pt < h_ for q in range(sh)
+                                                 for t in range(span(nr)[1])))
     m_blocks = min(m_cap, len(bands))
     kb.block_dim = n_blocks * m_blocks
     kb.tiling.update(rows=rows, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
