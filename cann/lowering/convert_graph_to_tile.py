@@ -33,7 +33,7 @@ from cann.dialects import graph, main_function
 from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
-from cann.lowering import cube, data, depthwise, gemm, vector
+from cann.lowering import cube, data, depthwise, gemm, grouped, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
 from cann.tensor_trace import note
@@ -147,6 +147,12 @@ class _Converter:
                 return depthwise.depthwise_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
                                                   _ints(op, "pads"), _ints(op, "dilations"), out_shape, loc,
                                                   epilogue=epilogue, pins=recorded_tiling(op))
+            if 1 < _int(op, "group") < _shape(op.x)[1]:
+                y = grouped.grouped_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
+                                           _ints(op, "pads"), _ints(op, "dilations"), _int(op, "group"), out_shape,
+                                           loc, epilogue=epilogue, pins=recorded_tiling(op))
+                if y is not None:
+                    return y
             return cube.conv2d(lw, self.tensor(op.x, loc), w,
                                self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
                                _int(op, "group"), out_shape, loc, epilogue=epilogue, pins=recorded_tiling(op))
