@@ -247,6 +247,12 @@ class _Converter:
             a, b = (self.scalar_or_tensor(v, loc) for v in op.operands)
             return mathk.binary(lw, kind, a, b, out_shape, loc)
         if kind == "reduce":
+            if op.kind.data == "mean" and len(_shape(op.x)) == 4 and _ints(op, "axes") == (2, 3) and \
+                    np_dtype(op.x.type.element_type).kind == "f":
+                # ReduceMean over H and W (PyTorch dynamo's AdaptiveAvgPool2d(1)) is GlobalAveragePool:
+                # the NC1HWC0 kernel, not a format conversion, a transpose and an ND reduction
+                y = vector.global_avg_pool(lw, self.tensor(op.x, loc), loc)
+                return y if _int(op, "keepdims") else lw.view(lw.as_format(y, ND, lw.dtype, loc), out_shape)
             return mathk.reduce(lw, self.tensor(op.x, loc), op.kind.data, _ints(op, "axes"), out_shape, loc)
         if kind == "pad":
             return mathk.pad(lw, self.tensor(op.x, loc), _ints(op, "pads"), op.mode.data, _float(op, "value"),
