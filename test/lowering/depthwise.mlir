@@ -10,7 +10,7 @@
 // = 70 -> 72, 8 positions of 16 channels per fp16 repeat), src0 moved by the tap's (row, column)
 // offset, src1 one broadcast repeat of the tap's weights; then the bias, and the 8 valid columns
 // of each row stored. No img2col, no mmad.
-// Must-not: a grouped Conv with 2 channels per group is not depthwise: it stays on the cube.
+// Must-not: a grouped Conv with 2 channels per group is not depthwise: it stays on the cube (grouped.py).
 
 // CHECK:      func.func @dwconv2d_0({{.*}}tile.tiling = {block_dim = 1 : i64, m_blocks = 1 : i64, n_blocks = 1 : i64, rows = 8 : i64}
 // CHECK-NOT:    tile.img2col
@@ -28,7 +28,7 @@
 // CHECK:        tile.vec %[[ACC]], %[[IN]], %[[W]] {dst_offset = 0, src0_offset = 352, src1_offset = 1024, count = 72, {{.*}}op = "mla"}
 // CHECK:        tile.copy %[[ACC]], %2 {src_offset = 0, dst_offset = 128, nburst = 7, burst = 128, src_stride = 160, dst_stride = 128}
 // CHECK-NOT:    tile.mmad
-// CHECK:      func.func @conv2d_0(
+// CHECK:      func.func @gconv2d_0(
 // CHECK:        tile.img2col
 // CHECK:        tile.mmad
 
