@@ -144,9 +144,11 @@ class _Converter:
                 raise CannError(loc_name(loc), "Conv: only 2-D convolutions are supported")
             w = self.const(op.w).astype(np.float32)
             if depthwise.is_depthwise(w.shape, _shape(op.x)[1], _int(op, "group")):
-                return depthwise.depthwise_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
-                                                  _ints(op, "pads"), _ints(op, "dilations"), out_shape, loc,
-                                                  epilogue=epilogue, pins=recorded_tiling(op))
+                y = depthwise.depthwise_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
+                                               _ints(op, "pads"), _ints(op, "dilations"), out_shape, loc,
+                                               epilogue=epilogue, pins=recorded_tiling(op))
+                if y is not None:
+                    return y
             if 1 < _int(op, "group") < _shape(op.x)[1]:
                 y = grouped.grouped_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
                                            _ints(op, "pads"), _ints(op, "dilations"), _int(op, "group"), out_shape,

@@ -80,7 +80,7 @@ def _bands(ho: int, rows: int, clean) -> list[tuple[int, int]]:
 
 def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
                      out_shape: tuple[int, ...], loc, kernel_hint: str = "dwconv2d",
-                     epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
+                     epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor | None:
     """Depthwise 2-D convolution of an NC1HWC0 tensor ``x`` [N, C, H, W] by constant weights ``w``
     [C, 1, KH, KW] and bias ``b`` [C] (or None), then the fused ``epilogue``: an NC1HWC0 tensor
     ``out_shape`` [N, C, Ho, Wo] in the device dtype. Any kernel size, stride, pad and dilation.
@@ -88,9 +88,12 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     Tiling (``tile.tiling``, pinnable per kernel): ``rows`` output rows per band, ``n_blocks`` cores
     over the planes, ``m_blocks`` groups of cores over the bands.
 
+    Returns None when one output row's band does not fit UB (a map thousands of columns wide): the
+    caller runs the cube convolution, which tiles columns.
+
     Raises:
-        CannError: a band of one output row does not fit UB (with the epilogue's buffers: the fused
-            group then falls back to one kernel per op), or a pinned tiling beyond the cores.
+        CannError: that, with a fused epilogue (the fused group then falls back to one kernel per
+            op, and the Conv alone to the cube), or a pinned tiling beyond the cores.
     """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     epi = epilogue or Epilogue()
@@ -136,9 +139,11 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         if ub_bytes(rows) > budget:
             break
         fit = rows
-    if fit == 0:
-        raise unsupported(loc, f"depthwise Conv: one output row needs {ub_bytes(1)} bytes of UB "
-                               f"({out_tiles} row tiles of {wq} columns), {budget} available")
+    if fit == 0:  # rows too wide for UB: the cube's tiled convolution (a fused group first falls back)
+        if epi.steps or epi.residuals or epi.tables:
+            raise unsupported(loc, f"depthwise Conv: one output row needs {ub_bytes(1)} bytes of UB "
+                                   f"({out_tiles} row tiles of {wq} columns), {budget} available")
+        return None
 
     cores = lw.cores
     kb = lw.kernel(kernel_hint, loc, {}, pins)

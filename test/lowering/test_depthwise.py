@@ -129,3 +129,15 @@ def test_mobilenet_v2_fixture_depthwise_layers_reach_40pct_of_ideal():
     assert len(dw) == 6 and all(k.executed_macs == 0 for k in dw)
     pct = 100 * sum(k.ideal_cycles for k in dw) / sum(k.cycles for k in dw)
     assert pct >= 40, pct
+
+
+def test_rows_too_wide_for_ub_fall_back_to_the_cube():
+    """A 3 x 3000 map: one output row's band (4 input rows of 3002 columns) overflows UB; the cube's
+    column-tiled convolution computes it."""
+    model = dw_model(16, 3, 3000)
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    compiled = cann.compile(model, precision_mode="force_fp16")
+    y = compiled.run(x)["y"]
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
+    assert "conv2d_0" in [k.name for k in compiled.last_run.kernels]
