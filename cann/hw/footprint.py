@@ -93,12 +93,14 @@ def _footprints(spec: SocSpec):
             hi = max(hi, last + nfull * blk * bb + rem * isz)
         return hi
 
-    def vector(nsrc):
+    def vector(nsrc, reads_dst=False):
         def f(v, args):
             code, dst, s0, s1, repeat, mask, db, s0b, s1b, dr, s0r, s1r, _ = v
             isz = _isz(code)
             e = bb // isz
             out = [(_UB, dst, dst + operand_hi(db, dr, repeat, mask, e, isz), True)]
+            if reads_dst:  # vmla accumulates into dst
+                out.append((_UB, dst, out[0][2], False))
             if nsrc >= 1:
                 out.append((_UB, s0, s0 + operand_hi(s0b, s0r, repeat, mask, e, isz), False))
             if nsrc == 2:
@@ -165,7 +167,7 @@ def _footprints(spec: SocSpec):
         elif m == "copy_ub_to_gm":
             fns[m] = dma_out
         elif g == "vector":
-            fns[m] = vector(2 if m in binary else 0 if m == "vdup" else 1)
+            fns[m] = vector(2 if m in binary or m == "vmla" else 0 if m == "vdup" else 1, m == "vmla")
         elif g == "vconv":
             fns[m] = vconv(4, 2) if m == "vconv_f322f16" else vconv(2, 4)
         else:

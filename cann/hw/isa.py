@@ -151,7 +151,7 @@ _ALL = frozenset(DTYPES)
 VEC_DTYPES: dict[str, frozenset[int]] = {
     **{m: _F | {_I32, _I16, _I64} for m in ("vadd", "vsub", "vmax", "vmin", "vcmpv")},
     **{m: _F | {_I32, _I16} for m in ("vmul", "vadds", "vmuls", "vmaxs", "vabs", "vrelu")},
-    **{m: _F for m in ("vdiv", "vexp", "vln", "vrec", "vsqrt", "vcmax", "vcadd")},
+    **{m: _F for m in ("vdiv", "vexp", "vln", "vrec", "vsqrt", "vcmax", "vcadd", "vmla")},
     **{m: _ALL for m in ("vmov", "vdup", "vbrcb", "vsel")},
     **{m: frozenset({_I16}) for m in _VEC_BITWISE},
 }
@@ -270,6 +270,9 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "moved back to end at the edge, an instruction of a nested loop moving with an outer one; the field must "
      "be clampable (CLAMP_FIELDS: the steppable fields, GM offsets, DMA nburst / burst, img2col fm_h / pad_t / "
      "pad_b); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
+    # multiply-accumulate on the vector unit (depthwise convolution); appended: opcodes above are unchanged
+    ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
+     "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)

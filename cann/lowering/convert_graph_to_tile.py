@@ -33,7 +33,7 @@ from cann.dialects import graph, main_function
 from cann.dialects.tile import Space, SpaceAttr, ViewOp
 from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
-from cann.lowering import cube, data, gemm, vector
+from cann.lowering import cube, data, depthwise, gemm, grouped, vector
 from cann.lowering import math as mathk
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
 from cann.passes.keep_dtype import DEVICE_DTYPE, KEEP
@@ -173,7 +173,20 @@ class _Converter:
         if name == "graph.conv2d":
             if len(out_shape) != 4:
                 raise CannError(loc_name(loc), "Conv: only 2-D convolutions are supported")
-            return cube.conv2d(lw, self.tensor(op.x, loc), self.const(op.w).astype(np.float32),
+            w = self.const(op.w).astype(np.float32)
+            if depthwise.is_depthwise(w.shape, _shape(op.x)[1], _int(op, "group")):
+                y = depthwise.depthwise_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
+                                               _ints(op, "pads"), _ints(op, "dilations"), out_shape, loc,
+                                               epilogue=epilogue, pins=recorded_tiling(op))
+                if y is not None:
+                    return y
+            if 1 < _int(op, "group") < _shape(op.x)[1]:
+                y = grouped.grouped_conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"),
+                                           _ints(op, "pads"), _ints(op, "dilations"), _int(op, "group"), out_shape,
+                                           loc, epilogue=epilogue, pins=recorded_tiling(op))
+                if y is not None:
+                    return y
+            return cube.conv2d(lw, self.tensor(op.x, loc), w,
                                self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
                                _int(op, "group"), out_shape, loc, epilogue=epilogue, pins=recorded_tiling(op))
         if name == "graph.conv_transpose":
@@ -267,6 +280,12 @@ class _Converter:
             a, b = (self.scalar_or_tensor(v, loc) for v in op.operands)
             return mathk.binary(lw, kind, a, b, out_shape, loc)
         if kind == "reduce":
+            if op.kind.data == "mean" and len(_shape(op.x)) == 4 and _ints(op, "axes") == (2, 3) and \
+                    np_dtype(op.x.type.element_type).kind == "f":
+                # ReduceMean over H and W (PyTorch dynamo's AdaptiveAvgPool2d(1)) is GlobalAveragePool:
+                # the NC1HWC0 kernel, not a format conversion, a transpose and an ND reduction
+                y = vector.global_avg_pool(lw, self.tensor(op.x, loc), loc)
+                return y if _int(op, "keepdims") else lw.view(lw.as_format(y, ND, lw.dtype, loc), out_shape)
             return mathk.reduce(lw, self.tensor(op.x, loc), op.kind.data, _ints(op, "axes"), out_shape, loc)
         if kind == "pad":
             return mathk.pad(lw, self.tensor(op.x, loc), _ints(op, "pads"), op.mode.data, _float(op, "value"),

@@ -31,7 +31,7 @@ from cann.lowering.common import np_dtype
 from cann.lowering.generations import rename
 
 _BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin",
-           "and": "vand", "or": "vor", "xor": "vxor"}
+           "and": "vand", "or": "vor", "xor": "vxor", "mla": "vmla"}
 _BITWISE = {"and", "or", "xor"}
 _SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "dup": "vdup"}
 _UNARY = {"relu": "vrelu", "exp": "vexp", "ln": "vln", "rec": "vrec", "sqrt": "vsqrt", "abs": "vabs", "mov": "vmov"}

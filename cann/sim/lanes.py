@@ -19,7 +19,7 @@ _EXP_BITS = {np.dtype(np.float16): (np.dtype(np.uint16), 0x7C00), np.dtype(ml_dt
              _F32: (np.dtype(np.uint32), 0x7F800000)}
 #: vector instructions that can overflow: turn finite operands into inf/NaN (a division by zero, log 0
 #: or the root of a negative number is not an overflow)
-_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vdiv", "vadds", "vmuls", "vexp", "vrec"})
+_CAN_OVERFLOW = frozenset({"vadd", "vsub", "vmul", "vmla", "vdiv", "vadds", "vmuls", "vexp", "vrec"})
 #: the divisor's operand index in a plan's views (dst, src0, src1, scalar)
 _DIVISOR = {"vdiv": 2, "vrec": 1}
 

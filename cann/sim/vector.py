@@ -70,9 +70,12 @@ class VectorUnit:
         unary = {"vabs": np.abs}
         unary32 = {"vexp": np.exp, "vln": np.log, "vsqrt": np.sqrt, "vrec": lambda x: np.divide(1.0, x, dtype=f32)}
 
-        if m in binary or m == "vdiv":
+        if m in binary or m in ("vdiv", "vmla"):
             nsrc = 2
-            if m == "vdiv":
+            if m == "vmla":
+                def op(d, s0, s1, sc):  # the product rounded to the dtype, then the sum (isa.py)
+                    np.add(d, np.multiply(s0, s1), out=d)
+            elif m == "vdiv":
                 def op(d, s0, s1, sc):
                     np.copyto(d, np.divide(s0, s1, dtype=f32), casting="unsafe")
             else:

@@ -22,6 +22,8 @@ TOLERANCE = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
 MODELS = {
     "gpt_block": {"logits"},  # next-token logits [1, 16, 128]: top-1 per position
     "resnext": {"logits"},  # [1, 10]
+    "resnext_legacy": {"logits"},  # the same network exported with dynamo=False
+    "mobilenet_v2": {"logits"},  # [1, 10]; 224x224 input, depthwise convs on the vector unit
     "fpn": set(),  # dense [1, 8, 64, 64] map
     # BERT-style encoder exported without token_type_ids (zero buffer -> Expand -> GatherElements), by
     # both exporters: hidden states [1, 64, 64] and pooler output [1, 64]

@@ -320,6 +320,40 @@ def test_vector(mn, dt, layout):
         np.testing.assert_array_equal(ub.view(dt), want.view(dt))
 
 
+@pytest.mark.parametrize("layout", sorted(VEC_LAYOUTS))
+@pytest.mark.parametrize("dt", [F16, F32])
+def test_vmla_accumulates_into_dst(dt, layout):
+    """vmla: dst = src0 * src1 + dst per lane, the product rounded to the dtype, then the sum (isa.py);
+    lanes outside the mask keep their value."""
+    repeat, mask, dst, s0, s1 = VEC_LAYOUTS[layout]
+    isz = dt.itemsize
+    mask = mask or 256 // isz
+    core = AICore(SPEC)
+    ub = core.bufs["ub"]
+    ub[:32768] = np.random.default_rng(11).uniform(-4, 4, 32768 // isz).astype(dt).view(np.uint8)
+    before = ub.copy()
+    run([isa.make("vmla", dtype=CODE[dt], dst=dst[0], src0=s0[0], src1=s1[0], repeat=repeat, mask=mask,
+                  dst_blk=dst[1], src0_blk=s0[1], src1_blk=s1[1], dst_rep=dst[2], src0_rep=s0[2], src1_rep=s1[2],
+                  scalar=0.0)], core=core)
+    want = before.copy()
+    for r in range(repeat):
+        for j in range(mask):
+            a, b = (read_lane(before, lane_addr(*o, r, j, isz), dt) for o in (s0, s1))
+            ad = lane_addr(*dst, r, j, isz)
+            v = np.array(dt.type(a * b) + read_lane(want, ad, dt), dt)  # dst read before this lane's write
+            want[ad:ad + isz] = np.frombuffer(v.tobytes(), np.uint8)
+    np.testing.assert_array_equal(ub.view(dt), want.view(dt))
+
+
+def test_vmla_footprint_reads_its_destination():
+    from cann.hw.footprint import footprints
+
+    ins = isa.make("vmla", dtype=0, dst=512, src0=0, src1=256, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                   src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0)
+    accs = footprints(SPEC)["vmla"](ins.values, [0])[0]
+    assert (5, 512, 768, True) in accs and (5, 512, 768, False) in accs, accs
+
+
 @pytest.mark.parametrize("mn,sdt,ddt", [("vconv_f322f16", F32, F16), ("vconv_f162f32", F16, F32)])
 def test_vconv(mn, sdt, ddt):
     core = AICore(SPEC)

@@ -1,0 +1,84 @@
+"""Grouped convolution per packed super-group (cann/lowering/grouped.py) against onnxruntime, the
+MACs it executes, the dense fallback where packing would multiply all-zero fractals, and the
+ReduceMean-over-H,W lowering that makes PyTorch's two ResNeXt exports cost the same."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import cann
+from cann import testing
+from cann.lowering.grouped import super_group
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_cube_tiling import TOL, check, conv_model  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch"
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("cin,cout,h,group,stride", [
+    (32, 32, 16, 2, 1),     # groups of 16: one C1 block each (S = 1)
+    (64, 64, 12, 4, 2),     # groups of 16, strided
+    (64, 128, 10, 2, 1),    # 32 in, 64 out per group: K 2 blocks, N 4 blocks
+    (32, 32, 16, 8, 1),     # ResNeXt-style groups of 4 channels: 4 groups packed per C1 block
+    (128, 128, 14, 32, 1),  # ResNeXt-50 32x4d's first grouped conv shape (groups of 4), smaller map
+    (64, 64, 16, 8, 2),     # groups of 8, strided (the ResNeXt fixture's second block)
+])
+def test_grouped_matches_onnxruntime(cin, cout, h, group, stride, precision_mode):
+    tiling, compiled = check(conv_model(cin, cout, h, h, 1, stride=stride, group=group), precision_mode)
+    names = [k.name for k in compiled.last_run.kernels]
+    assert "gconv2d_0" in names and not any(n.startswith("conv2d") for n in names), names
+
+
+def test_grouped_executes_group_padded_macs_not_group_times():
+    """Groups of 4 channels: 16/4 = 4x the real MACs (one 16x16 fractal per packed block, none
+    all-zero), where the dense block-diagonal conv did group = 32x."""
+    model = conv_model(128, 128, 16, 16, 1, group=32)
+    compiled = cann.compile(model, precision_mode="force_fp16")
+    compiled.run(testing.random_inputs(model))
+    (k,) = [k for k in compiled.last_run.kernels if k.name.startswith("gconv2d")]
+    assert k.executed_macs == 4 * k.work.model_macs, (k.executed_macs, k.work.model_macs)
+
+
+def test_super_groups():
+    assert super_group(32, 32, 8) == 4 and super_group(64, 64, 8) == 2 and super_group(256, 256, 4) == 1
+    assert super_group(48, 48, 2) is None  # groups of 24: a packed block pair sharing no group
+    assert super_group(24, 24, 2) is None  # channels not a multiple of 16: the dense path
+
+
+def test_groups_of_24_keep_the_dense_path():
+    tiling, compiled = check(conv_model(48, 48, 8, 8, 1, group=2), "force_fp16")
+    assert "conv2d_0" in [k.name for k in compiled.last_run.kernels]
+
+
+def test_reduce_mean_over_hw_is_global_average_pool():
+    for keepdims, out in ((1, [2, 20, 1, 1]), (0, [2, 20])):
+        node = helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3], keepdims=keepdims)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 20, 7, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        x = testing.random_inputs(m)
+        compiled = cann.compile(m, precision_mode="must_keep_origin_dtype")
+        y = compiled.run(x)["y"]
+        np.testing.assert_allclose(y, testing.run_onnxruntime(m, x)["y"], rtol=1e-5, atol=1e-6)
+        names = [k.name for k in compiled.last_run.kernels]
+        assert "global_avg_pool_0" in names and not any("reduce" in n for n in names), names
+
+
+def test_resnext_dynamo_export_costs_what_the_legacy_export_does():
+    cycles = {}
+    for name in ("resnext", "resnext_legacy"):
+        graph = onnx.load(FIXTURES / f"{name}.onnx", load_external_data=False).graph
+        data = np.load(FIXTURES / f"{name}.npz")
+        model = cann.compile(str(FIXTURES / f"{name}.onnx"), precision_mode="force_fp16")
+        out = model.run({i.name: data[i.name] for i in graph.input})["logits"]
+        assert np.linalg.norm(out - data["logits"]) / np.linalg.norm(data["logits"]) <= 1e-2
+        cycles[name] = model.last_run.cycles
+    assert cycles["resnext"] <= 1.05 * cycles["resnext_legacy"], cycles
