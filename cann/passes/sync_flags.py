@@ -62,6 +62,7 @@ from cann.passes.sync_deps import (
     shift,
     view,
 )
+from cann.passes.sync_loops import Proxy, expand, reserved_for, same_loop, virtual_raw_only
 
 _ALL = int(isa.Pipe.ALL)
 _SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
@@ -91,6 +92,8 @@ class _Ctx:
     nids: int
     free_barriers: bool = True
     regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
+    where: str = ""
+    scopes: dict = field(default_factory=dict)  # id of a scope's item list -> its analysis (_scope)
 
 
 def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
@@ -103,8 +106,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
     later work when the next instruction of every third pipe waits for the producer anyway; it then
     costs one scalar instruction instead of two."""
     # barrier points: (position, the last position they order); a region is one, so is a forced barrier
-    marks = [(i, i) if isinstance(it, Region) else (i, i - 1) for i, it in enumerate(items)
-             if isinstance(it, Region) or i in forced]
+    marks = [(i, i) if _fence(it) else (i, i - 1) for i, it in enumerate(items) if _fence(it) or i in forced]
     views: dict[int, list] = {}
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
@@ -132,6 +134,9 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                 j = bisect_right(lst, (pos,)) - 1
                 while j >= 0:
                     a, x = lst[j]
+                    if same_loop(items, a, pos) or virtual_raw_only(x, v):
+                        j -= 1
+                        continue
                     if covers(kq, (0, a)) or (p in req and covers(req[p], (0, a))):
                         break
                     if distance(x, v, 0, 0, loop) is not None:
@@ -139,7 +144,9 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                         break
                     j -= 1
                 if carried and (p not in req or req[p][0] > 0) and kq[0] > 0:
-                    for a, x in lst:
+                    for a, x in lst:  # (another iteration's loop region is another instance)
+                        if virtual_raw_only(x, v):
+                            continue
                         d = distance(x, v, 1, loop.count - 1, loop)
                         if d is None or covers(kq, (d, a)):
                             continue
@@ -170,8 +177,8 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
         return vec
 
     for pos, it in enumerate(items):
-        if pos in forced or isinstance(it, Region):
-            known = (0, pos) if isinstance(it, Region) else (0, pos - 1)
+        if pos in forced or _fence(it):
+            known = (0, pos) if _fence(it) else (0, pos - 1)
             for q in range(NP):
                 K[q] = [known] * NP
                 hist[q][0].append(pos)
@@ -207,7 +214,7 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
         by_b.setdefault(pr.b, []).append(pr)
     n = len(items)
     pipes = [it.pipe if isinstance(it, Ins) else -1 for it in items]  # -1: a fence (or control)
-    stops = {i for i, it in enumerate(items) if isinstance(it, Region)} | set(forced)
+    stops = {i for i, it in enumerate(items) if _fence(it)} | set(forced)
 
     at = [[x for x in range(n) if pipes[x] == r] for r in range(NP)]
     stop_list = sorted(stops)
@@ -267,6 +274,11 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
     return out
 
 
+def _shares(pr: _Pair) -> bool:
+    """A one-id pair within an iteration: its id can serve others too."""
+    return pr.d == 0 and pr.copies == 1
+
+
 def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried: int = 0) -> dict:
     """Phase 2: event ids, so that no id is set again before its previous wait has run *in time*
     (a set while the flag is still set merges the two settings).
@@ -305,11 +317,8 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
                 continue
             # the producer's pipe, at its set, has seen the consumer of ``known[0]`` iterations back
             pr.ahead = known[0] if known[1] >= pr.b else known[0] + 1
-    def shares(pr: _Pair) -> bool:  # a one-id pair within an iteration: its id can serve others too
-        return pr.d == 0 and pr.copies == 1
-
     for pr in pairs:
-        if pr.barrier or shares(pr):
+        if pr.barrier or _shares(pr):
             continue
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
@@ -323,7 +332,7 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
             pr.barrier = True
     last: dict[tuple[int, int], dict[int, int]] = {}  # per pipe pair and id: its last wait's position
     first: dict[tuple[int, int], dict[int, _Pair]] = {}  # ... and its first pair (in a loop body)
-    for pr in sorted((pr for pr in pairs if not pr.barrier and shares(pr)), key=lambda x: (x.gs, x.b)):
+    for pr in sorted((pr for pr in pairs if not pr.barrier and _shares(pr)), key=lambda x: (x.gs, x.b)):
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
         lw, fp = last.setdefault(key, {}), first.setdefault(key, {})
@@ -357,8 +366,19 @@ def _barrier() -> AscendInstrOp:
     return make_op("pipe_barrier", pipe=_ALL)
 
 
-def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
-    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+def _fence(it) -> bool:
+    """A block_if region: a PIPE_ALL barrier orders everything around it (a loop is not one)."""
+    return isinstance(it, Region) and not it.is_loop
+
+
+def _scope(items: list, loop: Loop | None, ctx: _Ctx) -> tuple:
+    """One scope's analysis, once: ``(items with the proxies of its loops, pairs, forced barrier
+    positions, knowledge history, the (p, q) pipe pairs of its flags)``."""
+    key = id(items)
+    got = ctx.scopes.get(key)
+    if got is not None:
+        return got
+    items = expand(items, loop, ctx.regions, ctx.where, lambda r: _scope(r.body, loop_info(r, ctx.where), ctx)[4])
     forced: frozenset = frozenset()
     pairs, cheap, hist = _analyse(items, loop, ctx)
     if not ctx.free_barriers:
@@ -366,8 +386,16 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
     while cheap - forced:  # each barrier can make another pair the only one left at its consumer
         forced |= cheap
         pairs, cheap, hist = _analyse(items, loop, ctx, forced)
-    cheap = forced
-    held = _allocate(pairs, reserved, ctx, hist, loop.count if loop is not None and loop.count >= 2 else 0)
+    got = (items, pairs, forced, hist, {(pr.p, pr.q) for pr in pairs})
+    ctx.scopes[key] = got
+    return got
+
+
+def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
+    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+    items, pairs, cheap, hist, _ = _scope(items, loop, ctx)
+    carried = loop is not None and loop.count >= 2
+    held = _allocate(pairs, reserved, ctx, hist, loop.count if carried else 0)
     inner = {k: set(v) for k, v in reserved.items()}
     for k, v in held.items():
         inner.setdefault(k, set()).update(v)
@@ -394,11 +422,17 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
             break
         it = items[g]
         if isinstance(it, Region):
-            out += _emit_region(it, inner, ctx, where)
+            res = inner
+            if it.is_loop:
+                res = {k: set(v) for k, v in inner.items()}
+                keep = reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies)
+                for k, v in keep.items():
+                    res.setdefault(k, set()).update(v)
+            out += _emit_region(it, res, ctx, where)
             nxt = items[g + 1] if g + 1 < len(items) else None
-            if not it.is_loop and not (isinstance(nxt, Region) and not nxt.is_loop):
+            if not it.is_loop and not _fence(nxt):
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
-        else:
+        elif type(it) is not Proxy:
             out.append(it.op)
     return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)]
 
@@ -425,7 +459,7 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         left = [k % c for k in range(max(0, loop.count - d), loop.count)]  # sets never waited in the loop
         left += [wait_of(m) for m in range(loop.count, d)]  # pre-sets no iteration waited
         drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
-    return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
+    return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain]
 
 
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
@@ -453,7 +487,7 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
         else:
             kept.append(op)
     items = parse(kept, where)
-    ctx = _Ctx(spec, nids, free_barriers)
+    ctx = _Ctx(spec, nids, free_barriers, where=where)
     ctx.regions = check_regions(items, where)
     fill_accesses(items, spec, kernel.num_args.value.data)
     out, _ = _emit(items, None, {}, ctx, where)

@@ -294,7 +294,8 @@ ascend.kernel @rotated attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // the copy the load of k-1 wrote): the wait is one id ahead of the set (copies = distance + 1),
 // the id the first iteration waits for is pre-set, and the last iteration's set drained. The WAR
 // back (V reads a copy MTE2 refills an iteration later) rotates over two ids too: V may run an
-// iteration ahead of MTE2's wait.
+// iteration ahead of MTE2's wait. The loop is no fence: the copy after it waits for the vector
+// unit's last write only (a flag pair from the loop's end).
 // CHECK-LABEL: ascend.kernel @forward
 // CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=1
@@ -312,7 +313,8 @@ ascend.kernel @rotated attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // CHECK-NEXT:    ascend.loop_end
 // CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=1
-// CHECK-NEXT:    ascend.pipe_barrier pipe=6
+// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=5, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=5, event=0
 // CHECK-NEXT:    ascend.copy_ub_to_gm
 ascend.kernel @forward attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.loop_begin count=8
