@@ -61,8 +61,9 @@ from cann.passes.sync_deps import (
     parse,
     shift,
     view,
+    walk_ins,
 )
-from cann.passes.sync_loops import Proxy, expand, reserved_for, same_loop, virtual_raw_only
+from cann.passes.sync_loops import Proxy, expand, place_hoisted, reserved_for, same_loop, virtual_raw_only
 
 _ALL = int(isa.Pipe.ALL)
 _SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
@@ -92,6 +93,7 @@ class _Ctx:
     nids: int
     free_barriers: bool = True
     regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
+    pipes: frozenset = frozenset()  # the pipes the kernel's instructions use
     where: str = ""
     scopes: dict = field(default_factory=dict)  # id of a scope's item list -> its analysis (_scope)
 
@@ -114,7 +116,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
             views[pos] = [view(a, loop, ctx.regions, mv) for a, mv in zip(it.accs, it.moves)]
             for v in views[pos]:
                 by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
-    carried = loop is not None and loop.count >= 2
+    carried = loop is not None  # any loop may repeat: its code does not depend on its trip count
     start = (1, marks[-1][1]) if carried and marks else NONE
     K = [[start] * NP for _ in range(NP)]
     hist = [([-1], [list(K[q])]) for q in range(NP)]  # per pipe: positions, knowledge vectors
@@ -202,11 +204,14 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
             unmet = {p: r for p, r in unmet.items() if not covers(K[q][p], r)}
         hist[q][0].append(pos)
         hist[q][1].append(list(K[q]))
-    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced), hist
+    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced, ctx.pipes), hist
 
 
-def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced) -> set[int]:
+def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced,
+                    used: frozenset = frozenset()) -> set[int]:
     """The consumer positions where a barrier is no slower than the pair (see :func:`_analyse`);
+    ``used``: the pipes of the kernel (in a loop body that leaves one of them without work, no
+    barrier is free: that pipe may still run code from before the loop, loops being no fence).
     ``wrap``: the scope is a repeating loop body (the neighbours of an instruction may be in the
     previous or the next iteration)."""
     by_b: dict[int, list[_Pair]] = {}
@@ -243,9 +248,12 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
             return None
         return 1, xs[0]
 
+    # a loop body runs beside the code around it (loops are no fence): a pipe with no work in the
+    # body may be busy with work from before the loop, which a barrier would wait for
+    idle = wrap and any(not at[r] for r in used)
     out: set[int] = set()
     for b, prs in by_b.items():
-        if any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
+        if idle or any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
             continue
         q = prs[0].q
         producers = {pr.p for pr in prs}
@@ -391,11 +399,13 @@ def _scope(items: list, loop: Loop | None, ctx: _Ctx) -> tuple:
     return got
 
 
-def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
-    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair], list]:
+    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs, the
+    id groups of nested loops whose pre-sets and drains move out of this loop scope: see
+    :func:`cann.passes.sync_loops.place_hoisted`)."""
     items, pairs, cheap, hist, _ = _scope(items, loop, ctx)
-    carried = loop is not None and loop.count >= 2
-    held = _allocate(pairs, reserved, ctx, hist, loop.count if carried else 0)
+    # any loop may repeat: its code does not depend on its trip count
+    held = _allocate(pairs, reserved, ctx, hist, max(loop.count, 2) if loop is not None else 0)
     inner = {k: set(v) for k, v in reserved.items()}
     for k, v in held.items():
         inner.setdefault(k, set()).update(v)
@@ -410,6 +420,7 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
         sets.setdefault(pr.gs, []).append(_flag("set_flag", pr.p, pr.q, pr.base))
         waits.setdefault(pr.b, []).append(_flag("wait_flag", pr.p, pr.q, wait_id))
     out: list = []
+    cands: list = []  # (start, end, (p, q, ids)) of the nested loops' hoistable id groups
     for g in range(len(items) + 1):
         out += sets.get(g, [])
         out += waits.get(g, [])
@@ -428,21 +439,27 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
                 keep = reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies)
                 for k, v in keep.items():
                     res.setdefault(k, set()).update(v)
-            out += _emit_region(it, res, ctx, where)
+            start = len(out)
+            ops, hoist = _emit_region(it, res, ctx, where)
+            out += ops
+            cands += [(start, len(out), h) for h in hoist]
             nxt = items[g + 1] if g + 1 < len(items) else None
             if not it.is_loop and not _fence(nxt):
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
         elif type(it) is not Proxy:
             out.append(it.op)
-    return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)]
+    out, hoisted = place_hoisted(out, cands, loop is not None)
+    return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)], hoisted
 
 
-def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
+def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list]:
+    """A region's ops; for a loop also its id groups whose pre-sets and drains are left to the
+    enclosing scope (:func:`cann.passes.sync_loops.place_hoisted`): ``(p, q, ids)``."""
     if not region.is_loop:
-        body, _ = _emit(region.body, None, reserved, ctx, where)
-        return [region.open, _barrier(), *body, region.close]  # fenced before its body; after, see _emit
+        body, _, _ = _emit(region.body, None, reserved, ctx, where)
+        return [region.open, _barrier(), *body, region.close], []  # fenced before its body; after, see _emit
     loop = loop_info(region, where)
-    body, groups = _emit(region.body, loop, reserved, ctx, where)
+    body, groups, hoist = _emit(region.body, loop, reserved, ctx, where)
     pre, rot, drain = [], [], []
     for pr in groups:
         c = pr.copies
@@ -451,6 +468,9 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         if pr.d == 0:  # set and wait in the same iteration: nothing before or after the loop
             continue
         d = pr.d
+        if c == d:  # every id is pre-set and every id drained, whatever the trip count
+            hoist.append((pr.p, pr.q, tuple(range(pr.base, pr.base + c))))
+            continue
 
         def wait_of(m: int, c: int = c, d: int = d) -> int:  # the id offset iteration m waits
             return (m - d) % c
@@ -459,7 +479,7 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         left = [k % c for k in range(max(0, loop.count - d), loop.count)]  # sets never waited in the loop
         left += [wait_of(m) for m in range(loop.count, d)]  # pre-sets no iteration waited
         drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
-    return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain]
+    return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain], hoist
 
 
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
@@ -490,7 +510,8 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
     ctx = _Ctx(spec, nids, free_barriers, where=where)
     ctx.regions = check_regions(items, where)
     fill_accesses(items, spec, kernel.num_args.value.data)
-    out, _ = _emit(items, None, {}, ctx, where)
+    ctx.pipes = frozenset(it.pipe for it in walk_ins(items) if isinstance(it, Ins))
+    out, _, _ = _emit(items, None, {}, ctx, where)
     if any(not isinstance(it, Ctrl) for it in items):
         out.append(_barrier())
     final: list = []

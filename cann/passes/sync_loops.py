@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cann.dialects.ascend import make_op
 from cann.passes.sync_deps import BIG, GM_KEY, Ins, Loop, Region, covers, loop_info
 
 @dataclass
@@ -131,3 +132,40 @@ def reserved_for(region: Region, items: list, pairs: list, hist: list, copies_of
         if keep:
             out.setdefault((pr.p, pr.q), set()).update(range(pr.base, pr.base + copies_of(pr)))
     return out
+
+
+def _touches(op, p: int, q: int, ids: tuple) -> bool:
+    """Does sync op ``op`` use an event id of ``ids`` for the pipe pair p -> q?"""
+    m = op.DEFN.mnemonic
+    if m not in ("set_flag", "wait_flag", "loop_rotate_event") or \
+            (op.field("src_pipe"), op.field("dst_pipe")) != (p, q):
+        return False
+    if m == "loop_rotate_event":
+        return op.field("base") < ids[-1] + 1 and ids[0] < op.field("base") + op.field("copies")
+    return op.field("event") in ids
+
+
+def place_hoisted(out: list, cands: list, in_loop: bool) -> tuple[list, list]:
+    """Pre-sets and drains of nested loops' loop-carried id groups that rotate over exactly their
+    distance (``copies == d``: every id is pre-set before the loop and every id drained after it,
+    whatever the trip count). ``cands``: ``(start, end, (p, q, ids))``, the group's loop at
+    ``out[start:end]``.
+
+    In a loop scope (``in_loop``) a group whose ids (for its pipe pair) no other op of the scope
+    uses is *hoisted*: nothing around its loop, the enclosing scope places it (returned), so the
+    flags one entry of the loop leaves set serve the next entry as its pre-sets: iteration i < d
+    of an entry waits id ``(i - d) % d``, set by one of the previous entry's last d iterations
+    (an earlier producer on the same pipe: only more order), and the consumer's pipe is not
+    stalled by a drain at every exit. Otherwise (or at the kernel's top level) the group's
+    ``set_flag`` s go right before its loop and its ``wait_flag`` s right after.
+    Returns (ops, hoisted groups)."""
+    up, here = [], {}
+    for start, end, (p, q, ids) in cands:
+        if in_loop and not any(_touches(op, p, q, ids) for op in (*out[:start], *out[end:])):
+            up.append((p, q, ids))
+        else:
+            here.setdefault((start, end), []).append((p, q, ids))
+    for (start, end), groups in sorted(here.items(), reverse=True):  # later loops first: indices hold
+        out[end:end] = [make_op("wait_flag", src_pipe=p, dst_pipe=q, event=e) for p, q, ids in groups for e in ids]
+        out[start:start] = [make_op("set_flag", src_pipe=p, dst_pipe=q, event=e) for p, q, ids in groups for e in ids]
+    return out, up
