@@ -80,8 +80,9 @@ def _configure_logging(level: str) -> None:
 @click.option("--first-load-segment", "first_load_segment", metavar="BYTES",
               help="-O1: bytes of the first segment of each kernel's first load, so compute starts when it has "
                    "landed (0: the default rule, -1: no segmentation).")
-@click.option("--kb", "kb", metavar="PATH", help="A knowledge base of tuned tilings (docs/autotune.md): its entries "
-              "for this SoC, precision mode and compiler version are applied to the operators they fit.")
+@click.option("--kb", "kb", metavar="PATH|none", help="A knowledge base of tuned tilings (docs/autotune.md), read on "
+              "top of the one cann ships: its entries for this SoC, precision mode and compiler version are "
+              "applied to the operators they fit. 'none': neither (the default rules only).")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
@@ -103,11 +104,11 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment)
     validate_options(**options)  # every flag's error before any work
-    kb_digest = None
     if kb:
-        from cann.passes.tile_search_kb import load as load_kb
+        from cann.passes.tile_search_kb import NO_KB, load as load_kb
 
-        kb_digest = load_kb(kb).digest
+        if kb != NO_KB:
+            load_kb(kb)  # a missing or malformed file: its error before any work
         options["kb"] = kb
     if emit:
         from cann.compiler import emit as emit_stage
@@ -146,7 +147,8 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     om = compiled.om
     size = os.path.getsize(output)
     level = "" if fw == "mlir" else f", -O{opt_level or DEFAULT_OPT_LEVEL}"
-    tuned = f", knowledge base {kb} sha256 {kb_digest[:16]}" if kb else ""
+    tuned = "".join(f", {'shipped knowledge base' if role == 'shipped' else f'knowledge base {kb}'} sha256 {d[:16]}"
+                    for role, d in (x.split(":", 1) for x in om.knowledge_bases))
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
           f"({om.soc_version}, {om.precision_mode}{level}{tuned})")
     return 0
