@@ -144,13 +144,13 @@ class _Converter:
         except CannError as e:
             if epilogue is not None:  # (the lowering converted them in place: undone)
                 epilogue.residuals = residuals
-            source = op.attributes.pop("tile.kb").data
-            tiling = recorded_tiling(op)
-            del op.attributes["tile.tiling"]
-            fallback = op.attributes.pop("tile.kb_fallback", None) is not None
+            recorded = {k: op.attributes.pop(k) for k in ("tile.kb", "tile.tiling", "tile.kb_fallback")
+                        if k in op.attributes}
             res = self._lower(op, epilogue)  # without the entry (an error of the op itself propagates)
-            if fallback:
+            if "tile.kb_fallback" in recorded:
                 return res
+            op.attributes.update(recorded)  # (a fused group lowered op by op meets the entry again)
+            source, tiling = recorded["tile.kb"].data, recorded_tiling(op)
             from cann.passes.tile_search_kb import OPS, signature
 
             why = e.diagnostics[0].message if e.diagnostics else str(e)
