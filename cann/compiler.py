@@ -80,7 +80,7 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     if user or shipped:
         graph_passes.append("tile-search-kb{" + (f"kb={json.dumps(user)} " if user else "")
                             + f"shipped={'true' if shipped else 'false'} soc={soc_version} "
-                            f"precision_mode={precision_mode}}}")
+                            f"precision_mode={precision_mode}" + (f" aicore_num={aicore_num}" if aicore_num else "") + "}")
     tile = (f"convert-graph-to-tile{{soc={soc_version} precision_mode={precision_mode}"
             + (f" aicore_num={aicore_num}" if aicore_num else "") + (" buffers=2" if opt_level >= 1 else "")
             + (f" tiling={json.dumps(json.dumps(tiling, sort_keys=True))}" if tiling else "") + "}")

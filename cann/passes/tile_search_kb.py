@@ -9,6 +9,9 @@ A knowledge base is a JSON file of tuned tilings (AutoTune's preset results, doc
               "tiling": {"n_blocks": 2, "m_blocks": 14, "rows": 4}, "cycles": 3134}]}
 ```
 
+An entry may name the ``aicore_num`` it was tuned for (absent: all of the SoC's cores); it applies
+only to compiles of that core count.
+
 An entry applies to a ``graph.conv2d``, ``graph.gemm`` or ``graph.matmul`` by a constant 2-D
 ``B`` (also inside a ``graph.fused`` group) of the same signature (:func:`signature`) when the
 compile's SoC, precision mode and the compiler version match; the pass records its ``tiling`` on
@@ -99,14 +102,24 @@ class KnowledgeBase:
     entries: tuple[dict, ...]
     digest: str  # sha256 of the file's bytes
 
-    def lookup(self, op: str, sig: str, soc: str, precision_mode: str) -> dict[str, int] | None:
-        """The tiling of the last matching entry, None when none matches."""
+    def lookup(self, op: str, sig: str, soc: str, precision_mode: str, cores: int = 0) -> dict[str, int] | None:
+        """The tiling of the last matching entry, None when none matches. ``cores``: the AI cores a
+        kernel may use (0: all of the SoC's); an entry's optional ``aicore_num`` (absent: all of the
+        SoC's) must equal it -- a tiling tuned for 32 cores says nothing about 4."""
+        full = _soc_cores(soc)
         got = None
         for e in self.entries:
             if (e["op"], e["signature"], e["soc"], e["precision_mode"], e["compiler"]) == \
-                    (op, sig, soc, precision_mode, compiler_version()):
+                    (op, sig, soc, precision_mode, compiler_version()) and \
+                    (e.get("aicore_num") or full) == (cores or full):
                 got = e["tiling"]
         return got
+
+
+def _soc_cores(soc: str) -> int:
+    from cann.hw.config import available_socs, load_soc
+
+    return load_soc(soc).ai_core_count if soc in available_socs() else 0
 
 
 def _check_entry(e, where: str) -> dict:
@@ -116,6 +129,9 @@ def _check_entry(e, where: str) -> dict:
     for k, t in keys.items():
         if not isinstance(e.get(k), t):
             raise CannError(where, f"field '{k}' ({t.__name__}) missing or of another type")
+    cores = e.get("aicore_num", 1)
+    if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        raise CannError(where, f"field 'aicore_num' is a positive integer, got {cores!r}")
     bad = {k: v for k, v in e["tiling"].items() if not isinstance(v, int) or isinstance(v, bool)}
     if bad:
         raise CannError(where, f"tiling values are integers, got {bad}")
@@ -189,8 +205,8 @@ class TileSearchKbPass(ModulePass):
     default tiling) and the files' digests on the module (``tile.knowledge_bases``).
 
     Options: ``kb`` (a user's file; empty: none), ``shipped`` (also the package's file for ``soc``,
-    under the user's), ``soc`` and ``precision_mode`` (those of the compile: entries of others do
-    not apply)."""
+    under the user's), ``soc``, ``precision_mode`` and ``aicore_num`` (those of the compile, 0: all
+    the SoC's cores; entries of others do not apply)."""
 
     name = "tile-search-kb"
 
@@ -198,6 +214,7 @@ class TileSearchKbPass(ModulePass):
     shipped: bool = False
     soc: str = "Ascend910"
     precision_mode: str = "force_fp16"
+    aicore_num: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         bases = knowledge_bases(self.kb, self.shipped, self.soc)
@@ -211,7 +228,7 @@ class TileSearchKbPass(ModulePass):
             if sig is None:
                 continue
             for role, path, base in reversed(bases):  # the user's file first
-                tiling = base.lookup(OPS[o.name], sig, self.soc, self.precision_mode)
+                tiling = base.lookup(OPS[o.name], sig, self.soc, self.precision_mode, self.aicore_num)
                 if tiling is not None:
                     o.attributes["tile.tiling"] = DictionaryAttr({k: IntegerAttr(v, i64)
                                                                   for k, v in sorted(tiling.items())})

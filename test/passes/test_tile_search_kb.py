@@ -239,3 +239,15 @@ def test_the_om_records_the_digests_and_cann_run_info_prints_them(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cann.tools.cann_run", str(tmp_path / "c.om"), "--info"],
                        capture_output=True, text=True)
     assert r.stdout.splitlines()[-1] == "knowledge base: none"
+
+
+def test_entries_apply_to_the_core_count_they_were_tuned_for(tmp_path):
+    m = _matmul_relu()
+    kb = tmp_path / "kb.json"
+    kb.write_text(dump([_matmul_entry(m, {"m_blocks": 2, "n_blocks": 1}),
+                        {**_matmul_entry(m, {"m_blocks": 1, "n_blocks": 2}), "aicore_num": 4}]))
+    assert _kernel_tiling(lower(m, kb=kb), "matmul_0")["block_dim"] == 2  # all 32 cores: the first entry
+    four = _kernel_tiling(lower(m, kb=kb, aicore_num=4), "matmul_0")
+    assert (four["m_blocks"], four["n_blocks"]) == (1, 2)
+    assert _kernel_tiling(lower(m, kb=kb, aicore_num=8), "matmul_0") == \
+        _kernel_tiling(lower(m, kb="none", aicore_num=8), "matmul_0")  # no entry for 8 cores

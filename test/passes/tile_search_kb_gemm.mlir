@@ -6,6 +6,8 @@
 // RUN: cann-opt %s -p 'tile-search-kb{kb="%S/inputs/kb_gemm.json"},convert-graph-to-tile{tiling="{\"matmul_0\": {\"n_blocks\": 1}}"}' | filecheck %s --check-prefix=PIN
 // Must not: a MatMul of two tensors has no signature (nothing recorded on it).
 // RUN: cann-opt %s -p 'tile-search-kb{kb="%S/inputs/kb_gemm.json"}' | filecheck %s --check-prefix=TWO
+// An entry applies to compiles of the core count it names (aicore_num; absent: all of the SoC's).
+// RUN: cann-opt %s -p 'tile-search-kb{kb="%S/inputs/kb_gemm.json" aicore_num=16}' | filecheck %s --check-prefix=CORES
 // A user's entry the kernel refuses (m = 24 is not a multiple of 16) is an error naming the file and the signature.
 // RUN: not cann-opt %s -p 'tile-search-kb{kb="%S/inputs/kb_gemm_bad.json"},convert-graph-to-tile' 2>&1 | filecheck %s --check-prefix=BAD
 
@@ -16,6 +18,8 @@
 // TILE:       func.func @gemm_0({{.*}}tile.tiling = {block_dim = 3 : i64, k = {{[0-9]+}} : i64, m = 32 : i64, m_blocks = 1 : i64, n = 16 : i64, n_blocks = 3 : i64,
 // PIN:        func.func @matmul_0({{.*}}tile.tiling = {block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, {{.*}}n_blocks = 1 : i64
 // TWO:        graph.matmul %0, %1 : (tensor<32x64xf32>, tensor<64x16xf32>)
+// CORES:      graph.matmul %0, %2 {tile.tiling = {m_blocks = 1 : i64, n_blocks = 3 : i64, step_k = 2 : i64}
+// CORES-NOT:  graph.gemm {{.*}}tile.tiling
 // BAD:        error: {{.*}}kb_gemm_bad.json: MatMul entry 'a=32x64 b=64x48 dtype=f32': tiling {'m': 24, 'm_blocks': 2, 'n_blocks': 3} refused by the kernel (mm: Gemm: tiling m = 24 must be a multiple of 16)
 
 builtin.module {
