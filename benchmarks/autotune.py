@@ -63,10 +63,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, nargs="+", default=[1, 2, 4, 7, 8, 14, 28],
                     help="output rows per tile to try (those above the map's height are skipped)")
     ap.add_argument("--full", action="store_true", help="every tiling of the tuner's space (slow)")
-    ap.add_argument("--kb-out", default=None, help="write each shape's best tiling as a knowledge base here")
+    ap.add_argument("--skip", type=int, default=0, help="leave out the first N distinct convolutions")
+    ap.add_argument("--kb-out", default=None, help="write each shape's best tiling, where it beats the default, "
+                                                   "as a knowledge base here")
     args = ap.parse_args()
     soc = load_soc(SOC)
-    shapes = conv_shapes(test_model(args.model))[:args.shapes]
+    shapes = conv_shapes(test_model(args.model))[args.skip:args.shapes]
     print(f"{'x':>18s} {'w':>16s} {'s':>3s} {'cands':>5s} {'tau':>6s} {'regret':>7s} {'default':>8s} "
           f"{'best':>7s}  best tiling")
     taus, regrets, defaults, entries = [], [], [], []
@@ -90,8 +92,12 @@ def main() -> None:
         regrets.append(pick / best)
         defaults.append(default_cycles / best)
         bt = min(runs, key=lambda v: v[1])[2]
-        entries.append({"op": "Conv", "signature": sig, "soc": SOC, "precision_mode": PRECISION,
-                        "compiler": compiler_version(), "cycles": best, "tiling": bt})
+        if best < default_cycles:  # an entry only where the search beats the default rule
+            entries.append({"op": "Conv", "signature": sig, "soc": SOC, "precision_mode": PRECISION,
+                            "compiler": compiler_version(), "cycles": best, "tiling": bt})
+            if args.kb_out:  # written after every shape: an interrupted run keeps what it measured
+                with open(args.kb_out, "w") as f:
+                    f.write(dump(entries))
         brief = " ".join(f"{k}={v}" for k, v in sorted(bt.items()))
         print(f"{str(list(s.x)):>18s} {str(list(s.w)):>16s} {s.strides[0]:3d} {len(runs):5d} {tau:6.2f} "
               f"{pick / best - 1:7.1%} {default_cycles / best - 1:8.1%} {best:7d}  {brief}", flush=True)

@@ -1,6 +1,6 @@
 """Benchmark: the GEMM suite -- one MatMul per shape, judged by its share of the ideal bound.
 
-    python benchmarks/gemm.py [--soc Ascend910] [--precision-mode force_fp16] [--max-macs N] [MxKxN ...]
+    python benchmarks/gemm.py [--soc Ascend910] [--precision-mode force_fp16] [--max-macs N] [--kb PATH|none] [MxKxN ...]
 
 Each model is a single ONNX MatMul: A [M, K] float16 graph input, B [K, N] float16 initializer
 (seeded standard normal), Y [M, N] float16. It is compiled (``-O1``), run on the simulator and
@@ -54,6 +54,8 @@ def main() -> None:
     ap.add_argument("--soc", default="Ascend910")
     ap.add_argument("--precision-mode", default="force_fp16", choices=PRECISION_MODES)
     ap.add_argument("--max-macs", type=float, default=0, help="skip shapes with more MACs (0: run all)")
+    ap.add_argument("--kb", default=None, help="a knowledge base on top of the shipped one ('none': neither; "
+                                               "default: the shipped one, as cann.compile)")
     args = ap.parse_args()
 
     print(f"soc: {args.soc}  precision_mode: {args.precision_mode}")
@@ -68,7 +70,7 @@ def main() -> None:
         model = matmul_model(m, k, n)
         a = np.random.default_rng(1).standard_normal((m, k)).astype(np.float16)
         t0 = time.perf_counter()
-        compiled = cann.compile(model, soc_version=args.soc, precision_mode=args.precision_mode)
+        compiled = cann.compile(model, soc_version=args.soc, precision_mode=args.precision_mode, kb=args.kb)
         t1 = time.perf_counter()
         y = compiled.run({"A": a})["Y"]
         t2 = time.perf_counter()

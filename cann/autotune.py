@@ -40,7 +40,7 @@ from cann.hw.config import SocSpec, load_soc
 from cann.lowering.convert_graph_to_tile import PRECISION_MODES
 from cann.lowering.cube import _ConvGeom, _conv_plan, _used_taps
 from cann.options import validate_options
-from cann.passes.tile_search_kb import OPS, KnowledgeBase, compiler_version, dump, load, signature
+from cann.passes.tile_search_kb import OPS, KnowledgeBase, compiler_version, dump, knowledge_bases, load, signature
 
 #: measured candidates per kernel by default (the default tiling and the cost model's next best)
 DEFAULT_TRIALS = 3
@@ -194,7 +194,7 @@ class Bench:
         from cann.compiler import lower
 
         self.graph = lower(self.shape.model(), soc_version=self.soc_version, precision_mode=self.precision_mode,
-                           opt_level=self.opt_level, until="graph")
+                           opt_level=self.opt_level, kb="none", until="graph")  # the default: the rule's
 
     def tile(self, pins: dict[str, int] | None) -> ModuleOp:
         """The tile-stage module with ``pins`` on ``conv2d_0``.
@@ -311,6 +311,8 @@ def tune_conv(shape: ConvShape, sig: str, *, soc_version: str = "Ascend910", pre
     pins, cycles, t = min(runs, key=lambda r: r[1])
     entry = {"op": "Conv", "signature": sig, "soc": soc_version, "precision_mode": precision_mode,
              "compiler": compiler_version(), "cycles": cycles, "tiling": {k: t.get(k, pins[k]) for k in PINNED if k in pins}}
+    if aicore_num:  # a tiling for fewer cores than the SoC's applies to that core count only
+        entry["aicore_num"] = aicore_num
     return Tuned(entry, runs[0][1], cycles, tuple((p, c) for p, c, _ in runs))
 
 
@@ -371,7 +373,7 @@ def _in_model_task(args) -> list[tuple[int, dict[str, int]]]:
 
 
 def _check_in_model(model, tuned: list[Tuned], sigs: list[str], base: KnowledgeBase | None,
-                    options: dict, jobs: int = 1) -> list[Tuned]:
+                    options: dict, jobs: int = 1, shipped: bool = True) -> list[Tuned]:
     """``tuned`` with the default tiling of the model (its pinned fields) in place of each tuned
     tiling that makes the model's kernels of its signature slower in all (a kernel tuned alone
     may carry a fused epilogue in the model)."""
@@ -381,7 +383,7 @@ def _check_in_model(model, tuned: list[Tuned], sigs: list[str], base: KnowledgeB
         old, new = os.path.join(d, "old.kb.json"), os.path.join(d, "new.kb.json")
         Path(old).write_text(dump(list(base.entries if base else ())))
         Path(new).write_text(dump([*(base.entries if base else ()), *(t.entry for t in tuned)]))
-        work = [(model, old if base else None, options), (model, new, options)]
+        work = [(model, old if base else (None if shipped else "none"), options), (model, new, options)]
         if jobs > 1:
             import multiprocessing
 
@@ -409,7 +411,7 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
          check: bool = True, progress: bool | None = False,
          soc_version: str | None = None, precision_mode: str | None = None, input_shape=None, out_nodes=None,
          opt_level: int | None = None, fusion_switch_file: str | None = None, aicore_num=None, framework=None,
-         first_load_segment=None, keep_dtype=None, calibration_inputs=None) -> TuneReport:
+         first_load_segment=None, keep_dtype=None, calibration_inputs=None, shipped: bool = True) -> TuneReport:
     """Tune the convolutions of ``model`` that the knowledge base ``kb`` misses and add them to it.
 
     ``kb``: the user knowledge base (created if missing; its entries are kept, the new ones
@@ -420,7 +422,8 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     whose kernels the tuned tiling makes slower in the model (a fused epilogue the single-Conv
     measurement lacks), record the model's default tiling instead (two more compiles). ``progress``: a tqdm bar on
     stderr (None: only on a terminal). The other options are :func:`cann.compile`'s: the tuning
-    is for that SoC, precision mode, level and core count (a convolution ``keep_dtype`` keeps in
+    is for that SoC, precision mode, level and core count. ``shipped``: a convolution the package's
+    knowledge base covers is not tuned (False: tune it too, a cold tune) (a convolution ``keep_dtype`` keeps in
     float32 is measured in the precision mode's dtype all the same). Apply the result with
     ``cann.compile(model, kb=kb, ...)``.
 
@@ -437,11 +440,13 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
-                   keep_dtype=keep_dtype, calibration_inputs=calibration_inputs, until="graph")
+                   keep_dtype=keep_dtype, calibration_inputs=calibration_inputs, kb="none", until="graph")
+    known = [b for _, _, b in knowledge_bases("", shipped, opts.soc_version)] + ([base] if base is not None else [])
+    cores = opts.aicore_num or 0
     misses, hits = {}, set()
     for op in conv_ops(module):
         sig = signature(op)
-        if base is not None and base.lookup(OPS[op.name], sig, opts.soc_version, opts.precision_mode) is not None:
+        if any(b.lookup(OPS[op.name], sig, opts.soc_version, opts.precision_mode, cores) is not None for b in known):
             hits.add(sig)
         elif sig not in misses:
             misses[sig] = ConvShape.of(op)
@@ -482,7 +487,7 @@ def tune(model, kb: str | os.PathLike, *, trials: int = DEFAULT_TRIALS, jobs: in
                        aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
                        keep_dtype=keep_dtype, calibration_inputs=calibration_inputs)
         tuned = _check_in_model(model, tuned, [signature(op) for op in conv_ops(module)], base, options,
-                                min(2, jobs_given or _cpus()))
+                                min(2, jobs_given or _cpus()), shipped)
     written = bool(tuned) or base is None
     if written:
         atomic_write_bytes(kb, dump([*(base.entries if base else ()), *(t.entry for t in tuned)]).encode())

@@ -55,7 +55,7 @@ def make_context() -> Context:
 def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
                     aicore_num: int = 0, fusion: dict[str, bool] | None = None,
                     first_load_segment: int = 0, tiling: dict[str, dict[str, int]] | None = None,
-                    kb: str | os.PathLike | None = None, keep: tuple[str, ...] = (),
+                    kb: str | os.PathLike | bool | None = None, keep: tuple[str, ...] = (),
                     keep_rules: bool = False) -> list[tuple[str, str]]:
     """``(stage, pipeline)`` pairs after import; each pipeline string can be pasted into ``cann-opt -p``.
 
@@ -66,19 +66,23 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     tilings planned for two copies of each refilled tile (``buffers=2``), ``tile-multi-buffer``
     (``first_load_segment``: its ``first_segment_bytes``, 0 the rule, -1 none) and flag
     synchronization (``ascend-insert-sync{mode=flags}``). ``tiling`` (kernel name -> {field: value})
-    pins kernels' tilings (``convert-graph-to-tile{tiling=...}``); ``kb``, a knowledge base whose
-    tilings ``tile-search-kb`` records on the graph ops they fit (docs/autotune.md). ``keep`` (ONNX
-    node names) and ``keep_rules`` (overflow-prone op kinds): ``keep-dtype``, the last graph pass,
-    keeps them in float32 (docs/precision.md).
+    pins kernels' tilings (``convert-graph-to-tile{tiling=...}``); ``kb``, the knowledge bases whose
+    tilings ``tile-search-kb`` records on the graph ops they fit (docs/autotune.md): None the
+    package's shipped file, a path that file on top of the shipped one, ``"none"`` or False neither.
+    ``keep`` (ONNX node names) and ``keep_rules`` (overflow-prone op kinds): ``keep-dtype``, the last
+    graph pass, keeps them in float32 (docs/precision.md).
     """
     from cann.passes.fusion_switch import PASSES, graph_pipeline
+    from cann.passes.tile_search_kb import resolve
 
     graph_passes = ["graph-fold-transposes"]
     if opt_level >= 1:
         graph_passes += graph_pipeline(fusion or {name: True for name in PASSES})
-    if kb:
-        graph_passes.append(f"tile-search-kb{{kb={json.dumps(os.fspath(kb))} soc={soc_version} "
-                            f"precision_mode={precision_mode}}}")
+    user, shipped = resolve(kb if isinstance(kb, (bool, type(None))) else os.fspath(kb))
+    if user or shipped:
+        graph_passes.append("tile-search-kb{" + (f"kb={json.dumps(user)} " if user else "")
+                            + f"shipped={'true' if shipped else 'false'} soc={soc_version} "
+                            f"precision_mode={precision_mode}" + (f" aicore_num={aicore_num}" if aicore_num else "") + "}")
     if keep or keep_rules:
         graph_passes.append("keep-dtype{" + (f"nodes={json.dumps(','.join(keep))}" if keep else "")
                             + (" " if keep and keep_rules else "") + ("rules=true" if keep_rules else "") + "}")
@@ -89,7 +93,6 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
         tile += ",tile-multi-buffer" + (f"{{first_segment_bytes={first_load_segment}}}" if first_load_segment else "")
     sync = "ascend-insert-sync{mode=flags}" if opt_level >= 1 else "ascend-insert-sync"
     return [("graph", ",".join(graph_passes)), ("tile", tile), ("ascend", f"convert-tile-to-ascend,{sync}")]
-
 
 
 def model_framework(model, framework: int | str | None = None) -> str:
@@ -199,7 +202,7 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
           out_nodes: list[str] | str | None = None, opt_level: int | None = None, until: str = "ascend",
           fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
           framework: int | str | None = None, first_load_segment: int | str | None = None,
-          tiling: dict[str, dict[str, int]] | None = None, kb: str | os.PathLike | None = None,
+          tiling: dict[str, dict[str, int]] | None = None, kb: str | os.PathLike | bool | None = None,
           keep_dtype: str | os.PathLike | list[str] | None = None,
           calibration_inputs: dict | None = None) -> ModuleOp:
     """Import ``model`` and run the stages up to and including ``until`` (a name in ``STAGES``).
@@ -209,9 +212,10 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
     ``ascend``, detected from its dialects: only the later stages run) and everything else ONNX.
     Options are checked by :func:`cann.options.validate_options` (``None``: the default); ``tiling``
     (kernel name -> {field: value}) pins kernels' tilings, checked by ``convert-graph-to-tile``;
-    ``kb`` names a knowledge base (:mod:`cann.passes.tile_search_kb`). ``keep_dtype`` (ATC's file or
-    a list of ONNX node names) and ``precision_mode="allow_mix_precision"`` (rules and a calibration
-    run on ``calibration_inputs``, default seeded random ones): :func:`kept_nodes`.
+    ``kb``: None the shipped knowledge base, a path a user's on top of it, ``"none"`` / False
+    neither (:mod:`cann.passes.tile_search_kb`). ``keep_dtype`` (ATC's file or a list of ONNX node
+    names) and ``precision_mode="allow_mix_precision"`` (rules and a calibration run on
+    ``calibration_inputs``, default seeded random ones): :func:`kept_nodes`.
 
     Raises:
         CannError: bad options, a malformed or unsupported model, a pinned tiling beyond the SoC.
@@ -304,7 +308,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
             fusion_switch_file: str | None = None, aicore_num: int | str | None = None,
             framework: int | str | None = None, fusion_report: str | os.PathLike | None = None,
             first_load_segment: int | str | None = None, tiling: dict[str, dict[str, int]] | None = None,
-            kb: str | os.PathLike | None = None, keep_dtype: str | os.PathLike | list[str] | None = None,
+            kb: str | os.PathLike | bool | None = None, keep_dtype: str | os.PathLike | list[str] | None = None,
             calibration_inputs: dict | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``), a frozen TensorFlow GraphDef (a ``.pb``
     path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) or the text IR of a stage
@@ -318,9 +322,10 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     SoC's count; default all), ``first_load_segment`` (bytes of the first segment of each kernel's
     first load at ``-O1``: 0 the default rule, -1 no segmentation), ``tiling`` (kernel name -> {field:
     value}, e.g. ``{"conv2d_0": {"rows": 4}}``: pins kernels' tilings, docs/supported-ops.md names the
-    fields; a pin beyond the SoC's buffers is an error), ``kb`` (a knowledge base of tuned tilings,
-    docs/autotune.md: its entries for this SoC, precision mode and compiler version are applied to
-    the graph ops of their signature). ``fusion_report``: a path where the fusion report (JSON,
+    fields; a pin beyond the SoC's buffers is an error), ``kb`` (knowledge bases of tuned tilings,
+    docs/autotune.md: their entries for this SoC, precision mode and compiler version are applied to
+    the graph ops of their signature; None, the default: the package's shipped file; a path: that
+    file on top of the shipped one, its entries winning; ``"none"`` or False: neither). ``fusion_report``: a path where the fusion report (JSON,
     :mod:`cann.codegen.report`) is written; the report is also ``Model.fusion_report``.
     ``keep_dtype``: ATC's keep_dtype file (one ONNX node name per line) or a list of node names kept
     in float32 under an fp16 precision mode; ``precision_mode="allow_mix_precision"`` keeps

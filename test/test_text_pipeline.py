@@ -15,10 +15,12 @@ from cann import testing
 from cann.codegen.offline import build_offline_model
 from cann.compiler import emit, make_context, stage_pipelines
 from cann.dialects.weights import parse_module
+from cann.passes.tile_search_kb import load as load_kb, shipped_path
 from cann.runtime import Model
 
 TILE = "convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 buffers=2},tile-multi-buffer"  # as in the README
 ASCEND = "convert-tile-to-ascend,ascend-insert-sync{mode=flags}"
+SHIPPED = load_kb(shipped_path("Ascend910")).digest
 
 
 def _tool(name, *args, stdout=None):
@@ -77,7 +79,8 @@ def test_readme_chain_finishes_with_cann_compile(tmp_path, fire_onnx, redirect):
     for stage, src in (("graph", graph), ("tile", tile), ("ascend", ascend)):
         om = tmp_path / f"{stage}.om"
         r = _tool("cann_compile", src, "-o", om)
-        assert r.stdout.endswith("(Ascend910, force_fp16)\n")  # no -O: the stage's IR fixed it
+        # no -O: the stage's IR fixed it; the knowledge base the graph stage read is recorded in its text
+        assert r.stdout.endswith(f"(Ascend910, force_fp16, shipped knowledge base sha256 {SHIPPED[:16]})\n")
         assert om.read_bytes() == direct.read_bytes(), stage
         _tool("cann_run", om, "--output", tmp_path / f"{stage}.npz")
         got = np.load(tmp_path / f"{stage}.npz")

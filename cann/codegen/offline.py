@@ -99,8 +99,10 @@ def build_offline_model(module: ModuleOp) -> OfflineModel:
                                         np_dtype(v.type.element_type).name, offset[v]))
     soc = module.attributes.get("tile.soc")
     pm = module.attributes.get("tile.precision_mode")
+    kbs = module.attributes.get("tile.knowledge_bases")  # cann.passes.tile_search_kb.DIGESTS_ATTR
     return OfflineModel(
         soc_version=soc.data if isinstance(soc, StringAttr) else "Ascend910",
         precision_mode=pm.data if isinstance(pm, StringAttr) else "force_fp16",
         inputs=tuple(inputs), outputs=tuple(outputs), gm_size=max(_align(top), ALIGN),
-        weights_offset=weights_offset, weights=weights, kernels=tuple(kernels), launches=tuple(launches))
+        weights_offset=weights_offset, weights=weights, kernels=tuple(kernels), launches=tuple(launches),
+        knowledge_bases=tuple(d.data for d in kbs.data) if kbs is not None else ())

@@ -3,7 +3,7 @@
 The layout is documented byte by byte in ``docs/om-format.md``. In short::
 
     header (64 bytes)  magic, version, flags, gm_size, weights_offset, 5 section entries
-    strings            soc_version, precision_mode (each u32 length + UTF-8)
+    strings            soc_version, precision_mode (each u32 length + UTF-8), the knowledge bases' digests
     tensors            inputs then outputs
     weights            raw bytes, the section starts at a 64-byte aligned file offset
     kernels            name, block_dim, num_args, code
@@ -33,7 +33,9 @@ from cann.fileio import atomic_write_bytes
 from cann.hw.config import SocSpec
 
 MAGIC = b"CANNOM\0\0"
-VERSION = 3
+VERSION = 4
+#: the versions this reader accepts (version 3: no knowledge-base digests in the strings section)
+READABLE_VERSIONS = (3, 4)
 ALIGN = 64
 HEADER = struct.Struct("<8sIIQQ")  # magic, version, section count, gm_size, weights_offset
 SECTION = struct.Struct("<QQ")  # file offset, size
@@ -113,6 +115,8 @@ class OfflineModel:
     weights: bytes
     kernels: tuple[Kernel, ...]
     launches: tuple[Launch, ...]
+    #: the knowledge bases the compile read (``"shipped:<sha256 hex>"``, ``"user:<sha256 hex>"``)
+    knowledge_bases: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +149,9 @@ def encode_om(model: OfflineModel) -> bytes:
         launches += [struct.pack("<II", la.kernel, len(la.args)), struct.pack(f"<{len(la.args)}Q", *la.args)]
     work = [struct.pack("<I", len(model.launches))]
     work += [WORK.pack(*astuple(la.work)) for la in model.launches]
-    bodies = [_str(model.soc_version) + _str(model.precision_mode), tensors, bytes(model.weights),
+    strings = _str(model.soc_version) + _str(model.precision_mode) + struct.pack("<I", len(model.knowledge_bases)) \
+        + b"".join(_str(d) for d in model.knowledge_bases)
+    bodies = [strings, tensors, bytes(model.weights),
               b"".join(kernels), b"".join(launches), b"".join(work)]
     payload, table, pos = bytearray(), [], HEADER_SIZE
     for name, body in zip(SECTION_NAMES, bodies):
@@ -252,9 +258,10 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     _, version, nsec, gm_size, weights_offset = HEADER.unpack_from(data)
     intact = len(data) >= HEADER_SIZE + CHECKSUM_SIZE and \
         hashlib.sha256(data[:-CHECKSUM_SIZE]).digest() == data[-CHECKSUM_SIZE:]
-    if version != VERSION:
+    if version not in READABLE_VERSIONS:
         if intact:  # a well-formed file of another version
-            raise CannError(where, f"unsupported .om format version {version} (this cann reads version {VERSION})")
+            raise CannError(where, f"unsupported .om format version {version} (this cann reads versions "
+                                   f"{', '.join(map(str, READABLE_VERSIONS))})")
         raise CannError(where, f"corrupt .om: checksum mismatch (file truncated or modified; its header claims "
                                f"format version {version})")
     if len(data) < HEADER_SIZE + CHECKSUM_SIZE:
@@ -267,6 +274,7 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
                 for name, (off, size) in _section_table(data, where).items()}
     r = sections["strings"]
     soc, precision = r.str(), r.str()
+    digests = tuple(r.str() for _ in range(r.count("knowledge-base digests", 4))) if version >= 4 else ()
     r.end()
     r = sections["tensors"]
     inputs, outputs = r.tensors("input"), r.tensors("output")
@@ -295,7 +303,7 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     launches = [replace(la, work=LaunchWork(*r.unpack(WORK.format[1:]))) for la in launches]
     r.end()
     model = OfflineModel(soc, precision, inputs, outputs, gm_size, weights_offset, weights,
-                         tuple(kernels), tuple(launches))
+                         tuple(kernels), tuple(launches), digests)
     validate(model, where)
     return model
 
@@ -370,6 +378,10 @@ def validate(model: OfflineModel, where: str, *, code: bool = True) -> None:
     ctx = _Context(model, load_soc(model.soc_version))
     if model.precision_mode not in PRECISION_MODES:
         raise bad(f"unknown precision_mode '{model.precision_mode}' (known: {', '.join(PRECISION_MODES)})")
+    for d in model.knowledge_bases:
+        role, _, hexd = d.partition(":")
+        if role not in ("shipped", "user") or len(hexd) != 64 or any(c not in "0123456789abcdef" for c in hexd):
+            raise bad(f"knowledge-base digest '{d}' is not 'shipped:<sha256 hex>' or 'user:<sha256 hex>'")
     if len(model.weights) > model.gm_size:
         raise bad(f"the weights need {len(model.weights)} bytes, more than gm_size {model.gm_size}")
     _check_bounds(ctx, "model", model, "", bad)

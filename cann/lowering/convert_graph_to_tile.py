@@ -9,6 +9,7 @@ explicit ``trans_data`` kernels.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -159,7 +160,57 @@ class _Converter:
         return vector.eltwise(self.lw, kind, loc, [xa, xb], [(kind, "y", "x0", "x1")])
 
     def lower(self, op: Operation, epilogue: cube.Epilogue | None = None) -> DevTensor | None:
-        """The kernels of one graph op (``epilogue``: elementwise ops fused after a cube op)."""
+        """The kernels of one graph op (``epilogue``: elementwise ops fused after a cube op).
+
+        A tiling a knowledge base recorded (``tile.kb``) that the kernel refuses gives way to the
+        default tiling when it came from the shipped file (``tile.kb_fallback``); from a user's file
+        it is an error naming the file and the entry's signature (when the op lowers without it).
+        """
+        if "tile.kb" not in op.attributes:
+            return self._lower(op, epilogue)
+        residuals = list(epilogue.residuals) if epilogue is not None else None
+        try:
+            with self._transaction():
+                return self._lower(op, epilogue)
+        except CannError as e:
+            if epilogue is not None:  # (the lowering converted them in place: undone)
+                epilogue.residuals = residuals
+            recorded = {k: op.attributes.pop(k) for k in ("tile.kb", "tile.tiling", "tile.kb_fallback")
+                        if k in op.attributes}
+            res = self._lower(op, epilogue)  # without the entry (an error of the op itself propagates)
+            if "tile.kb_fallback" in recorded:
+                return res
+            op.attributes.update(recorded)  # (a fused group lowered op by op meets the entry again)
+            source, tiling = recorded["tile.kb"].data, recorded_tiling(op)
+            from cann.passes.tile_search_kb import OPS, signature
+
+            why = e.diagnostics[0].message if e.diagnostics else str(e)
+            raise CannError(source, f"{OPS[op.name]} entry '{signature(op)}': tiling {tiling} refused by "
+                                    f"the kernel ({loc_name(op.location)}: {why})") from None
+
+    @contextlib.contextmanager
+    def _transaction(self):
+        """A lowering undone when it raises: the kernels, host-program ops, conversions, kernel names
+        and values it made are dropped (a retry makes them again under the same names)."""
+        lw = self.lw
+        kernels, names, converted, values = len(lw.kernels), dict(lw._names), dict(lw._converted), dict(self.values)
+        last = lw.main.last_op
+        try:
+            yield
+        except CannError:
+            del lw.kernels[kernels:]
+            lw._names, lw._converted, self.values = names, converted, values
+            added = []
+            o = last.next_op if last is not None else lw.main.first_op
+            while o is not None:
+                added.append(o)
+                o = o.next_op
+            for o in reversed(added):
+                o.detach()
+                o.erase()
+            raise
+
+    def _lower(self, op: Operation, epilogue: cube.Epilogue | None = None) -> DevTensor | None:
         lw, loc, name = self.lw, op.location, op.name
         out_shape = _shape(op.results[0]) if op.results else ()
         from cann.lowering import compare  # comparisons, bool logic, integer math, int/bool casts
@@ -211,7 +262,7 @@ class _Converter:
                 if c.size not in (1, b.shape[1]):
                     raise CannError(loc_name(loc), f"Gemm: bias C of shape {list(c.shape)} is not supported yet")
                 bias = np.broadcast_to(c.reshape(-1).astype(np.float32), (b.shape[1],)) * _float(op, "beta")
-            return gemm.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue)
+            return gemm.gemm(lw, self.tensor(op.a, loc), b, bias, loc, epilogue=epilogue, pins=recorded_tiling(op))
         if name == "graph.matmul":
             sa, sb = _shape(op.a), _shape(op.b)
             a2 = sa if len(sa) > 1 else (1,) + sa  # numpy.matmul: 1-D operands gain a dimension
@@ -219,7 +270,7 @@ class _Converter:
             if op.b in self.consts and len(b2) == 2:  # [..., M, K] x constant [K, N]: one Gemm
                 a = data.reshape(lw, self.tensor(op.a, loc), (int(np.prod(a2[:-1])), a2[-1]), loc)
                 y = gemm.gemm(lw, a, self.const(op.b).astype(np.float32).reshape(b2), None, loc,
-                              kernel_hint="matmul", epilogue=epilogue)
+                              kernel_hint="matmul", epilogue=epilogue, pins=recorded_tiling(op))
                 return data.reshape(lw, y, out_shape, loc) if y.shape != out_shape else y
             if epilogue is not None:
                 raise CannError(loc_name(loc), "MatMul of two tensors takes no fused epilogue")

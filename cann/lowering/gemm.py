@@ -260,9 +260,10 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
 
 
 def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
-         kernel_hint: str = "gemm", epilogue: Epilogue | None = None) -> DevTensor:
+         kernel_hint: str = "gemm", epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
     """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N] in the
-    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`).
+    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`);
+    ``pins``: tiling fields recorded on the graph op (a knowledge base's), under the kernel-name pins.
 
     Raises:
         CannError: a non-2-D input, inner dimensions that differ, or a pinned tiling beyond the
@@ -282,7 +283,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     kp = _ceil(k_, k0)
     n1 = math.ceil(n_ / 16)
     np_ = n1 * 16
-    kb = lw.kernel(kernel_hint, loc)
+    kb = lw.kernel(kernel_hint, loc, pins=pins)
     epi = epilogue or Epilogue()
     ub_tiles = 2 + len(epi.residuals) + len(epi.temps)  # + the ND copy of the output tile
     # rows of an L0C tile whose epilogue fits UB 16 columns at a time (the tables of up to 512 columns)

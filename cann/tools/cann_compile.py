@@ -83,10 +83,11 @@ def _configure_logging(level: str) -> None:
 @click.option("--first-load-segment", "first_load_segment", metavar="BYTES",
               help="-O1: bytes of the first segment of each kernel's first load, so compute starts when it has "
                    "landed (0: the default rule, -1: no segmentation).")
-@click.option("--kb", "kb", metavar="PATH", help="A knowledge base of tuned tilings (docs/autotune.md): its entries "
-              "for this SoC, precision mode and compiler version are applied to the operators they fit. With "
-              "--tune: the user knowledge base the tuned kernels are added to (created if missing; default: "
-              "OUTPUT with .kb.json for .om).")
+@click.option("--kb", "kb", metavar="PATH|none", help="A knowledge base of tuned tilings (docs/autotune.md), read on "
+              "top of the one cann ships: its entries for this SoC, precision mode and compiler version are "
+              "applied to the operators they fit. 'none': neither (the default rules only). With --tune: the user "
+              "knowledge base the tuned kernels are added to (created if missing; default: OUTPUT with .kb.json "
+              "for .om).")
 @click.option("--tune", "tune", is_flag=True, help="Operator tuning first: measure candidate tilings of each "
               "convolution the knowledge base misses with the timing-only simulator, add the best to --kb, then "
               "compile with it.")
@@ -126,6 +127,9 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment, keep_dtype=keep_dtype)
     validate_options(**options)  # every flag's error before any work
     tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
+    if tune and kb == "none":
+        raise CannError("--kb", "none: --tune adds the tuned kernels to a knowledge base; give its path "
+                                "(default without --kb: OUTPUT with .kb.json)")
     cal_inputs = _npz(calibration_npz) if calibration_npz else None
     if calibrate:
         if fw != "5":
@@ -142,14 +146,15 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     if cal_inputs is not None:
         options["calibration_inputs"] = cal_inputs
     if tune:
-        kb = kb or _default_kb(output)
         from cann.autotune import check_kb_path
 
+        kb = kb or _default_kb(output)
         check_kb_path(kb)  # a bad path or file: the error before any work, nothing written
     elif kb:
-        from cann.passes.tile_search_kb import load as load_kb
+        from cann.passes.tile_search_kb import NO_KB, load as load_kb
 
-        load_kb(kb)
+        if kb != NO_KB:
+            load_kb(kb)  # a missing or malformed file: its error before any work
     if kb:
         options["kb"] = kb
     if tune and output not in ("-", None):
@@ -195,11 +200,8 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     om = compiled.om
     size = os.path.getsize(output)
     level = "" if fw == "mlir" else f", -O{opt_level or DEFAULT_OPT_LEVEL}"
-    tuned = ""
-    if kb:
-        from cann.passes.tile_search_kb import load as load_kb
-
-        tuned = f", knowledge base {kb} sha256 {load_kb(kb).digest[:16]}"
+    tuned = "".join(f", {'shipped knowledge base' if role == 'shipped' else f'knowledge base {kb}'} sha256 {d[:16]}"
+                    for role, d in (x.split(":", 1) for x in om.knowledge_bases))
     mixed = ""
     if getattr(compiled, "kept_fp32", None) is not None:
         k, n = compiled.kept_fp32

@@ -178,6 +178,19 @@ def summary(name: str, a: np.ndarray) -> str:
     return line
 
 
+def _print_info(om) -> None:
+    """The metadata of an offline model, one fact a line."""
+    print(f"soc_version: {om.soc_version}")
+    print(f"precision_mode: {om.precision_mode}")
+    for kind, ts in (("input", om.inputs), ("output", om.outputs)):
+        for t in ts:
+            print(f"{kind}: {t.name} shape={tuple(t.shape)} dtype={t.dtype}")
+    print(f"kernels: {len(om.kernels)}  launches: {len(om.launches)}  gm_size: {om.gm_size}")
+    for d in om.knowledge_bases or ("none",):
+        role, _, digest = d.partition(":")
+        print(f"knowledge base: {role}" + (f" sha256 {digest}" if digest else ""))
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="MODEL.om")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=FILE.npy | FILE.npz | FILE.npy",
@@ -203,12 +216,20 @@ def summary(name: str, a: np.ndarray) -> str:
                    "per block (default 4000000, docs/om-format.md); a model needing more is refused before it runs.")
 @click.option("--all-layers", is_flag=True, help="With --compare: compare every layer's GM tensor with onnxruntime "
               "and name the first node beyond --tolerance (docs/accuracy.md).")
+@click.option("--info", is_flag=True, help="Print the model's metadata (SoC, precision mode, inputs, outputs, "
+              "kernels, launches, the knowledge bases it was compiled with) and run nothing.")
 @click.option("--csv", "layers_csv", metavar="PATH", help="With --all-layers: write the per-layer rows (node, op, "
               "tensor, status, kernel, launch, shape, max_abs_err, rel_l2_err, cosine_similarity) as CSV.")
 def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
-        timing_only, max_instructions, all_layers, layers_csv) -> int:
+        timing_only, max_instructions, all_layers, info, layers_csv) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
+
+    if info:
+        from cann.codegen.om import read_om
+
+        _print_info(read_om(om))
+        return 0
 
     if timing_only:
         for option, given in (("--compare", compare), ("--output", output), ("--input", input_specs)):

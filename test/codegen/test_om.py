@@ -316,23 +316,23 @@ def _entry(data: bytearray, i: int, off: int, size: int) -> None:
 
 
 def test_corrupt_header_is_reported_as_corrupt_not_as_a_version():
-    # flipping header bytes makes the version field 4294967292: the checksum tells it is corruption
+    # flipping header bytes makes the version field 4294967291: the checksum tells it is corruption
     data = bytearray(encode_om(small_model()))
     for i in range(8, 40):
         data[i] ^= 0xFF
     assert _reject(bytes(data)).lines() == [
         "error: m.om: corrupt .om: checksum mismatch (file truncated or modified; its header claims format "
-        "version 4294967292)"]
+        "version 4294967291)"]
     # a re-signed (well-formed) file of another version is an unsupported version
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        "error: m.om: unsupported .om format version 4294967292 (this cann reads version 3)"]
+        "error: m.om: unsupported .om format version 4294967291 (this cann reads versions 3, 4)"]
 
 
 @pytest.mark.parametrize("edit, message", [
-    # small_model's sections: strings (128, 27), tensors (155, 155), weights (320, 600), kernels (920, 140),
+    # small_model's sections: strings (128, 31), tensors (159, 155), weights (320, 600), kernels (920, 140),
     # launches (1060, 92), work (1152, 136), trailer at 1288
     (lambda d: _entry(d, 0, 113, 25), "strings section at file offset 113 (+25 bytes), expected at 128"),
-    (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 155"),
+    (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 159"),
     (lambda d: _entry(d, 2, 256, 600), "weights section at file offset 256 (+600 bytes), expected at 320"),
     (lambda d: _entry(d, 4, 1060, 2**64 - 1), f"launches section at file offset 1060 (+{2**64 - 1} bytes), expected at 1060"),
 ])
@@ -363,3 +363,33 @@ def test_record_counts_are_checked_before_looping(section, count_at, message):
     off, _ = struct.unpack_from("<QQ", data, 32 + 16 * section)
     struct.pack_into("<I", data, off + count_at, 2**32 - 1)
     assert _reject(_with_fixed_checksum(data)).lines() == [f"error: m.om: corrupt .om: {message}"]
+
+
+def test_knowledge_base_digests_round_trip_and_version_3_files_still_load():
+    """Format 4 records the digests of the knowledge bases a compile read (strings section); a
+    version 3 file (no digests) still loads, with none."""
+    from dataclasses import replace
+
+    digests = ("shipped:" + "a" * 64, "user:" + "0" * 64)
+    m = replace(small_model(), knowledge_bases=digests)
+    assert decode_om(encode_om(m)).knowledge_bases == digests
+    assert encode_om(m) == encode_om(replace(small_model(), knowledge_bases=digests))  # deterministic
+    # the same model as version 3 wrote it: no digest count in the strings section
+    v4 = bytearray(encode_om(small_model()))
+    strings_off, strings_size = struct.unpack_from("<QQ", v4, 32)
+    assert v4[strings_off + strings_size - 4:strings_off + strings_size] == b"\0\0\0\0"
+    body = v4[:strings_off + strings_size - 4] + v4[strings_off + strings_size:-CHECKSUM_SIZE]
+    struct.pack_into("<I", body, 8, 3)
+    for i in range(6):  # every section table entry: sizes / offsets after the strings move 4 bytes back
+        off, size = struct.unpack_from("<QQ", body, 32 + 16 * i)
+        struct.pack_into("<QQ", body, 32 + 16 * i, off - 4 * (i > 0), size - 4 * (i == 0))
+    # the weights section keeps its 64-byte alignment: 4 bytes of padding more before it
+    w_off = struct.unpack_from("<Q", body, 64)[0] + 4
+    body = body[:w_off - 4] + b"\0" * 4 + body[w_off - 4:]
+    for i in range(2, 6):
+        off, size = struct.unpack_from("<QQ", body, 32 + 16 * i)
+        struct.pack_into("<QQ", body, 32 + 16 * i, off + 4, size)
+    old = decode_om(bytes(body) + hashlib.sha256(body).digest(), "v3.om")
+    assert old.knowledge_bases == () and old.kernels == small_model().kernels
+    with pytest.raises(CannError, match="knowledge-base digest 'mine:1' is not"):
+        encode_om(replace(small_model(), knowledge_bases=("mine:1",)))

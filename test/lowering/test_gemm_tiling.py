@@ -26,7 +26,7 @@ def compile_pinned(model, precision_mode, pins=None):
     """Compile like ``cann.compile`` (-O1) with kernel tilings pinned; returns (Model, {kernel: tiling})."""
     module = import_model(model)
     ctx = make_context()
-    (_, graph), (_, tile_stage), (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1)
+    (_, graph), (_, tile_stage), (_, ascend) = stage_pipelines("Ascend910", precision_mode, 1, kb="none")  # the default rule, not the shipped knowledge base
     PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
     ConvertGraphToTilePass(precision_mode=precision_mode, tiling=json.dumps(pins or {}), buffers=2).apply(ctx, module)
     tilings = {op.sym_name.data: {k: v.value.data for k, v in op.attributes["tile.tiling"].data.items()}

@@ -78,7 +78,7 @@ def _conv(hw: int):
 def _compile_pinned(model, pins):
     module = import_model(model)
     ctx = make_context()
-    (_, graph), _, (_, ascend) = stage_pipelines("Ascend910", "force_fp16", 1, 0)
+    (_, graph), _, (_, ascend) = stage_pipelines("Ascend910", "force_fp16", 1, 0, kb="none")
     PassPipeline.parse_spec(ALL_PASSES, graph).apply(ctx, module)
     ConvertGraphToTilePass(precision_mode="force_fp16", tiling=json.dumps(pins)).apply(ctx, module)
     PassPipeline.parse_spec(ALL_PASSES, ascend).apply(ctx, module)

@@ -253,7 +253,10 @@ def test_compile_fire_net(fire_onnx, tmp_path):  # needs the compiler
     assert om.soc_version == "Ascend910" and om.precision_mode == "force_fp16"
     assert [t.name for t in om.inputs] == ["data"] and [t.name for t in om.outputs] == ["prob", "logits"]
     assert r.stdout.startswith(f"{out}: {len(om.kernels)} kernels, ")
-    assert r.stdout.rstrip().endswith("(Ascend910, force_fp16, -O1)")
+    from cann.passes.tile_search_kb import load, shipped_path
+
+    shipped = load(shipped_path("Ascend910")).digest  # a default compile reads the shipped knowledge base
+    assert r.stdout.rstrip().endswith(f"(Ascend910, force_fp16, -O1, shipped knowledge base sha256 {shipped[:16]})")
     # deterministic: same flags -> same bytes
     r2 = cann_compile("--model", fire_onnx, "--output", tmp_path / "again.om")
     assert r2.returncode == 0, r2.stderr

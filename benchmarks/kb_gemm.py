@@ -1,0 +1,101 @@
+"""Knowledge-base entries for the GEMM suite: a small measured grid around each shape's default tiling.
+
+    PYTHONPATH=. python benchmarks/kb_gemm.py --kb-out gemm.kb.json [--max-macs N] [MxKxN ...]
+
+Per shape of ``benchmarks/gemm.py`` (one MatMul, A [M, K] float16 input, B [K, N] float16
+initializer; Ascend910 ``force_fp16``) the default tiling (``gemm.plan``, no knowledge base) is
+compiled and timed with the timing-only simulator, then every tiling of the grid ``m_blocks`` x
+``n_blocks`` in {half, the default, double} (at most the SoC's cores) x ``step_k`` in {1, 2, 4}, the
+L0C tile chosen by the plan under those pins; the kernel's simulated cycles rank them. A shape gets an
+entry (``op`` MatMul, :func:`cann.passes.tile_search_kb.signature` of its graph op, the best
+tiling's ``m_blocks, n_blocks, m, n, k, step_k``) only when its best beats the default. The file is
+rewritten after every shape, so an interrupted run keeps what it measured. ``--max-macs`` skips the
+shapes slow to simulate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import cann
+from cann.codegen.offline import build_offline_model
+from cann.compiler import lower
+from cann.dialects.ascend import kernels
+from cann.hw.config import load_soc
+from cann.passes.tile_search_kb import compiler_version, dump, signature
+from cann.runtime import Model
+
+from gemm import SHAPES, _shape, matmul_model  # benchmarks/gemm.py
+
+SOC, MODE, KERNEL = "Ascend910", "force_fp16", "matmul_0"
+FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k")
+
+
+def measure(model, pins: dict | None) -> tuple[dict, int] | None:
+    """(the matmul kernel's recorded tiling, its simulated cycles), None when the pins are refused."""
+    try:
+        module = lower(model, soc_version=SOC, precision_mode=MODE, kb="none",
+                       tiling={KERNEL: pins} if pins else None)
+    except cann.CannError:
+        return None
+    (k,) = [k for k in kernels(module) if k.sym_name.data == KERNEL]
+    tiling = {f: v.value.data for f, v in k.attributes["tile.tiling"].data.items()}
+    stats = Model(build_offline_model(module)).time()
+    return tiling, next(x.cycles for x in stats.kernels if x.name == KERNEL)
+
+
+def grid(t0: dict, cores: int) -> list[dict]:
+    """The candidate pins around the default tiling ``t0``."""
+    out = []
+    for mb in sorted({max(1, t0["m_blocks"] // 2), t0["m_blocks"], t0["m_blocks"] * 2}):
+        for nb in sorted({max(1, t0["n_blocks"] // 2), t0["n_blocks"], t0["n_blocks"] * 2}):
+            if mb * nb > cores:
+                continue
+            for sk in (1, 2, 4):
+                out.append({"m_blocks": mb, "n_blocks": nb, "step_k": sk})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("shapes", nargs="*", type=_shape, default=SHAPES, help="MxKxN (default: the suite)")
+    ap.add_argument("--kb-out", required=True, help="the knowledge base to write")
+    ap.add_argument("--max-macs", type=float, default=0, help="skip shapes with more MACs (0: run all)")
+    args = ap.parse_args()
+    cores = load_soc(SOC).ai_core_count
+    entries = []
+    for m, k, n in args.shapes:
+        label = f"{m}x{k}x{n}"
+        if args.max_macs and m * k * n > args.max_macs:
+            print(f"{label:>18}  skipped: {m * k * n:.3g} MACs > --max-macs", flush=True)
+            continue
+        t_start = time.perf_counter()
+        model = matmul_model(m, k, n)
+        t0, default = measure(model, None)
+        best, best_t, tried = default, t0, 1
+        seen = {tuple(t0[f] for f in FIELDS)}
+        for pins in grid(t0, cores):
+            got = measure(model, pins)
+            if got is None or tuple(got[0][f] for f in FIELDS) in seen:
+                continue
+            seen.add(tuple(got[0][f] for f in FIELDS))
+            tried += 1
+            if got[1] < best:
+                best, best_t = got[1], got[0]
+        brief = " ".join(f"{f}={best_t[f]}" for f in FIELDS)
+        print(f"{label:>18} candidates {tried:3d} default {default:9d} best {best:9d} ({default / best - 1:6.1%})  "
+              f"{brief}  [{time.perf_counter() - t_start:.0f} s]", flush=True)
+        if best < default:
+            (op,) = [o for o in lower(model, soc_version=SOC, precision_mode=MODE, kb="none", until="graph").walk()
+                     if o.name == "graph.matmul"]
+            entries.append({"op": "MatMul", "signature": signature(op), "soc": SOC, "precision_mode": MODE,
+                            "compiler": compiler_version(), "cycles": best,
+                            "tiling": {f: best_t[f] for f in FIELDS}})
+            with open(args.kb_out, "w") as f:
+                f.write(dump(entries))
+    print(f"{args.kb_out}: {len(entries)} entries")
+
+
+if __name__ == "__main__":
+    main()
