@@ -56,11 +56,14 @@ REQUIRED = ("op", "input_desc", "output_desc", "case_name")
 
 
 class _Where:
-    def __init__(self, path: Path, index: int):
-        self.path, self.index = path, index
+    def __init__(self, path: Path, index: int, prefix: str = ""):
+        self.path, self.index, self.prefix = path, index, prefix
+
+    def at(self, prefix: str) -> "_Where":
+        return _Where(self.path, self.index, prefix)
 
     def err(self, field: str, message: str) -> CannError:
-        return CannError(f"{self.path}: case[{self.index}].{field}", message)
+        return CannError(f"{self.path}: case[{self.index}].{self.prefix}{field}", message)
 
 
 def load_json(path: str | Path) -> list[dict]:
@@ -220,13 +223,14 @@ def expand_cross(w: _Where, case: dict) -> list[dict]:
     ins_d, outs_d = case["input_desc"], case["output_desc"]
     if not isinstance(ins_d, list) or not isinstance(outs_d, list) or not outs_d:
         raise w.err("output_desc" if isinstance(ins_d, list) else "input_desc", "a (non-empty) list of tensor descriptions")
-    ins = [_tensor_fields(_Where(w.path, w.index), d, "input_desc") for d in ins_d]
-    outs = [_tensor_fields(w, d, "output_desc") for d in outs_d]
+    ins = [_tensor_fields(w.at(f"input_desc[{j}]."), d, "input_desc") for j, d in enumerate(ins_d)]
+    outs = [_tensor_fields(w.at(f"output_desc[{j}]."), d, "output_desc") for j, d in enumerate(outs_d)]
     multi = any(len(v) > 1 for f in ins + outs for v in f.values())
     if ins:
         for key in ("format", "type", "shape"):
             n = len(ins[0][key])
-            for k, f in [("input_desc", f) for f in ins] + [("output_desc", f) for f in outs]:
+            for k, f in [(f"input_desc[{j}]", f) for j, f in enumerate(ins)] + [
+                    (f"output_desc[{j}]", f) for j, f in enumerate(outs)]:
                 if len(f[key]) != n:
                     raise w.err(f"{k}.{key}", f"every input and output lists the same number of {key}s "
                                 f"({n} in input_desc[0], {len(f[key])} here)")
@@ -297,7 +301,7 @@ def expand_fuzz(w: _Where, case: dict) -> list[dict]:
                 for j, d in enumerate(case[kind]):
                     d = {k: (_fuzz_field(w, fz, kind, d.get("name"), k, f"{kind}[{j}].{k}") if v == "fuzz" else v)
                          for k, v in d.items()}
-                    f = _tensor_fields(w, d, kind)
+                    f = _tensor_fields(w.at(f"{kind}[{j}]."), d, kind)
                     descs.append(dict({k: v[0] for k, v in f.items()}, **({"name": d["name"]} if d.get("name") else {})))
                 sub[kind] = descs
             o = sub["output_desc"][0]
