@@ -260,5 +260,39 @@ def test_create_from_schema(tmp_path, capsys):
 def test_create_attributes_and_unknown_op(capsys):
     [case] = create_case("LRN")
     assert {a["name"]: (a["type"], a["value"]) for a in case["attr"]} == {
-        "alpha": ("float", pytest.approx(1e-4)), "beta": ("float", 0.75), "bias": ("float", 1.0)}
+        "alpha": ("float", pytest.approx(1e-4)), "beta": ("float", 0.75), "bias": ("float", 1.0),
+        "size": ("int", 1)}  # required, no default: a placeholder
     assert _run(["create", "--op", "Addd"], capsys)[1:] == ("", "error: --op: Addd is no ONNX operator\n")
+
+
+@pytest.mark.parametrize("op", ["Conv", "Gemm", "MatMul", "MaxPool", "LRN", "Concat", "BatchNormalization", "Softmax"])
+def test_created_case_files_run_and_pass(tmp_path, capsys, op):
+    out = tmp_path / f"{op}.json"
+    assert _run(["create", "--op", op, "-o", str(out)], capsys)[0] == 0
+    code, stdout, _ = _run(["run", str(out), "--out", str(tmp_path / "o")], capsys)
+    assert code == 0, stdout
+    assert "2 cases: 2 as expected, 0 not" in stdout  # float16 and float32
+
+
+def test_fuzz_attribute_and_one_profile_rule(tmp_path):
+    (tmp_path / "fz.py").write_text("def g():\n    return {'attr': {'axis': {'value': 0}}}\n")
+    c = _case(fuzz_impl="fz.py:g", fuzz_case_num=2, attr=[{"name": "axis", "type": "int", "value": "fuzz"}])
+    subs = expand_file(_write(tmp_path, [c]))
+    assert [s["attr"] for s in subs] == [[{"name": "axis", "type": "int", "value": 0}]] * 2
+    c["input_desc"][0]["type"] = ["float16", "float32"]
+    p = _write(tmp_path, [c])
+    with pytest.raises(CannError, match=r"case\[0\]\.input_desc\[0\]\.type: a fuzz case lists one profile per field"):
+        expand_file(p)
+
+
+def test_declared_output_shape_is_checked(tmp_path, capsys):
+    p = _write(tmp_path, [_case(outputs=[_t("C", shapes=([4, 8],))])])  # Add of two [2, 16]: same size, other shape
+    code, out, _ = _run(["run", str(p), "--out", str(tmp_path / "o")], capsys)
+    assert code == 1
+    assert "compare_data: output 0 has shape [2, 16], output_desc[0].shape is [4, 8]" in out
+
+
+def test_bad_option_exits_2(tmp_path, capsys):
+    p = _write(tmp_path, [_case()])
+    code, _, err = _run(["run", str(p), "--precision_mode", "bogus"], capsys)
+    assert code == 2 and err.startswith("error: --precision_mode: unknown precision mode 'bogus'")

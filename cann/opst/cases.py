@@ -302,6 +302,9 @@ def expand_fuzz(w: _Where, case: dict) -> list[dict]:
                     d = {k: (_fuzz_field(w, fz, kind, d.get("name"), k, f"{kind}[{j}].{k}") if v == "fuzz" else v)
                          for k, v in d.items()}
                     f = _tensor_fields(w.at(f"{kind}[{j}]."), d, kind)
+                    for k, v in f.items():
+                        if len(v) > 1:
+                            raise w.err(f"{kind}[{j}].{k}", "a fuzz case lists one profile per field")
                     descs.append(dict({k: v[0] for k, v in f.items()}, **({"name": d["name"]} if d.get("name") else {})))
                 sub[kind] = descs
             o = sub["output_desc"][0]

@@ -13,7 +13,8 @@ Per sub-case (a dict from :func:`cann.opst.cases.expand_file`):
    as ``{"value", "dtype", "shape", "format"}``, each named output as ``{"dtype", "shape",
    "format"}``, each attribute by name; returns an array or a list of arrays) or else onnx's
    reference evaluator on the same node;
-4. every output is compared with :func:`cann.opst.compare.compare` and ``error_threshold``;
+4. every output is compared with :func:`cann.opst.compare.compare` and ``error_threshold``, and
+   its shape with the declared ``output_desc`` shape;
 5. stages ``run_simulator`` and ``compare_data`` go into the report; a case's status is
    ``failed`` when a stage failed; it counts as a success when its status equals its ``expect``.
 """
@@ -183,15 +184,21 @@ def run_case(case: dict, *, seed: int = 0, soc_version: str | None = None, preci
         return res
     thr = case.get("error_threshold") or list(DEFAULT_ERROR_THRESHOLD)
     ok = len(expect) == len(real)
+    shape_msgs = []
     for i, (r, e) in enumerate(zip(real, expect)):
         v = compare(r, e, thr)
         res.verdicts.append(v)
         ok = ok and v.passed
+        declared = tuple(case["output_desc"][i]["shape"])
+        if tuple(r.shape) != declared:  # msopst would size the output buffer from the declared shape
+            ok = False
+            shape_msgs.append(f"output {i} has shape {list(r.shape)}, output_desc[{i}].shape is {list(declared)}")
     if data_dir is not None:
         res.paths = _save(data_dir, case, inputs, real, expect)
     msg = "; ".join(f"output {i}: {v.result}, {v.message}" for i, v in enumerate(res.verdicts))
     if len(expect) != len(real):
         msg = f"the expectation gives {len(expect)} outputs, the operator {len(real)}"
+    msg = "; ".join(shape_msgs + [msg])
     res.stage("compare_data", ok, msg)
     return res
 
@@ -241,6 +248,11 @@ def summary_table(results: list[CaseResult]) -> str:
                      "ok" if r.ok else "UNEXPECTED"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    for r in results:
+        if not r.ok:
+            why = next((f"{s['stage_name']}: {s['result']}" for s in r.stages if s["status"] != "success"),
+                       "every stage succeeded")
+            lines.append(f"{r.name}: {why}")
     ok = sum(r.ok for r in results)
     lines.append(f"{len(results)} cases: {ok} as expected, {len(results) - ok} not")
     return "\n".join(lines)

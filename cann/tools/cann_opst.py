@@ -13,6 +13,7 @@ not, 2 on bad input (one line naming the file and field). See docs/opst.md.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from cann.errors import CannError
 from cann.fileio import atomic_output
 from cann.hw.config import available_socs
 from cann.opst.cases import expand_file
+from cann.options import validate_options
 from cann.opst.create import create_case
 from cann.opst.run import report, run_case, summary_table, write_report
 from cann.tools._cli import run_command
@@ -42,9 +44,11 @@ def create(op_type, output, opset):
     """Write a starting case file for OP from its ONNX schema."""
     content = create_case(op_type, opset)
     path = Path(output or f"{op_type}_case.json")
+    text = json.dumps(content, indent=4)
+    # one line per list of scalars (a shape, a range, a type list), as msopst's own examples
+    text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + re.sub(r"\s*\n\s*", " ", m.group(1)) + "]", text)
     with atomic_output(path) as f:
-        json.dump(content, f, indent=4)
-        f.write("\n")
+        f.write(text + "\n")
     click.echo(f"wrote {path}")
 
 
@@ -60,6 +64,7 @@ def create(op_type, output, opset):
 @click.option("--expand-only", is_flag=True, help="Print the expanded sub-case names and stop.")
 def run(case_files, out_dir, case_names, soc_version, precision_mode, seed, expand_only):
     """Expand, run and compare the cases of CASE.json files."""
+    validate_options(soc_version=soc_version, precision_mode=precision_mode)
     cases = []
     for f in case_files:
         cases += expand_file(f, list(case_names) or None)
