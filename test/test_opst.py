@@ -296,3 +296,26 @@ def test_bad_option_exits_2(tmp_path, capsys):
     p = _write(tmp_path, [_case()])
     code, _, err = _run(["run", str(p), "--precision_mode", "bogus"], capsys)
     assert code == 2 and err.startswith("error: --precision_mode: unknown precision mode 'bogus'")
+
+
+def test_docs_commands_run_as_pasted(tmp_path, capsys, monkeypatch):
+    """Every ``cann-opst`` line of docs/opst.md's sh block, run from the repository root (/tmp -> tmp_path)."""
+    import glob
+    import re
+    import shlex
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    block = re.search(r"```sh\n(.*?)```", (root / "docs" / "opst.md").read_text(), re.S).group(1)
+    monkeypatch.chdir(root)
+    lines = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("cann-opst ")]
+    assert len(lines) == 5
+    for line in lines:
+        argv = []
+        for a in shlex.split(line.replace("/tmp/", f"{tmp_path}/"))[1:]:
+            argv += sorted(glob.glob(a)) if "*" in a else [a]
+        code, out, err = _run(argv, capsys)
+        assert code == 0, (line, out, err)
+    rpt = json.loads((tmp_path / "suite_st" / "st_report.json").read_text())
+    assert rpt["run_cmd"].startswith("cann-opst run test/opst/add.json test/opst/averagepool.json")
+    assert rpt["summary"]["failed count"] == 0 and rpt["summary"]["test case count"] >= 20

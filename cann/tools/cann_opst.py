@@ -80,14 +80,18 @@ def run(case_files, out_dir, case_names, soc_version, precision_mode, seed, expa
         raise CannError("--out", f"cannot create {out}: {e.strerror}") from None
     results = [run_case(c, seed=seed, soc_version=soc_version, precision_mode=precision_mode,
                         data_dir=out / "data") for c in cases]
-    cmd = "cann-opst run " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    cmd = "cann-opst " + " ".join(shlex.quote(a) for a in _ARGV)
     write_report(out / "st_report.json", report(results, cmd))
     click.echo(summary_table(results))
     click.echo(f"report: {out / 'st_report.json'}")
     return 0 if all(r.ok for r in results) else 1
 
 
+_ARGV: list[str] = []  # the command line, for st_report.json's run_cmd
+
+
 def main(argv: Sequence[str] | None = None):
+    _ARGV[:] = list(argv) if argv is not None else sys.argv[1:]
     run_command(cli, argv, "cann-opst")
 
 
