@@ -319,3 +319,14 @@ def test_docs_commands_run_as_pasted(tmp_path, capsys, monkeypatch):
     rpt = json.loads((tmp_path / "suite_st" / "st_report.json").read_text())
     assert rpt["run_cmd"].startswith("cann-opst run test/opst/add.json test/opst/averagepool.json")
     assert rpt["summary"]["failed count"] == 0 and rpt["summary"]["test case count"] >= 20
+
+
+def test_single_input_counts_from_outputs_like_msopst(tmp_path):
+    # msopst _get_count: one input -> the outputs' 2 combinations, not the input's 2 x 2 = 4
+    kw = dict(types=("float16", "float32"))
+    c = _case(inputs=[_t("X", ranges=([0.1, 1.0], [-1.0, 1.0]), **kw)], outputs=[_t("Y", **kw)])
+    c["op"] = "Relu"
+    subs = expand_file(_write(tmp_path, [c]))
+    assert [s["case_name"] for s in subs] == ["Test_Add_sub_case_001_ND_float16", "Test_Add_sub_case_002_ND_float32"]
+    assert [(s["input_desc"][0]["type"], s["input_desc"][0]["value_range"]) for s in subs] == [
+        ("float16", [0.1, 1.0]), ("float16", [-1.0, 1.0])]

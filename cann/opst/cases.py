@@ -22,7 +22,9 @@ Expansion (re-implemented from msopst's ``tools/msopst/st/interface/subcase_desi
   of formats, of types and of shapes, every input must give the same number of combinations, and
   sub-case ``i`` takes combination ``i`` of every input. Outputs give fewer combinations when
   inputs list several distributions or ranges; then msopst takes output combination
-  ``i % len(output_desc)`` (its indexing, kept so that names and types match msopst's);
+  ``i % len(output_desc)`` (its indexing, kept so that names and types match msopst's); with a
+  single input the *outputs'* combination count is the sub-case count (msopst's ``_get_count``),
+  so that input's extra distributions / ranges are not all run;
 * names: ``<case_name>_case_NNN_<format>_<type>`` (``_sub_case_`` when any field lists more than
   one entry; ``/`` in the case name becomes ``_``), NNN counting from 001 per case;
 * ``fuzz_impl: "fuzz.py:func"`` (function default ``fuzz_branch``) and ``fuzz_case_num``
@@ -236,9 +238,11 @@ def expand_cross(w: _Where, case: dict) -> list[dict]:
                                 f"({n} in input_desc[0], {len(f[key])} here)")
     in_cases = [_cross(f, INPUT_CROSS) for f in ins]
     out_cases = [_cross(f, OUTPUT_CROSS) for f in outs]
-    lists = in_cases if in_cases else out_cases
+    # msopst's ``_get_count``: with two or more inputs the inputs give the count, else the outputs
+    # do (so a single input's extra distributions / ranges are dropped, as msopst drops them)
+    lists = in_cases if len(in_cases) > 1 else out_cases
     if len({len(c) for c in lists}) != 1:
-        raise w.err("input_desc" if in_cases else "output_desc",
+        raise w.err("input_desc" if len(in_cases) > 1 else "output_desc",
                     f"the tensors give different numbers of combinations: {[len(c) for c in lists]}")
     count = len(lists[0])
     prefix = case["case_name"].replace("/", "_") + ("_sub_case_" if multi else "_case_")
