@@ -330,3 +330,14 @@ def test_single_input_counts_from_outputs_like_msopst(tmp_path):
     assert [s["case_name"] for s in subs] == ["Test_Add_sub_case_001_ND_float16", "Test_Add_sub_case_002_ND_float32"]
     assert [(s["input_desc"][0]["type"], s["input_desc"][0]["value_range"]) for s in subs] == [
         ("float16", [0.1, 1.0]), ("float16", [-1.0, 1.0])]
+
+
+def test_missing_expectation_function_exits_2(tmp_path, capsys):
+    (tmp_path / "expect.py").write_text("def f(A, B, C):\n    return A['value'] + B['value']\n")
+    p = _write(tmp_path, [_case(calc_expect_func_file="expect.py:g")])
+    code, _, err = _run(["run", str(p), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2
+    assert err == (f"error: {p}: Test_Add_case_001_ND_float32: calc_expect_func_file: "
+                   f"{tmp_path / 'expect.py'} has no function g\n")
+    p = _write(tmp_path, [_case(calc_expect_func_file="expect.py:f")])
+    assert _run(["run", str(p), "--out", str(tmp_path / "o")], capsys)[0] == 0

@@ -129,23 +129,24 @@ def reference(case: dict, inputs: list[np.ndarray], n_out: int) -> list[np.ndarr
     return [np.asarray(o) for o in sess.run(None, dict(zip(names, inputs)))]
 
 
-def _load_function(path: str, func: str):
+def _load_function(path: str, func: str, where: str):
     spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     if spec is None:
-        raise CannError(path, "not a Python file")
+        raise CannError(where, f"{path} is not a Python file")
     mod = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(mod)
     except OSError as e:
-        raise CannError(path, f"cannot read: {e.strerror}") from None
+        raise CannError(where, f"cannot read {path}: {e.strerror}") from None
     if not callable(getattr(mod, func, None)):
-        raise CannError(path, f"has no function {func}")
+        raise CannError(where, f"{path} has no function {func}")
     return getattr(mod, func)
 
 
 def user_expectation(case: dict, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The user's ``calc_expect_func_file`` outputs, called with msopst's arguments."""
-    fn = _load_function(case["calc_expect_func_file"], case["calc_expect_func_file_func"])
+    fn = _load_function(case["calc_expect_func_file"], case["calc_expect_func_file_func"],
+                        f"{case['json_path']}: {case['case_name']}: calc_expect_func_file")
     kw = {}
     for d, a in zip(case["input_desc"], inputs):
         if d.get("name"):
