@@ -187,6 +187,8 @@ def test_cann_compile_tune_writes_the_kb_next_to_the_output(tmp_path):
     (["--tune", "--kb", "{tmp}/no/kb.json"], "{tmp}/no/kb.json: cannot write the knowledge base: No such file or directory"),
     (["--tune", "--kb", "{tmp}"], "{tmp}: cannot write the knowledge base: is a directory"),
     (["--tune", "--kb", "{tmp}/bad.json"], "{tmp}/bad.json: not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    (["--tune", "--kb", "none"], "--kb: none: --tune adds the tuned kernels to a knowledge base; give its path "
+                                 "(default without --kb: OUTPUT with .kb.json)"),
 ])
 def test_cann_compile_tune_errors_are_one_line_and_write_nothing(tmp_path, args, message):
     src = tmp_path / "conv.onnx"
@@ -206,3 +208,19 @@ def test_cann_compile_tune_to_stdout_needs_a_kb(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().splitlines() == ["error: --tune: the output is stdout: name the knowledge base to "
                                              "write with --kb PATH"]
+
+
+def test_tune_leaves_what_the_shipped_kb_covers_and_a_cold_tune_measures_it(tmp_path):
+    # ResNet-50's stem has a shipped entry: a warm tune measures nothing; shipped=False tunes it, and
+    # the entry records the core count it was tuned for
+    stem = ConvShape((1, 3, 224, 224), (64, 3, 7, 7), (2, 2), (3, 3, 3, 3), (1, 1))
+    sig = "x=1x3x224x224 w=64x3x7x7 strides=2,2 pads=3,3,3,3 dilations=1,1 group=1"
+    shipped = load(cann.passes.tile_search_kb.shipped_path("Ascend910"))
+    assert shipped.lookup("Conv", sig, "Ascend910", "force_fp16") is not None
+    kb = tmp_path / "kb.json"
+    warm = cann.tune(stem.model(), kb, trials=1, jobs=1, check=False)
+    assert (warm.hits, warm.tuned) == (1, ())
+    cold = cann.tune(stem.model(), kb, trials=1, jobs=1, check=False, shipped=False, aicore_num=8)
+    assert [t.entry["signature"] for t in cold.tuned] == [sig] and cold.tuned[0].entry["aicore_num"] == 8
+    assert load(kb).lookup("Conv", sig, "Ascend910", "force_fp16", 8) == cold.tuned[0].entry["tiling"]
+    assert load(kb).lookup("Conv", sig, "Ascend910", "force_fp16") is None  # not at the SoC's 32 cores
