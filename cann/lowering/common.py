@@ -518,3 +518,23 @@ def unsupported(loc: Attribute | None, what: str) -> CannError:
 
 __all__ = ["ND", "NC1HWC0", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
            "unsupported", "loc_name", "narrow", "narrow_scalar", "DiagnosticException"]
+
+
+def plane_row_split(loc: Attribute | None, what: str, pins: dict[str, int], planes: int,
+                    cores: int) -> tuple[int, int]:
+    """``(n_blocks, m_blocks cap)`` of a kernel whose ``planes`` (C1 planes, or super-group planes)
+    go over ``n_blocks`` cores and whose output rows over up to ``m_blocks`` groups of them: the
+    pinned values, else all planes (at most the cores) and the cores left per plane.
+
+    Raises:
+        CannError: a pin outside 1..min(planes, cores), or n_blocks x m_blocks over ``cores``.
+    """
+    n_blocks = pins.get("n_blocks", min(planes, cores))
+    if not 1 <= n_blocks <= min(planes, cores):
+        raise unsupported(loc, f"{what}: tiling n_blocks = {n_blocks}: 1 to {min(planes, cores)} "
+                               f"(the planes, at most the cores)")
+    m_cap = pins.get("m_blocks", max(1, cores // n_blocks))
+    if n_blocks * m_cap > cores:
+        raise unsupported(loc, f"{what}: tiling m_blocks = {m_cap} needs {n_blocks} x {m_cap} cores, "
+                               f"{cores} available")
+    return n_blocks, m_cap

@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from cann.dialects.tile import Space
-from cann.lowering.common import NC1HWC0, DevTensor, Lowering, narrow, unsupported
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering, narrow, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, bias_table
 
 
@@ -148,14 +148,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     cores = lw.cores
     kb = lw.kernel(kernel_hint, loc, {}, pins)
     pins = dict(kb.tiling)
-    n_blocks = pins.get("n_blocks", min(planes, cores))
-    if not 1 <= n_blocks <= min(planes, cores):
-        raise unsupported(loc, f"depthwise Conv: tiling n_blocks = {n_blocks}: 1 to {min(planes, cores)} "
-                               f"(the planes, at most the cores)")
-    m_cap = pins.get("m_blocks", max(1, cores // n_blocks))
-    if n_blocks * m_cap > cores:
-        raise unsupported(loc, f"depthwise Conv: tiling m_blocks = {m_cap} needs {n_blocks} x {m_cap} cores, "
-                               f"{cores} available")
+    n_blocks, m_cap = plane_row_split(loc, "depthwise Conv", pins, planes, cores)
     n_ops = len(taps) + len(epi.steps) + 5  # taps, bias, epilogue, padding
 
     def cost(r: int) -> float:

@@ -27,7 +27,7 @@ import numpy as np
 
 from cann.dialects import tile
 from cann.dialects.tile import Space
-from cann.lowering.common import NC1HWC0, DevTensor, Lowering, unsupported
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
 
 
@@ -109,14 +109,7 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     m_t, k_t = kb.tiling["m"], kb.tiling["k"]
     if m_t % 16 or k_t % k0 or m_t * k_t * isz > lw.usable("l0a") or k_t * n_t * isz > lw.usable("l0b"):
         raise unsupported(loc, f"grouped Conv: tiling m = {m_t}, k = {k_t}: multiples of 16 and {k0} within L0A / L0B")
-    n_blocks = pins.get("n_blocks", min(planes, cores))
-    if not 1 <= n_blocks <= min(planes, cores):
-        raise unsupported(loc, f"grouped Conv: tiling n_blocks = {n_blocks}: 1 to {min(planes, cores)} "
-                               f"(the super-group planes, at most the cores)")
-    m_cap = pins.get("m_blocks", max(1, cores // n_blocks))
-    if n_blocks * m_cap > cores:
-        raise unsupported(loc, f"grouped Conv: tiling m_blocks = {m_cap} needs {n_blocks} x {m_cap} cores, "
-                               f"{cores} available")
+    n_blocks, m_cap = plane_row_split(loc, "grouped Conv", pins, planes, cores)
     l0c_pos = lw.usable("l0c") // (n_t * 4) // 16 * 16
     l1_budget = lw.usable("l1") - k_t * n_t * isz
 

@@ -23,7 +23,7 @@
 
 // PIN:        func.func @gconv2d_0({{.*}}tile.block_dim = 8 : i64, tile.tiling = {block_dim = 8 : i64, {{.*}}m_blocks = 4 : i64, n_blocks = 2 : i64, rows = 2 : i64}
 
-// ERR:        error: grouped Conv: tiling n_blocks = 3: 1 to 2 (the super-group planes, at most the cores)
+// ERR:        error: grouped Conv: tiling n_blocks = 3: 1 to 2 (the planes, at most the cores)
 
 builtin.module {
   func.func @main(%x: tensor<1x32x8x8xf32> {graph.name = "x"}, %x2: tensor<1x48x8x8xf32> {graph.name = "x2"}) -> (tensor<1x32x8x8xf32> {graph.name = "y0"}, tensor<1x48x8x8xf32> {graph.name = "y1"}, tensor<1x32x1x1xf32> {graph.name = "y2"}) {
