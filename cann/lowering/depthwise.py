@@ -218,9 +218,12 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     acc = bufs["acc"]
     plane_elems = plane_rows * wp * 16
 
+    item = [0]  # the for_tiles item (plane) of the round being emitted: core 0's; the block's own by its offsets
+
     def band_code(r0: int, r1: int) -> None:
         """Output rows r0..r1 of the core's plane: load, taps, bias, epilogue, store."""
         nr = r1 - r0
+        xo, yo = item[0] * x_plane, item[0] * y_plane
         count, t_rows = span(nr)
         zeros = []  # (offset, count, unit, stride) of padding to write after the loads
         for q in range(sh):
@@ -233,7 +236,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
                 zeros.append((base, t_rows * wp * 16, 1, 1))
                 continue
             ta, tb = real[0], real[-1] + 1
-            kb.copy(xa, ub_in, src_offset=(r0 * sh + q + sh * ta - pt) * w_ * 16, dst_offset=base + (ta * wp + pl) * 16,
+            kb.copy(xa, ub_in, src_offset=xo + (r0 * sh + q + sh * ta - pt) * w_ * 16, dst_offset=base + (ta * wp + pl) * 16,
                     nburst=tb - ta, burst=w_ * 16, src_stride=sh * w_ * 16, dst_stride=wp * 16)
             if ta > 0:
                 zeros.append((base, ta * wp * 16, 1, 1))
@@ -255,24 +258,25 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         if ub_b is not None:
             kb.vec("add", acc, acc, ub_b, count=count, unit=16, src1_stride=0)
         for i, ra in enumerate(res_args):
-            kb.copy(ra, bufs[f"r{i}"], src_offset=r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wo_ * 16,
+            kb.copy(ra, bufs[f"r{i}"], src_offset=yo + r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wo_ * 16,
                     dst_stride=wq * 16)
         for op, d, s0, *more in epi.steps:
             s1 = more[0] if more else None
             scalar = more[1] if len(more) > 1 else 0.0
             kw = dict(src1_stride=0 if s1.startswith("c") else None) if s1 is not None else {}
             kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=count, unit=16, scalar=scalar, **kw)
-        kb.copy(acc, ya, dst_offset=r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wq * 16, dst_stride=wo_ * 16)
+        kb.copy(acc, ya, dst_offset=yo + r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wq * 16, dst_stride=wo_ * 16)
 
     per_block = [len(bands) // m_blocks + (i < len(bands) % m_blocks) for i in range(m_blocks)]
     starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
 
     def plane_code(first: int, last: bool = False) -> None:
-        kb.copy(wa, ub_w, burst=len(taps) * lanes)
+        item[0] = first  # a ragged last round's planes: ``first`` items past the block's own
+        kb.copy(wa, ub_w, src_offset=first * len(taps) * lanes, burst=len(taps) * lanes)
         if ub_b is not None:
-            kb.copy(ba, ub_b, burst=lanes)
+            kb.copy(ba, ub_b, src_offset=first * lanes, burst=lanes)
         for i, a in enumerate(table_args):
-            kb.copy(a, bufs[f"c{i}"], burst=lanes)
+            kb.copy(a, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
         mine = bands[starts[grp]:starts[grp + 1]]
         kb.roll(len(mine), lambda i: band_code(*mine[i]), clamp=True)
 

@@ -110,6 +110,13 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     if m_t % 16 or k_t % k0 or m_t * k_t * isz > lw.usable("l0a") or k_t * n_t * isz > lw.usable("l0b"):
         raise unsupported(loc, f"grouped Conv: tiling m = {m_t}, k = {k_t}: multiples of 16 and {k0} within L0A / L0B")
     n_blocks, m_cap = plane_row_split(loc, "grouped Conv", pins, planes, cores)
+    if planes % n_blocks:  # whole rounds of planes: every round is the hardware loop's (band_code
+        # addresses a block's plane by its block offsets only)
+        if "n_blocks" in pins:
+            raise unsupported(loc, f"grouped Conv: tiling n_blocks = {n_blocks} must divide the {planes} "
+                                   f"super-group planes")
+        n_blocks = max(d for d in range(1, n_blocks + 1) if planes % d == 0)
+        m_cap = pins.get("m_blocks", max(1, cores // n_blocks))
     l0c_pos = lw.usable("l0c") // (n_t * 4) // 16 * 16
     l1_budget = lw.usable("l1") - k_t * n_t * isz
 

@@ -56,6 +56,9 @@ CASES = {
     "5x5-s2-uneven-pads": dict(c=16, h=9, w=11, k=5, stride=2, pads=(2, 1, 0, 2)),
     "3x3-no-pad-no-bias": dict(c=40, h=10, w=9, pads=(0, 0, 0, 0), bias=False),
     "7x7-s3-c8": dict(c=8, h=20, w=20, k=7, stride=3, pads=(3, 3, 3, 3)),
+    # 34 C1 planes on 32 cores: the last round's planes are the blocks' own plus 32 (ShuffleNet's
+    # last stage; the ragged round once recomputed the first planes)
+    "3x3-c544-planes-over-cores": dict(c=544, h=7, w=7),
 }
 
 

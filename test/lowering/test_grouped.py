@@ -29,6 +29,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch"
     (32, 32, 16, 8, 1),     # ResNeXt-style groups of 4 channels: 4 groups packed per C1 block
     (128, 128, 14, 32, 1),  # ResNeXt-50 32x4d's first grouped conv shape (groups of 4), smaller map
     (64, 64, 16, 8, 2),     # groups of 8, strided (the ResNeXt fixture's second block)
+    (544, 544, 7, 34, 1),   # 34 super-group planes on 32 cores: whole rounds of 17 (a ragged round was wrong)
 ])
 def test_grouped_matches_onnxruntime(cin, cout, h, group, stride, precision_mode):
     tiling, compiled = check(conv_model(cin, cout, h, h, 1, stride=stride, group=group), precision_mode)
