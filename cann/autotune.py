@@ -97,8 +97,10 @@ class ConvShape:
 
 
 def conv_ops(module: ModuleOp) -> list:
-    """The ``graph.conv2d`` ops of a graph-stage module (also inside fused groups), in order."""
-    return [o for o in module.walk() if o.name in OPS]
+    """The dense (``group`` 1) ``graph.conv2d`` ops of a graph-stage module (also inside fused
+    groups), in order: the kernels the tuner measures (depthwise and grouped convolutions have kernels
+    of their own; Gemm and MatMul entries come from ``benchmarks/kb_gemm.py``)."""
+    return [o for o in module.walk() if o.name == "graph.conv2d" and o.properties["group"].value.data == 1]
 
 
 @dataclass(frozen=True)

@@ -224,3 +224,23 @@ def test_tune_leaves_what_the_shipped_kb_covers_and_a_cold_tune_measures_it(tmp_
     assert [t.entry["signature"] for t in cold.tuned] == [sig] and cold.tuned[0].entry["aicore_num"] == 8
     assert load(kb).lookup("Conv", sig, "Ascend910", "force_fp16", 8) == cold.tuned[0].entry["tiling"]
     assert load(kb).lookup("Conv", sig, "Ascend910", "force_fp16") is None  # not at the SoC's 32 cores
+
+
+def test_tune_measures_dense_convolutions_only(tmp_path):
+    # a depthwise Conv (its own kernel) and a Gemm (GEMM entries come from benchmarks/kb_gemm.py) are
+    # not the tuner's: only the dense Conv is tuned (the Gemm once crashed the tuner)
+    rng = np.random.default_rng(2)
+    w = numpy_helper.from_array((rng.standard_normal(SHAPE.w) / 12).astype(np.float32), "w")
+    dw = numpy_helper.from_array((rng.standard_normal((32, 1, 3, 3)) / 3).astype(np.float32), "dw")
+    g = numpy_helper.from_array((rng.standard_normal((32, 10)) / 6).astype(np.float32), "g")
+    graph = helper.make_graph([
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c", "dw"], ["d"], pads=[1, 1, 1, 1], group=32),
+        helper.make_node("GlobalAveragePool", ["d"], ["p"]), helper.make_node("Flatten", ["p"], ["f"]),
+        helper.make_node("Gemm", ["f", "g"], ["y"])],
+        "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 28, 28])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [w, dw, g])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    report = cann.tune(model, tmp_path / "kb.json", trials=1, jobs=1, check=False)
+    assert [t.entry["signature"] for t in report.tuned] == [SIG] and report.hits == 0
