@@ -7,9 +7,9 @@
 // Must not: shipped=false and no file record nothing.
 // RUN: cann-opt %s -p 'tile-search-kb{shipped=false}' | filecheck %s --check-prefix=NONE
 
-// CHECK:      func.func @matmul_0({{.*}}tile.tiling = {block_dim = {{[0-9]+}} : i64, k = {{[0-9]+}} : i64, m = {{(16|32)}} : i64,
+// CHECK:      func.func @matmul_0({{.*}}tile.tiling = {{{.*}}block_dim = {{[0-9]+}} : i64, k = {{[0-9]+}} : i64, m = {{(16|32)}} : i64,
 // CHECK-NOT:  m = 24
-// PIN:        func.func @matmul_0({{.*}}tile.tiling = {block_dim = {{[0-9]+}} : i64, {{.*}}m_blocks = 1 : i64
+// PIN:        func.func @matmul_0({{.*}}tile.tiling = {{{.*}}block_dim = {{[0-9]+}} : i64, {{.*}}m_blocks = 1 : i64
 // BOTH:       builtin.module attributes {tile.knowledge_bases = ["shipped:{{[0-9a-f]+}}", "user:{{[0-9a-f]+}}"]}
 // NONE-NOT:   tile.knowledge_bases
 

@@ -14,9 +14,9 @@
 // CHECK:      builtin.module attributes {tile.knowledge_bases = ["user:{{[0-9a-f]+}}"]}
 // CHECK:      graph.matmul %0, %2 {tile.tiling = {m_blocks = 2 : i64, n_blocks = 3 : i64, step_k = 1 : i64}, tile.kb = "{{.*}}kb_gemm.json"
 // CHECK:      graph.gemm %0, %3 {tile.tiling = {m = 32 : i64, m_blocks = 1 : i64, n = 16 : i64, n_blocks = 3 : i64}, tile.kb = "{{.*}}kb_gemm.json"
-// TILE:       func.func @matmul_0({{.*}}tile.tiling = {block_dim = 6 : i64, {{.*}}m_blocks = 2 : i64, n = 16 : i64, n_blocks = 3 : i64, {{.*}}step_k = 1 : i64}
-// TILE:       func.func @gemm_0({{.*}}tile.tiling = {block_dim = 3 : i64, k = {{[0-9]+}} : i64, m = 32 : i64, m_blocks = 1 : i64, n = 16 : i64, n_blocks = 3 : i64,
-// PIN:        func.func @matmul_0({{.*}}tile.tiling = {block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, {{.*}}n_blocks = 1 : i64
+// TILE:       func.func @matmul_0({{.*}}tile.tiling = {{{.*}}block_dim = 6 : i64, {{.*}}m_blocks = 2 : i64, n = 16 : i64, n_blocks = 3 : i64, {{.*}}step_k = 1 : i64}
+// TILE:       func.func @gemm_0({{.*}}tile.tiling = {{{.*}}block_dim = 3 : i64, k = {{[0-9]+}} : i64, m = 32 : i64, m_blocks = 1 : i64, n = 16 : i64, n_blocks = 3 : i64,
+// PIN:        func.func @matmul_0({{.*}}tile.tiling = {{{.*}}block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, {{.*}}n_blocks = 1 : i64
 // TWO:        graph.matmul %0, %1 : (tensor<32x64xf32>, tensor<64x16xf32>)
 // CORES:      graph.matmul %0, %2 {tile.tiling = {m_blocks = 1 : i64, n_blocks = 3 : i64, step_k = 2 : i64}
 // CORES-NOT:  graph.gemm {{.*}}tile.tiling
