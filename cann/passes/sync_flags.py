@@ -21,13 +21,9 @@ wait; an id is reused once its previous wait is done). When none is free the set
 the first point where an id is free, still after A); when that is impossible a ``pipe_barrier``
 (PIPE_ALL) goes before B instead.
 
-**Hardware loops are no fence** (:mod:`cann.passes.sync_loops`): in the scope around it a loop
-stands as per-pipe proxies carrying the hull of its accesses, so a dependence across its boundary
-is a flag pair like a straight-line one, and the ids one loop used are handed to the next by a
-handshake. A PIPE_ALL barrier fences every ``block_if`` region (a barrier first thing inside it,
-and one after a run of consecutive regions, so a core skipping a region pays nothing for it; no
-pair crosses a fence). Every loop's body gets loop-carried sync whatever its trip count (its code
-does not depend on the count). Inside a loop body, besides the dependences within an
+**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if``
+region (a barrier first thing inside it, and one after a run of consecutive regions, so a core
+skipping a region pays nothing for it; no pair crosses a fence). Inside a loop body, besides the dependences within an
 iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
 there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
 to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
