@@ -61,7 +61,9 @@ from cann.passes.sync_deps import (
     parse,
     shift,
     view,
+    walk_ins,
 )
+from cann.passes.sync_loops import Proxy, expand, place_hoisted, reserved_for, same_loop, virtual_raw_only
 
 _ALL = int(isa.Pipe.ALL)
 _SYNC = ("set_flag", "wait_flag", "pipe_barrier", "loop_rotate_event")
@@ -91,6 +93,9 @@ class _Ctx:
     nids: int
     free_barriers: bool = True
     regions: list = field(default_factory=list)  # every loop_rotate region of the kernel
+    pipes: frozenset = frozenset()  # the pipes the kernel's instructions use
+    where: str = ""
+    scopes: dict = field(default_factory=dict)  # id of a scope's item list -> its analysis (_scope)
 
 
 def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
@@ -103,8 +108,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
     later work when the next instruction of every third pipe waits for the producer anyway; it then
     costs one scalar instruction instead of two."""
     # barrier points: (position, the last position they order); a region is one, so is a forced barrier
-    marks = [(i, i) if isinstance(it, Region) else (i, i - 1) for i, it in enumerate(items)
-             if isinstance(it, Region) or i in forced]
+    marks = [(i, i) if _fence(it) else (i, i - 1) for i, it in enumerate(items) if _fence(it) or i in forced]
     views: dict[int, list] = {}
     by_buf: dict[int, list[list]] = {}  # buffer key -> per pipe [(pos, view), ...] in order
     for pos, it in enumerate(items):
@@ -112,7 +116,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
             views[pos] = [view(a, loop, ctx.regions, mv) for a, mv in zip(it.accs, it.moves)]
             for v in views[pos]:
                 by_buf.setdefault(v[1], [[] for _ in range(NP)])[it.pipe].append((pos, v))
-    carried = loop is not None and loop.count >= 2
+    carried = loop is not None  # any loop may repeat: its code does not depend on its trip count
     start = (1, marks[-1][1]) if carried and marks else NONE
     K = [[start] * NP for _ in range(NP)]
     hist = [([-1], [list(K[q])]) for q in range(NP)]  # per pipe: positions, knowledge vectors
@@ -132,6 +136,9 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                 j = bisect_right(lst, (pos,)) - 1
                 while j >= 0:
                     a, x = lst[j]
+                    if same_loop(items, a, pos) or virtual_raw_only(x, v):
+                        j -= 1
+                        continue
                     if covers(kq, (0, a)) or (p in req and covers(req[p], (0, a))):
                         break
                     if distance(x, v, 0, 0, loop) is not None:
@@ -139,7 +146,9 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                         break
                     j -= 1
                 if carried and (p not in req or req[p][0] > 0) and kq[0] > 0:
-                    for a, x in lst:
+                    for a, x in lst:  # (another iteration's loop region is another instance)
+                        if virtual_raw_only(x, v):
+                            continue
                         d = distance(x, v, 1, loop.count - 1, loop)
                         if d is None or covers(kq, (d, a)):
                             continue
@@ -170,8 +179,8 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
         return vec
 
     for pos, it in enumerate(items):
-        if pos in forced or isinstance(it, Region):
-            known = (0, pos) if isinstance(it, Region) else (0, pos - 1)
+        if pos in forced or _fence(it):
+            known = (0, pos) if _fence(it) else (0, pos - 1)
             for q in range(NP):
                 K[q] = [known] * NP
                 hist[q][0].append(pos)
@@ -195,11 +204,14 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
             unmet = {p: r for p, r in unmet.items() if not covers(K[q][p], r)}
         hist[q][0].append(pos)
         hist[q][1].append(list(K[q]))
-    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced), hist
+    return pairs, _cheap_barriers(items, pairs, hist, snapshot, carried, forced, ctx.pipes), hist
 
 
-def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced) -> set[int]:
+def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap: bool, forced,
+                    used: frozenset = frozenset()) -> set[int]:
     """The consumer positions where a barrier is no slower than the pair (see :func:`_analyse`);
+    ``used``: the pipes of the kernel (in a loop body that leaves one of them without work, no
+    barrier is free: that pipe may still run code from before the loop, loops being no fence).
     ``wrap``: the scope is a repeating loop body (the neighbours of an instruction may be in the
     previous or the next iteration)."""
     by_b: dict[int, list[_Pair]] = {}
@@ -207,7 +219,7 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
         by_b.setdefault(pr.b, []).append(pr)
     n = len(items)
     pipes = [it.pipe if isinstance(it, Ins) else -1 for it in items]  # -1: a fence (or control)
-    stops = {i for i, it in enumerate(items) if isinstance(it, Region)} | set(forced)
+    stops = {i for i, it in enumerate(items) if _fence(it)} | set(forced)
 
     at = [[x for x in range(n) if pipes[x] == r] for r in range(NP)]
     stop_list = sorted(stops)
@@ -236,9 +248,12 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
             return None
         return 1, xs[0]
 
+    # a loop body runs beside the code around it (loops are no fence): a pipe with no work in the
+    # body may be busy with work from before the loop, which a barrier would wait for
+    idle = wrap and any(not at[r] for r in used)
     out: set[int] = set()
     for b, prs in by_b.items():
-        if any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
+        if idle or any(pr.d > 1 or (pr.d == 1 and pr.a < pr.b) for pr in prs):
             continue
         q = prs[0].q
         producers = {pr.p for pr in prs}
@@ -265,6 +280,11 @@ def _cheap_barriers(items: list, pairs: list[_Pair], hist: list, snapshot, wrap:
         if ok:
             out.add(b)
     return out
+
+
+def _shares(pr: _Pair) -> bool:
+    """A one-id pair within an iteration: its id can serve others too."""
+    return pr.d == 0 and pr.copies == 1
 
 
 def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried: int = 0) -> dict:
@@ -305,11 +325,8 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
                 continue
             # the producer's pipe, at its set, has seen the consumer of ``known[0]`` iterations back
             pr.ahead = known[0] if known[1] >= pr.b else known[0] + 1
-    def shares(pr: _Pair) -> bool:  # a one-id pair within an iteration: its id can serve others too
-        return pr.d == 0 and pr.copies == 1
-
     for pr in pairs:
-        if pr.barrier or shares(pr):
+        if pr.barrier or _shares(pr):
             continue
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
@@ -323,7 +340,7 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
             pr.barrier = True
     last: dict[tuple[int, int], dict[int, int]] = {}  # per pipe pair and id: its last wait's position
     first: dict[tuple[int, int], dict[int, _Pair]] = {}  # ... and its first pair (in a loop body)
-    for pr in sorted((pr for pr in pairs if not pr.barrier and shares(pr)), key=lambda x: (x.gs, x.b)):
+    for pr in sorted((pr for pr in pairs if not pr.barrier and _shares(pr)), key=lambda x: (x.gs, x.b)):
         key = (pr.p, pr.q)
         busy = reserved.get(key, set()) | held.get(key, set())
         lw, fp = last.setdefault(key, {}), first.setdefault(key, {})
@@ -357,8 +374,19 @@ def _barrier() -> AscendInstrOp:
     return make_op("pipe_barrier", pipe=_ALL)
 
 
-def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair]]:
-    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs)."""
+def _fence(it) -> bool:
+    """A block_if region: a PIPE_ALL barrier orders everything around it (a loop is not one)."""
+    return isinstance(it, Region) and not it.is_loop
+
+
+def _scope(items: list, loop: Loop | None, ctx: _Ctx) -> tuple:
+    """One scope's analysis, once: ``(items with the proxies of its loops, pairs, forced barrier
+    positions, knowledge history, the (p, q) pipe pairs of its flags)``."""
+    key = id(items)
+    got = ctx.scopes.get(key)
+    if got is not None:
+        return got
+    items = expand(items, loop, ctx.regions, ctx.where, lambda r: _scope(r.body, loop_info(r, ctx.where), ctx)[4])
     forced: frozenset = frozenset()
     pairs, cheap, hist = _analyse(items, loop, ctx)
     if not ctx.free_barriers:
@@ -366,8 +394,18 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
     while cheap - forced:  # each barrier can make another pair the only one left at its consumer
         forced |= cheap
         pairs, cheap, hist = _analyse(items, loop, ctx, forced)
-    cheap = forced
-    held = _allocate(pairs, reserved, ctx, hist, loop.count if loop is not None and loop.count >= 2 else 0)
+    got = (items, pairs, forced, hist, {(pr.p, pr.q) for pr in pairs})
+    ctx.scopes[key] = got
+    return got
+
+
+def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list[_Pair], list]:
+    """The scope's instructions with its synchronisation; returns (ops, loop-carried pairs, the
+    id groups of nested loops whose pre-sets and drains move out of this loop scope: see
+    :func:`cann.passes.sync_loops.place_hoisted`)."""
+    items, pairs, cheap, hist, _ = _scope(items, loop, ctx)
+    # any loop may repeat: its code does not depend on its trip count
+    held = _allocate(pairs, reserved, ctx, hist, max(loop.count, 2) if loop is not None else 0)
     inner = {k: set(v) for k, v in reserved.items()}
     for k, v in held.items():
         inner.setdefault(k, set()).update(v)
@@ -382,6 +420,7 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
         sets.setdefault(pr.gs, []).append(_flag("set_flag", pr.p, pr.q, pr.base))
         waits.setdefault(pr.b, []).append(_flag("wait_flag", pr.p, pr.q, wait_id))
     out: list = []
+    cands: list = []  # (start, end, (p, q, ids)) of the nested loops' hoistable id groups
     for g in range(len(items) + 1):
         out += sets.get(g, [])
         out += waits.get(g, [])
@@ -394,21 +433,33 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
             break
         it = items[g]
         if isinstance(it, Region):
-            out += _emit_region(it, inner, ctx, where)
+            res = inner
+            if it.is_loop:
+                res = {k: set(v) for k, v in inner.items()}
+                keep = reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies)
+                for k, v in keep.items():
+                    res.setdefault(k, set()).update(v)
+            start = len(out)
+            ops, hoist = _emit_region(it, res, ctx, where)
+            out += ops
+            cands += [(start, len(out), h) for h in hoist]
             nxt = items[g + 1] if g + 1 < len(items) else None
-            if not it.is_loop and not (isinstance(nxt, Region) and not nxt.is_loop):
+            if not it.is_loop and not _fence(nxt):
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done
-        else:
+        elif type(it) is not Proxy:
             out.append(it.op)
-    return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)]
+    out, hoisted = place_hoisted(out, cands, loop is not None)
+    return out, [pr for pr in pairs if not pr.barrier and (pr.d > 0 or pr.copies > 1)], hoisted
 
 
-def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
+def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> tuple[list, list]:
+    """A region's ops; for a loop also its id groups whose pre-sets and drains are left to the
+    enclosing scope (:func:`cann.passes.sync_loops.place_hoisted`): ``(p, q, ids)``."""
     if not region.is_loop:
-        body, _ = _emit(region.body, None, reserved, ctx, where)
-        return [region.open, _barrier(), *body, region.close]  # fenced before its body; after, see _emit
+        body, _, _ = _emit(region.body, None, reserved, ctx, where)
+        return [region.open, _barrier(), *body, region.close], []  # fenced before its body; after, see _emit
     loop = loop_info(region, where)
-    body, groups = _emit(region.body, loop, reserved, ctx, where)
+    body, groups, hoist = _emit(region.body, loop, reserved, ctx, where)
     pre, rot, drain = [], [], []
     for pr in groups:
         c = pr.copies
@@ -417,6 +468,9 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         if pr.d == 0:  # set and wait in the same iteration: nothing before or after the loop
             continue
         d = pr.d
+        if c == d:  # every id is pre-set and every id drained, whatever the trip count
+            hoist.append((pr.p, pr.q, tuple(range(pr.base, pr.base + c))))
+            continue
 
         def wait_of(m: int, c: int = c, d: int = d) -> int:  # the id offset iteration m waits
             return (m - d) % c
@@ -425,7 +479,7 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> list:
         left = [k % c for k in range(max(0, loop.count - d), loop.count)]  # sets never waited in the loop
         left += [wait_of(m) for m in range(loop.count, d)]  # pre-sets no iteration waited
         drain += [_flag("wait_flag", pr.p, pr.q, pr.base + e) for e in sorted(left)]
-    return [_barrier(), *pre, region.open, *region.ctrl, *rot, *body, region.close, *drain, _barrier()]
+    return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain], hoist
 
 
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
@@ -453,10 +507,11 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
         else:
             kept.append(op)
     items = parse(kept, where)
-    ctx = _Ctx(spec, nids, free_barriers)
+    ctx = _Ctx(spec, nids, free_barriers, where=where)
     ctx.regions = check_regions(items, where)
     fill_accesses(items, spec, kernel.num_args.value.data)
-    out, _ = _emit(items, None, {}, ctx, where)
+    ctx.pipes = frozenset(it.pipe for it in walk_ins(items) if isinstance(it, Ins))
+    out, _, _ = _emit(items, None, {}, ctx, where)
     if any(not isinstance(it, Ctrl) for it in items):
         out.append(_barrier())
     final: list = []

@@ -45,7 +45,10 @@
 // SYNC-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
 // SYNC-NEXT:    ascend.vadds
 // SYNC-NEXT:    ascend.loop_end
-// SYNC-NEXT:    ascend.pipe_barrier pipe=6
+// SYNC-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=5, event=0
+// SYNC-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=5, event=0
+// SYNC-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=5, event=0
+// SYNC-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=5, event=0
 // SYNC-NEXT:    ascend.copy_ub_to_gm
 // SYNC-LABEL: ascend.kernel @cube
 // SYNC:         ascend.set_flag src_pipe=2, dst_pipe=3, event=0

@@ -294,7 +294,8 @@ ascend.kernel @rotated attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // the copy the load of k-1 wrote): the wait is one id ahead of the set (copies = distance + 1),
 // the id the first iteration waits for is pre-set, and the last iteration's set drained. The WAR
 // back (V reads a copy MTE2 refills an iteration later) rotates over two ids too: V may run an
-// iteration ahead of MTE2's wait.
+// iteration ahead of MTE2's wait. The loop is no fence: the copy after it waits for the vector
+// unit's last write only (a flag pair from the loop's end).
 // CHECK-LABEL: ascend.kernel @forward
 // CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=1
@@ -312,7 +313,8 @@ ascend.kernel @rotated attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // CHECK-NEXT:    ascend.loop_end
 // CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=1
-// CHECK-NEXT:    ascend.pipe_barrier pipe=6
+// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=5, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=5, event=0
 // CHECK-NEXT:    ascend.copy_ub_to_gm
 ascend.kernel @forward attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.loop_begin count=8
@@ -374,26 +376,29 @@ ascend.kernel @blocks attributes {block_dim = 3 : i64, num_args = 2 : i64} {
   ascend.vdup dtype=0, dst=0, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
 }
 
-// Nested loops: the inner loop is fenced (its entry and exit barriers order it against the outer
-// body), its own loop-carried WAR is pre-set and drained inside the outer body.
+// Nested loops: no loop is a fence. The outer body's copy hands over to the inner loop's vadds by a
+// flag waited before the inner loop_begin; the inner loop's loop-carried WAR (MTE3 -> V, one id,
+// d = 1 = its copies) is pre-set before the outer loop and drained after it: the flag one inner
+// run leaves set serves the next run as its pre-set, so V is not stalled at every inner exit.
 // CHECK-LABEL: ascend.kernel @nested
-// CHECK-NEXT:    ascend.loop_begin count=2
-// CHECK-NEXT:    ascend.loop_offset
-// CHECK-NEXT:    ascend.copy_gm_to_ub
-// CHECK-NEXT:    ascend.pipe_barrier pipe=6
-// CHECK-NEXT:    ascend.set_flag src_pipe=5, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=5, dst_pipe=1, event=2
+// CHECK:         ascend.loop_begin count=2
+// CHECK-NOT:     event=2
+// CHECK:         ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
 // CHECK-NEXT:    ascend.loop_begin count=4
 // CHECK-NEXT:    ascend.loop_offset
-// CHECK-NEXT:    ascend.wait_flag src_pipe=5, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=5, dst_pipe=1, event=2
 // CHECK-NEXT:    ascend.vadds
-// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=5, event=0
-// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=5, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=1, dst_pipe=5, event=2
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=5, event=2
 // CHECK-NEXT:    ascend.copy_ub_to_gm
-// CHECK-NEXT:    ascend.set_flag src_pipe=5, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=5, dst_pipe=1, event=2
 // CHECK-NEXT:    ascend.loop_end
-// CHECK-NEXT:    ascend.wait_flag src_pipe=5, dst_pipe=1, event=0
-// CHECK-NEXT:    ascend.pipe_barrier pipe=6
-// CHECK-NEXT:    ascend.loop_end
+// CHECK-NOT:     event=2
+// CHECK:         ascend.loop_end
+// CHECK-NOT:     pipe_barrier
+// CHECK:         ascend.wait_flag src_pipe=5, dst_pipe=1, event=2
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=0
 // CHECK-NEXT:    ascend.pipe_barrier pipe=6
 // CHECK-NEXT:  }
 ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
@@ -412,26 +417,32 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // load of iteration k+2 overwrites what mmad k read (M -> MTE1, two rotating ids; MTE1 -> M rotates
 // over two ids as well, since MTE1 may run an iteration ahead of the cube). With free
 // barriers the pairs stay: a barrier before mmad would wait for the previous mmad, which the next
-// loads do not have to.
+// loads do not have to. The loop is no fence: the first loads wait for the mmad before the loop by
+// a flag (its WAR on L0A copy 0), the copy after it for the last mmad.
 // CHECK-LABEL: ascend.kernel @cube_loop
-// CHECK:         ascend.set_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK:         ascend.mmad
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
 // CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=1
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=2
 // CHECK-NEXT:    ascend.loop_begin count=5
 // CHECK-NEXT:    ascend.loop_rotate space=2
 // CHECK-NEXT:    ascend.loop_rotate space=3
-// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=2, dst_pipe=3, base=0, copies=2, step=1
-// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=3, dst_pipe=2, base=0, copies=2, step=1
-// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=2, dst_pipe=3, base=1, copies=2, step=1
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=3, dst_pipe=2, base=1, copies=2, step=1
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=1
 // CHECK-NEXT:    ascend.load2d dst_space=1
 // CHECK-NEXT:    ascend.load2d dst_space=2
-// CHECK-NEXT:    ascend.set_flag src_pipe=3, dst_pipe=2, event=0
-// CHECK-NEXT:    ascend.wait_flag src_pipe=3, dst_pipe=2, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=3, dst_pipe=2, event=1
+// CHECK-NEXT:    ascend.wait_flag src_pipe=3, dst_pipe=2, event=1
 // CHECK-NEXT:    ascend.mmad
-// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=0
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=1
 // CHECK-NEXT:    ascend.loop_end
-// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=0
 // CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=1
-// CHECK-NEXT:    ascend.pipe_barrier pipe=6
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=2
+// CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.copy_l0c_to_ub
 // FREE-LABEL: ascend.kernel @cube_loop
 // FREE:         ascend.loop_begin count=5
 // FREE-NOT:     pipe_barrier
@@ -450,4 +461,59 @@ ascend.kernel @cube_loop attributes {block_dim = 1 : i64, num_args = 2 : i64} {
   ascend.loop_end
   ascend.copy_l0c_to_ub dtype=0, dst=0, src=0, n1=1, m=16, src_m=16
   ascend.copy_ub_to_gm dst_arg=1, dst=0, src=0, nburst=1, burst=512, src_stride=0, dst_stride=0
+}
+
+// Hand-over at a loop boundary (no fence): the load before the loop reaches the loop's vadds by a
+// flag waited before loop_begin, and the vadds after the loop (which overwrites what the loop's
+// stores read) by a flag set after loop_end: no pipe_barrier until the kernel's end.
+// CHECK-LABEL: ascend.kernel @handover
+// CHECK-NEXT:    ascend.copy_gm_to_ub
+// CHECK-NEXT:    ascend.set_flag src_pipe=4, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=0
+// CHECK-NOT:     pipe_barrier
+// CHECK:         ascend.loop_begin count=4
+// CHECK-NOT:     pipe_barrier
+// CHECK:         ascend.loop_end
+// CHECK-NEXT:    ascend.wait_flag src_pipe=5, dst_pipe=1, event=1
+// CHECK-NEXT:    ascend.set_flag src_pipe=5, dst_pipe=1, event=0
+// CHECK-NOT:     pipe_barrier
+// CHECK:         ascend.wait_flag src_pipe=5, dst_pipe=1, event=0
+// CHECK-NEXT:    ascend.vadds dtype=0, dst=256, src0=512
+// CHECK-NEXT:    ascend.pipe_barrier pipe=6
+// CHECK-NEXT:  }
+ascend.kernel @handover attributes {block_dim = 1 : i64, num_args = 2 : i64} {
+  ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=256, src_stride=0, dst_stride=0
+  ascend.loop_begin count=4
+  ascend.loop_offset arg=1, stride=256
+  ascend.vadds dtype=0, dst=256, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
+  ascend.copy_ub_to_gm dst_arg=1, dst=0, src=256, nburst=1, burst=256, src_stride=0, dst_stride=0
+  ascend.loop_end
+  ascend.copy_gm_to_ub dst=512, src_arg=0, src=256, nburst=1, burst=256, src_stride=0, dst_stride=0
+  ascend.vadds dtype=0, dst=256, src0=512, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
+}
+
+// Must not hoist: the inner loop's RAW (load k-1 -> vadds k) rotates over distance + 1 ids, so the
+// flags one run leaves set depend on its trip count: its pre-set and drain stay around the inner
+// loop, inside the outer body (the WAR back, over exactly its distance, is hoisted).
+// CHECK-LABEL: ascend.kernel @nested_forward
+// CHECK:         ascend.loop_begin count=2
+// CHECK:         ascend.set_flag src_pipe=4, dst_pipe=1, event=3
+// CHECK-NEXT:    ascend.loop_begin count=8
+// CHECK:         ascend.loop_end
+// CHECK-NEXT:    ascend.wait_flag src_pipe=1, dst_pipe=4, event=3
+// CHECK-NEXT:    ascend.wait_flag src_pipe=4, dst_pipe=1, event=3
+// CHECK:         ascend.loop_end
+// CHECK-NOT:     event=3
+// CHECK:       }
+ascend.kernel @nested_forward attributes {block_dim = 1 : i64, num_args = 2 : i64} {
+  ascend.loop_begin count=2
+  ascend.loop_offset arg=0, stride=2048
+  ascend.loop_begin count=8
+  ascend.loop_offset arg=0, stride=256
+  ascend.loop_rotate space=5, base=0, size=256, copies=2, step=1
+  ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=256, src_stride=0, dst_stride=0
+  ascend.vadds dtype=0, dst=4096, src0=256, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=1.0
+  ascend.loop_end
+  ascend.copy_ub_to_gm dst_arg=1, dst=0, src=4096, nburst=1, burst=256, src_stride=0, dst_stride=0
+  ascend.loop_end
 }
