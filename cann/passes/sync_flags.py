@@ -21,9 +21,13 @@ wait; an id is reused once its previous wait is done). When none is free the set
 the first point where an id is free, still after A); when that is impossible a ``pipe_barrier``
 (PIPE_ALL) goes before B instead.
 
-**Hardware loops**: a PIPE_ALL barrier fences every loop's entry and exit and every ``block_if``
-region (a barrier first thing inside it, and one after a run of consecutive regions, so a core
-skipping a region pays nothing for it; no pair crosses a fence). Inside a loop body, besides the dependences within an
+**Regions**: a PIPE_ALL barrier fences every ``block_if`` region (a barrier first thing inside
+it, and one after a run of consecutive regions, so a core skipping a region pays nothing for it;
+no pair crosses a fence). A hardware loop is no fence: the scope around it sees it through proxies
+(:mod:`cann.passes.sync_loops`), and pairs cross it. Only when the event ids the scope keeps around
+a loop leave a pair inside it (or in a loop nested in it) without an id, the loop is fenced after
+all, a barrier right before and right after it, so that it keeps only the ids of pairs alive
+across it: one barrier per entry instead of one per iteration. Inside a loop body, besides the dependences within an
 iteration, B in iteration k depends on A in iteration k - d (d >= 1) when their footprints meet
 there: GM addresses move by ``loop_offset`` strides and addresses in a ``loop_rotate`` region move
 to copy ``(c + i*step) % copies``, so d is the smallest distance at which the two footprints land
@@ -96,6 +100,7 @@ class _Ctx:
     pipes: frozenset = frozenset()  # the pipes the kernel's instructions use
     where: str = ""
     scopes: dict = field(default_factory=dict)  # id of a scope's item list -> its analysis (_scope)
+    starved: int = 0  # pairs that became barriers for want of an event id (nested scopes included)
 
 
 def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
@@ -315,6 +320,8 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
                 return max(gap, ps[k] + 1)
         return None
 
+    for pr in pairs:  # a scope emitted again (a loop fenced after all, see _emit) starts afresh
+        pr.gs, pr.base, pr.barrier, pr.ahead = pr.a + 1, -1, False, 0
     held: dict[tuple[int, int], set[int]] = {}
     if carried:
         for pr in pairs:
@@ -338,6 +345,7 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
                 break
         else:
             pr.barrier = True
+            ctx.starved += 1
     last: dict[tuple[int, int], dict[int, int]] = {}  # per pipe pair and id: its last wait's position
     first: dict[tuple[int, int], dict[int, _Pair]] = {}  # ... and its first pair (in a loop body)
     for pr in sorted((pr for pr in pairs if not pr.barrier and _shares(pr)), key=lambda x: (x.gs, x.b)):
@@ -357,6 +365,7 @@ def _allocate(pairs: list[_Pair], reserved: dict, ctx: _Ctx, hist: list, carried
             options.append((g, e))
         if not options:
             pr.barrier = True
+            ctx.starved += 1
             continue
         pr.gs, pr.base = min(options)
         lw[pr.base] = pr.b
@@ -436,13 +445,31 @@ def _emit(items: list, loop: Loop | None, reserved: dict, ctx: _Ctx, where: str)
             res = inner
             if it.is_loop:
                 res = {k: set(v) for k, v in inner.items()}
-                keep = reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies)
+                keep = reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies,
+                                    loop is not None)
                 for k, v in keep.items():
                     res.setdefault(k, set()).update(v)
             start = len(out)
+            starved = ctx.starved
             ops, hoist = _emit_region(it, res, ctx, where)
-            out += ops
-            cands += [(start, len(out), h) for h in hoist]
+            if it.is_loop and ctx.starved > starved:
+                # the ids this scope's pairs keep around the loop starve it: fence it instead (a
+                # PIPE_ALL barrier before and after it orders every pair waited before it or set
+                # after it), so that it keeps from them only the ids of the pairs alive across it
+                ctx.starved = starved
+                res = {k: set(v) for k, v in inner.items()}
+                for k, v in reserved_for(it, items, pairs, hist, lambda pr: 1 if _shares(pr) else pr.copies,
+                                         loop is not None, fenced=True).items():
+                    res.setdefault(k, set()).update(v)
+                ops, hoist = _emit_region(it, res, ctx, where)
+                out.append(_barrier())  # its nested loops' pre-sets and drains go inside the fence
+                start = len(out)
+                out += ops
+                cands += [(start, len(out), h) for h in hoist]
+                out.append(_barrier())
+            else:
+                out += ops
+                cands += [(start, len(out), h) for h in hoist]
             nxt = items[g + 1] if g + 1 < len(items) else None
             if not it.is_loop and not _fence(nxt):
                 out.append(_barrier())  # after a run of block_ifs: whichever of them ran is done

@@ -11,7 +11,8 @@ its pipes).
 
 Event ids: the loop's pairs must not set an id of a pipe pair (p, q) while an earlier ``wait_flag``
 of that id has not run yet. So a loop's scope keeps from it the ids of the scope's own pairs that
-are alive around it, come after it, or were waited before it without pipe p knowing; and the ids
+are set before it and waited after it, set after it before pipe p knows that q has left it, or
+were waited before it without pipe p knowing (:func:`reserved_for`); and the ids
 of one loop, used again by the next loop of the scope (or by the same loop in the next iteration
 of the scope), are handed over by a handshake q -> p through a virtual buffer: each end proxy of
 pipe q writes it, an *entry* proxy of pipe p before the next such loop reads it, so p sets those
@@ -21,6 +22,7 @@ already know that (vector clocks), and never at the end of the kernel.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from cann.dialects.ascend import make_op
@@ -114,21 +116,38 @@ def span(items: list, region: Region) -> tuple[int, int]:
     return pos[0], pos[-1]
 
 
-def reserved_for(region: Region, items: list, pairs: list, hist: list, copies_of) -> dict:
+def _knows(hist: list, p: int, gap: int, q: int, r: tuple) -> bool:
+    """Does pipe p, at ``gap`` (before the waits and the item at that position), know pipe q's
+    ``r`` = (iterations back, position)?"""
+    ps, vs = hist[p]
+    return covers(vs[bisect_right(ps, gap - 1) - 1][q], r)
+
+
+def reserved_for(region: Region, items: list, pairs: list, hist: list, copies_of, in_loop: bool,
+                 fenced: bool = False) -> dict:
     """Per (p, q) pipe pair, the event ids the scope's ``pairs`` keep from the loop ``region``
-    (module docstring): alive around it, after it, or waited before it without pipe p knowing
-    (from the knowledge ``hist`` of the analysis).
+    (module docstring): set before it and waited after it; set after it (at or after its end
+    proxies) while pipe p does not know that q has left it (the loop's last wait of the id may still
+    be ahead), or, in a loop scope (``in_loop``), waited after it in an iteration pipe p does not
+    know q finished when the loop starts again; or waited before it (at or before its begin
+    proxies) without pipe p knowing (from the knowledge ``hist`` of the analysis). ``fenced``: the
+    loop has a PIPE_ALL barrier before and after it: only the ids of pairs alive across it.
     ``copies_of(pair)``: how many ids from its base the pair holds."""
     g0, g1 = span(items, region)
+    at = next(i for i in range(g0, g1 + 1) if items[i] is region)
+    ends = {items[i].pipe: i for i in range(at + 1, g1 + 1)}  # the end proxy of each pipe
     out: dict[tuple[int, int], set[int]] = {}
     for pr in pairs:
         if pr.barrier or pr.base < 0:
             continue
-        keep = pr.gs <= g1 and pr.b >= g0 or pr.gs > g1
-        if not keep and pr.b < g0:
-            ps, vs = hist[pr.p]
-            j = max(i for i, x in enumerate(ps) if x < g0)
-            keep = not covers(vs[j][pr.q], (0, pr.b))
+        keep = pr.gs <= at < pr.b
+        if fenced or keep:
+            pass
+        elif pr.gs > at:
+            keep = pr.q in ends and not _knows(hist, pr.p, pr.gs, pr.q, (0, ends[pr.q])) or \
+                in_loop and not _knows(hist, pr.p, g0, pr.q, (1, pr.b))
+        else:
+            keep = not _knows(hist, pr.p, at, pr.q, (0, pr.b))
         if keep:
             out.setdefault((pr.p, pr.q), set()).update(range(pr.base, pr.base + copies_of(pr)))
     return out

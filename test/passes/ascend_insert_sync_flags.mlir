@@ -415,7 +415,8 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 
 // A double-buffered cube K loop (L0A / L0B rotating): MTE1 -> M within an iteration, and the
 // load of iteration k+2 overwrites what mmad k read (M -> MTE1, two rotating ids; MTE1 -> M rotates
-// over two ids as well, since MTE1 may run an iteration ahead of the cube). With free
+// over two ids as well, since MTE1 may run an iteration ahead of the cube; it reuses id 0 of the
+// pair before the loop, which MTE1 knows was waited: it waited for the mmad after it). With free
 // barriers the pairs stay: a barrier before mmad would wait for the previous mmad, which the next
 // loads do not have to. The loop is no fence: the first loads wait for the mmad before the loop by
 // a flag (its WAR on L0A copy 0), the copy after it for the last mmad.
@@ -429,12 +430,12 @@ ascend.kernel @nested attributes {block_dim = 1 : i64, num_args = 2 : i64} {
 // CHECK-NEXT:    ascend.loop_rotate space=2
 // CHECK-NEXT:    ascend.loop_rotate space=3
 // CHECK-NEXT:    ascend.loop_rotate_event src_pipe=2, dst_pipe=3, base=1, copies=2, step=1
-// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=3, dst_pipe=2, base=1, copies=2, step=1
+// CHECK-NEXT:    ascend.loop_rotate_event src_pipe=3, dst_pipe=2, base=0, copies=2, step=1
 // CHECK-NEXT:    ascend.wait_flag src_pipe=2, dst_pipe=3, event=1
 // CHECK-NEXT:    ascend.load2d dst_space=1
 // CHECK-NEXT:    ascend.load2d dst_space=2
-// CHECK-NEXT:    ascend.set_flag src_pipe=3, dst_pipe=2, event=1
-// CHECK-NEXT:    ascend.wait_flag src_pipe=3, dst_pipe=2, event=1
+// CHECK-NEXT:    ascend.set_flag src_pipe=3, dst_pipe=2, event=0
+// CHECK-NEXT:    ascend.wait_flag src_pipe=3, dst_pipe=2, event=0
 // CHECK-NEXT:    ascend.mmad
 // CHECK-NEXT:    ascend.set_flag src_pipe=2, dst_pipe=3, event=1
 // CHECK-NEXT:    ascend.loop_end

@@ -339,3 +339,41 @@ def test_the_sync_pass_resolves_loop_steps_as_the_simulator_does():
         parse([instr_to_op(i) for i in bad], "k")
     assert e.value.lines() == ["error: k: instruction 2: loop_step with no work instruction after it in its loop "
                                "(loop_end at 3)"]
+
+
+def test_a_loop_starved_of_event_ids_is_fenced_not_its_body():
+    """Regression (GEMM 512x4096x11008: 309,209 cycles instead of 240,891 with unfenced loops):
+    the ids the scope around the K loop kept for its own pairs (the one waited just before the
+    loop, the peeled N tile's after it) left the loop's second L1 stream without ids, so a
+    PIPE_ALL barrier ran in every K iteration. Now such a loop is fenced instead (a barrier before
+    and after it, once per N tile): its body keeps both streams on rotating flags."""
+    k, n = 4096, 11008
+    b = np.random.default_rng(0).standard_normal((k, n)).astype(np.float16)
+    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("A", TensorProto.FLOAT16, [512, k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, [512, n])],
+                              [numpy_helper.from_array(b, "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    tiling = {"matmul_0": {"k": 64, "m": 256, "m_blocks": 2, "n": 240, "n_blocks": 16, "step_k": 4}}
+    module = lower(model, tiling=tiling, kb=False)
+    (kernel,) = kernels(module)
+    names = [op.DEFN.mnemonic for op in kernel.instructions]
+    depth, k_loops = 0, []  # the K loops: the loops inside the N-tile loop
+    for i, m in enumerate(names):
+        if m == "loop_begin":
+            depth += 1
+            if depth == 2:
+                k_loops.append(i)
+        depth -= m == "loop_end"
+    assert len(k_loops) == 2  # one per core group (m_blocks)
+    for i in k_loops:
+        body = names[i:names.index("loop_end", i)]
+        assert "pipe_barrier" not in body
+        j = i - 1
+        while names[j] == "set_flag":  # its pre-sets go inside the fence
+            j -= 1
+        assert names[j] == "pipe_barrier"  # the fence
+    a = np.random.default_rng(1).standard_normal((512, k)).astype(np.float16)
+    y = Model(build_offline_model(module)).run({"A": a}, sim_checks="error")["Y"]
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    assert _rel_l2(y, ref) < 1e-3
