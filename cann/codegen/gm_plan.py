@@ -20,12 +20,14 @@ launch ``i`` never share. Offsets are assigned by the *greedy-by-size* strategy 
 memory planners (Pisarchyk and Lee, "Efficient Memory Management for Deep Neural Net Inference",
 2020): buffers in decreasing size (then first use, then program order), each at the smallest gap
 between the already placed buffers its lifetime intersects where it fits, else above the highest
-of them. Placing the large early activations first leaves few holes; on the light zoo it is within
-a few percent of the lower bound (the largest sum of simultaneously live buffers,
-:attr:`GmPlan.live_peak`; ``benchmarks/memory.py``). First-fit in program order (onnxruntime's
-memory pattern replays its run-time allocator, which is first-fit) fragments more for the same
-lifetimes. Without ``reuse`` every buffer gets its own bytes in program order (the layout before
-reuse existed).
+of them. Placing the large activations first leaves few holes. The same best fit is also tried
+with ties broken by the longer lifetime, and in first-use order (what a run-time allocator such
+as onnxruntime's, whose memory pattern replays it, sees); the smallest arena wins (the first of
+equal ones), never more than program order. On the light zoo and the exported fixtures the result
+is the lower bound (the largest sum of simultaneously live buffers, :attr:`GmPlan.live_peak`)
+for 12 of 14 models, ResNet-50 included, and at most 20% above it (``benchmarks/memory.py``);
+greedy by size alone was 11% above on ResNet-50, first-use order alone up to 28% above. Without
+``reuse`` every buffer gets its own bytes in program order (the layout before reuse existed).
 
 :func:`plan_memory` checks its result in every compile (not only in tests): no two buffers live
 at the same launch overlap (:func:`check_plan`), so no launch, on any of its cores, writes bytes
@@ -144,18 +146,44 @@ def lifetimes(main: func.FuncOp) -> tuple[list[SSAValue], list[Buffer]]:
     return allocs, [Buffer(i, align(nbytes(v)), first.get(i, 0), last.get(i, n)) for i, v in enumerate(allocs)]
 
 
+#: the orders :func:`assign` places the buffers in, each with best fit; the smallest arena wins
+#: (the first of equal ones): greedy by size, ties by first use; by size, ties by the longer
+#: lifetime; by first use (the order a run-time allocator sees them)
+ORDERS = (
+    lambda b: (-b.size, b.first, b.index),
+    lambda b: (-b.size, b.first - b.last, b.first, b.index),
+    lambda b: (b.first, b.index),
+)
+
+
 def assign(buffers: list[Buffer], reuse: bool = True) -> list[int]:
     """Each buffer's offset in the activation arena (see the module docstring): program order
-    without ``reuse``, greedy by size with it (program order when that is smaller: reuse never grows the arena)."""
+    without ``reuse``; with it, the smallest of the best-fit placements in the :data:`ORDERS`
+    and program order (reuse never grows the arena)."""
     if not reuse:
         out, top = [], 0
         for b in buffers:
             out.append(top)
             top += b.size
         return out
+    best = assign(buffers, False)
+    for order in ORDERS:
+        cand = _best_fit(buffers, sorted(buffers, key=order))
+        if _end(buffers, cand) < _end(buffers, best):
+            best = cand
+    return best
+
+
+def _end(buffers: list[Buffer], arena: list[int]) -> int:
+    return max((o + b.size for o, b in zip(arena, buffers)), default=0)
+
+
+def _best_fit(buffers: list[Buffer], order: list[Buffer]) -> list[int]:
+    """Offsets placing ``order``'s buffers one by one, each at the smallest gap between the placed
+    buffers its lifetime intersects where it fits, else above the highest of them."""
     placed: list[tuple[int, Buffer]] = []  # (offset, buffer), kept sorted by offset
     out = [0] * len(buffers)
-    for b in sorted(buffers, key=lambda b: (-b.size, b.first, b.index)):
+    for b in order:
         best, best_gap, top = None, None, 0
         for off, o in placed:
             if not b.overlaps_in_time(o):
@@ -168,8 +196,6 @@ def assign(buffers: list[Buffer], reuse: bool = True) -> list[int]:
         out[b.index] = off
         placed.append((off, b))
         placed.sort(key=lambda p: (p[0], p[1].index))
-    if max((o + b.size for o, b in zip(out, buffers)), default=0) > sum(b.size for b in buffers):
-        return assign(buffers, False)  # never more than without reuse
     return out
 
 
