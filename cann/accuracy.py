@@ -347,7 +347,7 @@ def _compile_traced(onnx_path: str, om, om_path: str):
         with capture() as rec:
             module = lower(onnx_path, soc_version=om.soc_version, precision_mode=om.precision_mode,
                            input_shape={t.name: t.shape for t in om.inputs}, out_nodes=outs, opt_level=level)
-        built = build_offline_model(module)
+        built = build_offline_model(module, om.gm_reuse)
         if _layout(built) == _layout(om):
             return rec, module, built
     raise CannError(om_path, f"its launches are not those {onnx_path} compiles to ({om.soc_version}, "
@@ -365,7 +365,7 @@ def plan_layers(onnx_path: str, om, om_path: str) -> LayerPlan:
     """
     from xdsl.ir import Operation
 
-    from cann.codegen.offline import plan_gm
+    from cann.codegen.gm_plan import plan_memory
     from cann.dialects import main_function, tile
     from cann.dialects.graph_base import numpy_dtype
     from cann.dialects.graph_fused import FusedOp
@@ -376,19 +376,23 @@ def plan_layers(onnx_path: str, om, om_path: str) -> LayerPlan:
     values, consts, buffers = rec["onnx_values"], rec["onnx_constants"], rec["graph_buffers"]
     uses = rec["onnx_uses"]
     main = main_function(module, om_path)
-    offset = plan_gm(main)[0]
+    gm = plan_memory(main, om.gm_reuse)
+    offset = gm.offset
     spans = [[(offset[a], offset[a] + math.prod(a.type.get_shape()) * numpy_dtype(a.type.element_type).itemsize)
               for a in op.args] for op in main.body.block.ops if isinstance(op, tile.LaunchOp)]
-    regions: dict[tuple[int, str, tuple], Region] = {}
+    regions: dict[tuple[int, str, tuple, tuple[int, int]], Region] = {}
 
     def region(v) -> Region | None:
         d = buffers.get(v)
         if d is None or d.fmt not in FORMATS or d.mem not in offset:
             return None
-        key = (offset[d.mem], d.fmt, tuple(d.shape))
+        # with GM reuse the bytes hold other tensors outside the buffer's lifetime: only its launches count
+        life = gm.lifetime(d.mem) or (0, len(spans))
+        key = (offset[d.mem], d.fmt, tuple(d.shape), life)
         if key not in regions:
             start, nbytes = offset[d.mem], d.size * np.dtype(d.dtype).itemsize
-            touch = tuple(i for i, s in enumerate(spans) if any(a < start + nbytes and start < b for a, b in s))
+            touch = tuple(i for i, s in enumerate(spans) if life[0] <= i <= life[1]
+                          and any(a < start + nbytes and start < b for a, b in s))
             regions[key] = Region(start, nbytes, d.fmt, tuple(d.shape), np.dtype(d.dtype), touch)
         return regions[key]
 

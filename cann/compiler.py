@@ -309,7 +309,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
             framework: int | str | None = None, fusion_report: str | os.PathLike | None = None,
             first_load_segment: int | str | None = None, tiling: dict[str, dict[str, int]] | None = None,
             kb: str | os.PathLike | bool | None = None, keep_dtype: str | os.PathLike | list[str] | None = None,
-            calibration_inputs: dict | None = None):
+            calibration_inputs: dict | None = None, gm_reuse: bool | str | None = None):
     """Compile an ONNX model (a path or a ``ModelProto``), a frozen TensorFlow GraphDef (a ``.pb``
     path, its bytes or a ``GraphDef``; ``framework=3`` for another suffix) or the text IR of a stage
     (a ``.mlir`` path: the remaining stages run) for the modeled AI Core.
@@ -331,7 +331,9 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     in float32 under an fp16 precision mode; ``precision_mode="allow_mix_precision"`` keeps
     overflow-prone op kinds and the nodes a calibration run on ``calibration_inputs`` (default:
     seeded uniform [0, 1) inputs) finds beyond float16's range (docs/precision.md).
-    ``Model.kept_fp32`` is then ``(kept, total)`` graph ops.
+    ``Model.kept_fp32`` is then ``(kept, total)`` graph ops. ``gm_reuse`` (default on; ``"off"`` or
+    False: every activation and workspace gets its own device memory): activations and workspaces
+    whose lifetimes do not intersect share GM (:mod:`cann.codegen.gm_plan`; recorded in the ``.om``).
 
     Returns:
         cann.runtime.Model: runs on the simulator (``Model.run``), saves as ``.om`` (``Model.save``).
@@ -343,6 +345,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     from cann.codegen.offline import build_offline_model
     from cann.runtime import Model
 
+    reuse = validate_options(gm_reuse=gm_reuse).gm_reuse  # its error before any work
     module = lower(model, soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
@@ -350,7 +353,7 @@ def compile(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | No
     check_core_types(module)
     from cann.codegen.report import fusion_report as make_report, report_json
 
-    compiled = Model(build_offline_model(module))
+    compiled = Model(build_offline_model(module, reuse))
     compiled.fusion_report = make_report(module)
     kept = module.attributes.get("cann.kept_fp32")
     compiled.kept_fp32 = tuple(a.value.data for a in kept.data) if kept is not None else None

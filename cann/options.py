@@ -166,6 +166,19 @@ def _keep_dtype(value) -> tuple[tuple[str, str], ...]:
     raise BadValue(f"expected a keep_dtype file path or a list of node names, got {value!r}")
 
 
+#: the values of ``--gm-reuse`` and what they mean
+GM_REUSE = {"on": True, "off": False}
+
+
+def _gm_reuse(value) -> bool:
+    """``"on"`` / ``"off"`` or a bool -> whether activations and workspaces share GM."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in GM_REUSE:
+        return GM_REUSE[value.strip().lower()]
+    raise BadValue(f"expected on or off, got {value!r}")
+
+
 def _framework(value) -> str:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
@@ -198,6 +211,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("out_nodes", "--out_nodes", _out_nodes, "model outputs (tensor names or node:output_index)"),
     Option("fusion_switch_file", "--fusion_switch_file", _fusion_switch_file, "ATC fusion switch file"),
     Option("framework", "--framework", _framework, "3 = TensorFlow, 5 = ONNX"),
+    Option("gm_reuse", "--gm-reuse", _gm_reuse, "on (default): activations and workspaces whose lifetimes do not "
+           "intersect share device memory; off: each its own bytes"),
     Option("keep_dtype", "--keep_dtype", _keep_dtype, "ATC keep_dtype file: ONNX nodes kept in float32 under an "
            "fp16 precision mode"),
 )}
@@ -217,6 +232,7 @@ class CompileOptions:
     fusion: dict[str, bool] | None = None  # from fusion_switch_file
     framework: str | None = None
     keep_dtype: tuple[tuple[str, str], ...] | None = None  # (node name, where it was listed)
+    gm_reuse: bool = True
     given: frozenset[str] = frozenset()  # the options given explicitly (not None)
 
 

@@ -80,7 +80,9 @@ def test_readme_chain_finishes_with_cann_compile(tmp_path, fire_onnx, redirect):
         om = tmp_path / f"{stage}.om"
         r = _tool("cann_compile", src, "-o", om)
         # no -O: the stage's IR fixed it; the knowledge base the graph stage read is recorded in its text
-        assert r.stdout.endswith(f"(Ascend910, force_fp16, shipped knowledge base sha256 {SHIPPED[:16]})\n")
+        summary, memory = r.stdout.splitlines()  # the summary, then the device memory line
+        assert summary.endswith(f"(Ascend910, force_fp16, shipped knowledge base sha256 {SHIPPED[:16]})")
+        assert memory.startswith(f"{om}: device memory ") and "(reuse on; " in memory
         assert om.read_bytes() == direct.read_bytes(), stage
         _tool("cann_run", om, "--output", tmp_path / f"{stage}.npz")
         got = np.load(tmp_path / f"{stage}.npz")

@@ -2,7 +2,8 @@
 
 The layout is documented byte by byte in ``docs/om-format.md``. In short::
 
-    header (64 bytes)  magic, version, flags, gm_size, weights_offset, 5 section entries
+    header (48 bytes)  magic, version, section count, gm_size, weights_offset, flags, gm_size_no_reuse
+    section table      6 entries (file offset, size)
     strings            soc_version, precision_mode (each u32 length + UTF-8), the knowledge bases' digests
     tensors            inputs then outputs
     weights            raw bytes, the section starts at a 64-byte aligned file offset
@@ -33,14 +34,25 @@ from cann.fileio import atomic_write_bytes
 from cann.hw.config import SocSpec
 
 MAGIC = b"CANNOM\0\0"
-VERSION = 4
-#: the versions this reader accepts (version 3: no knowledge-base digests in the strings section)
-READABLE_VERSIONS = (3, 4)
+VERSION = 5
+#: the versions this reader accepts (version 3: no knowledge-base digests in the strings section;
+#: versions 3 and 4: a 32-byte header without flags and gm_size_no_reuse, read as no GM reuse)
+READABLE_VERSIONS = (3, 4, 5)
 ALIGN = 64
-HEADER = struct.Struct("<8sIIQQ")  # magic, version, section count, gm_size, weights_offset
+#: magic, version, section count, gm_size, weights_offset, flags, reserved (0), gm_size_no_reuse
+HEADER = struct.Struct("<8sIIQQIIQ")
+HEADER_V4 = struct.Struct("<8sIIQQ")  # versions 3 and 4: magic, version, section count, gm_size, weights_offset
 SECTION = struct.Struct("<QQ")  # file offset, size
 SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches", "work")
-HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)
+HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)  # header and section table (version 5)
+#: the header's flags: bit 0, activations and workspaces share GM (``cann-compile --gm-reuse``)
+FLAG_GM_REUSE = 1
+FLAGS = FLAG_GM_REUSE  # every defined bit
+
+
+def header_size(version: int) -> int:
+    """Bytes of the fixed header of format ``version`` (the section table follows it)."""
+    return (HEADER if version >= 5 else HEADER_V4).size
 CHECKSUM_SIZE = 32
 #: the values of the strings section's precision_mode
 PRECISION_MODES = ("force_fp16", "allow_fp32_to_fp16", "must_keep_origin_dtype", "force_fp32", "allow_mix_precision")
@@ -117,6 +129,35 @@ class OfflineModel:
     launches: tuple[Launch, ...]
     #: the knowledge bases the compile read (``"shipped:<sha256 hex>"``, ``"user:<sha256 hex>"``)
     knowledge_bases: tuple[str, ...] = ()
+    #: activations and workspaces whose lifetimes do not intersect share GM (cann.codegen.gm_plan)
+    gm_reuse: bool = False
+    #: the gm_size the same program needs without reuse (0: not recorded, i.e. gm_size)
+    gm_size_no_reuse: int = 0
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the arena holding the weights (the weights section)."""
+        return len(self.weights)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes of the arena that are not weights: model inputs, activations, workspaces."""
+        return self.gm_size - len(self.weights)
+
+    @property
+    def activation_bytes_no_reuse(self) -> int:
+        """:attr:`activation_bytes` without reuse."""
+        return (self.gm_size_no_reuse or self.gm_size) - len(self.weights)
+
+
+def memory_line(model: OfflineModel) -> str:
+    """The device memory of ``model``, one line (``cann-compile``'s summary, ``cann-run --info`` and
+    ``--profile``): the arena, its weights, the rest (inputs, activations, workspaces), and with
+    GM reuse the rest without it."""
+    line = f"device memory {model.gm_size} bytes: weights {model.weight_bytes}, activations {model.activation_bytes}"
+    if model.gm_reuse:
+        return line + f" (reuse on; {model.activation_bytes_no_reuse} without)"
+    return line + " (reuse off)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,9 +177,22 @@ def _tensors(ts: tuple[IoTensor, ...]) -> bytes:
     return b"".join(out)
 
 
-def encode_om(model: OfflineModel) -> bytes:
-    """The bytes of ``model`` as an ``.om`` file (deterministic)."""
+def encode_om(model: OfflineModel, *, version: int = VERSION) -> bytes:
+    """The bytes of ``model`` as an ``.om`` file (deterministic). ``version``: an older format
+    (:data:`READABLE_VERSIONS`) for a reader that only knows it, when the model has nothing that
+    format cannot hold.
+
+    Raises:
+        CannError: an inconsistent model (:func:`validate`); an unknown ``version``, or fields it
+            cannot hold (knowledge bases before 4, GM reuse before 5).
+    """
     validate(model, "<model>")
+    if version not in READABLE_VERSIONS:
+        raise CannError("<model>", f"cannot write .om format version {version} (known: "
+                                   f"{', '.join(map(str, READABLE_VERSIONS))})")
+    if version < 4 and model.knowledge_bases or version < 5 and (model.gm_reuse or model.gm_size_no_reuse):
+        raise CannError("<model>", f".om format version {version} cannot record "
+                                   f"{'knowledge bases' if version < 4 and model.knowledge_bases else 'GM reuse'}")
     tensors = _tensors(model.inputs) + _tensors(model.outputs)
     kernels = [struct.pack("<I", len(model.kernels))]
     for k in model.kernels:
@@ -149,11 +203,12 @@ def encode_om(model: OfflineModel) -> bytes:
         launches += [struct.pack("<II", la.kernel, len(la.args)), struct.pack(f"<{len(la.args)}Q", *la.args)]
     work = [struct.pack("<I", len(model.launches))]
     work += [WORK.pack(*astuple(la.work)) for la in model.launches]
-    strings = _str(model.soc_version) + _str(model.precision_mode) + struct.pack("<I", len(model.knowledge_bases)) \
-        + b"".join(_str(d) for d in model.knowledge_bases)
+    strings = _str(model.soc_version) + _str(model.precision_mode)
+    if version >= 4:
+        strings += struct.pack("<I", len(model.knowledge_bases)) + b"".join(_str(d) for d in model.knowledge_bases)
     bodies = [strings, tensors, bytes(model.weights),
               b"".join(kernels), b"".join(launches), b"".join(work)]
-    payload, table, pos = bytearray(), [], HEADER_SIZE
+    payload, table, pos = bytearray(), [], header_size(version) + SECTION.size * len(SECTION_NAMES)
     for name, body in zip(SECTION_NAMES, bodies):
         if name == "weights":  # 64-byte aligned so a loader can map it directly
             pad = -pos % ALIGN
@@ -162,7 +217,11 @@ def encode_om(model: OfflineModel) -> bytes:
         table.append(SECTION.pack(pos, len(body)))
         payload += body
         pos += len(body)
-    header = HEADER.pack(MAGIC, VERSION, len(SECTION_NAMES), model.gm_size, model.weights_offset)
+    if version >= 5:
+        header = HEADER.pack(MAGIC, version, len(SECTION_NAMES), model.gm_size, model.weights_offset,
+                             FLAG_GM_REUSE if model.gm_reuse else 0, 0, model.gm_size_no_reuse or model.gm_size)
+    else:
+        header = HEADER_V4.pack(MAGIC, version, len(SECTION_NAMES), model.gm_size, model.weights_offset)
     data = header + b"".join(table) + bytes(payload)
     return data + hashlib.sha256(data).digest()
 
@@ -224,18 +283,19 @@ class _Reader:
             raise self.fail(f"{len(self.data) - self.pos} unexpected trailing bytes")
 
 
-def _section_table(data: bytes, where: str) -> dict[str, tuple[int, int]]:
-    """The section table, each section exactly where docs/om-format.md puts it: the first right
-    after the table, each next one right after the previous (the weights at the next multiple of
-    64, zero padding before them), the last ending at the trailer."""
+def _section_table(data: bytes, where: str, table: int) -> dict[str, tuple[int, int]]:
+    """The section table (at file offset ``table``), each section exactly where docs/om-format.md
+    puts it: the first right after the table, each next one right after the previous (the weights
+    at the next multiple of 64, zero padding before them), the last ending at the trailer."""
     end_of_sections = len(data) - CHECKSUM_SIZE
-    sections, pos = {}, HEADER_SIZE
+    first = table + SECTION.size * len(SECTION_NAMES)
+    sections, pos = {}, first
     for i, name in enumerate(SECTION_NAMES):
-        off, size = SECTION.unpack_from(data, HEADER.size + i * SECTION.size)
+        off, size = SECTION.unpack_from(data, table + i * SECTION.size)
         want = pos + (-pos % ALIGN if name == "weights" else 0)
         if off != want or off + size > end_of_sections:
             raise CannError(where, f"corrupt .om: {name} section at file offset {off} (+{size} bytes), expected "
-                                   f"at {want} inside [{HEADER_SIZE}, {end_of_sections}) (docs/om-format.md)")
+                                   f"at {want} inside [{first}, {end_of_sections}) (docs/om-format.md)")
         if any(data[pos:off]):
             raise CannError(where, f"corrupt .om: padding before the {name} section is not zero")
         sections[name] = (off, size)
@@ -253,10 +313,12 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     """
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise CannError(where, "not a cann offline model (bad magic)")
-    if len(data) < HEADER.size:
+    if len(data) < HEADER_V4.size:
         raise CannError(where, "corrupt .om: truncated header")
-    _, version, nsec, gm_size, weights_offset = HEADER.unpack_from(data)
-    intact = len(data) >= HEADER_SIZE + CHECKSUM_SIZE and \
+    _, version, nsec, gm_size, weights_offset = HEADER_V4.unpack_from(data)
+    hsize = header_size(version)
+    total = hsize + SECTION.size * len(SECTION_NAMES)
+    intact = len(data) >= total + CHECKSUM_SIZE and \
         hashlib.sha256(data[:-CHECKSUM_SIZE]).digest() == data[-CHECKSUM_SIZE:]
     if version not in READABLE_VERSIONS:
         if intact:  # a well-formed file of another version
@@ -264,14 +326,21 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
                                    f"{', '.join(map(str, READABLE_VERSIONS))})")
         raise CannError(where, f"corrupt .om: checksum mismatch (file truncated or modified; its header claims "
                                f"format version {version})")
-    if len(data) < HEADER_SIZE + CHECKSUM_SIZE:
+    if len(data) < total + CHECKSUM_SIZE:
         raise CannError(where, "corrupt .om: truncated file")
     if not intact:
         raise CannError(where, "corrupt .om: checksum mismatch (file truncated or modified)")
     if nsec != len(SECTION_NAMES):
         raise CannError(where, f"corrupt .om: expected {len(SECTION_NAMES)} sections, found {nsec}")
+    flags, no_reuse = 0, 0
+    if version >= 5:
+        *_, flags, reserved, no_reuse = HEADER.unpack_from(data)
+        if flags & ~FLAGS:
+            raise CannError(where, f"corrupt .om: unknown header flags {flags:#x} (known: {FLAGS:#x})")
+        if reserved:
+            raise CannError(where, "corrupt .om: the header's reserved field is not zero")
     sections = {name: _Reader(data[off : off + size], where, name)
-                for name, (off, size) in _section_table(data, where).items()}
+                for name, (off, size) in _section_table(data, where, hsize).items()}
     r = sections["strings"]
     soc, precision = r.str(), r.str()
     digests = tuple(r.str() for _ in range(r.count("knowledge-base digests", 4))) if version >= 4 else ()
@@ -303,7 +372,8 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
     launches = [replace(la, work=LaunchWork(*r.unpack(WORK.format[1:]))) for la in launches]
     r.end()
     model = OfflineModel(soc, precision, inputs, outputs, gm_size, weights_offset, weights,
-                         tuple(kernels), tuple(launches), digests)
+                         tuple(kernels), tuple(launches), digests, bool(flags & FLAG_GM_REUSE),
+                         no_reuse if no_reuse != gm_size else 0)
     validate(model, where)
     return model
 
@@ -335,6 +405,7 @@ class _Context:
 #: a record gets a row here and is checked by the writer and the reader alike.
 BOUNDS: tuple[tuple[str, str, Callable, Callable, str], ...] = (
     ("model", "gm_size", lambda c, r: 0, lambda c, r: c.soc.gm_bytes, "the SoC's gm_bytes"),
+    ("model", "gm_size_no_reuse", lambda c, r: 0, lambda c, r: c.soc.gm_bytes, "the SoC's gm_bytes"),
     ("model", "weights_offset", lambda c, r: 0, lambda c, r: r.gm_size - len(r.weights),
      "gm_size minus the weights' size"),
     ("tensor", "gm_offset", lambda c, r: 0, lambda c, r: c.model.gm_size - r.nbytes, "gm_size minus its size"),
@@ -385,6 +456,8 @@ def validate(model: OfflineModel, where: str, *, code: bool = True) -> None:
     if len(model.weights) > model.gm_size:
         raise bad(f"the weights need {len(model.weights)} bytes, more than gm_size {model.gm_size}")
     _check_bounds(ctx, "model", model, "", bad)
+    if not model.gm_reuse and model.gm_size_no_reuse not in (0, model.gm_size):
+        raise bad(f"gm_size_no_reuse {model.gm_size_no_reuse} differs from gm_size {model.gm_size} without GM reuse")
     for kind, ts in (("input", model.inputs), ("output", model.outputs)):
         seen = set()
         for t in ts:

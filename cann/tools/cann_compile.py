@@ -104,9 +104,15 @@ def _configure_logging(level: str) -> None:
               "as a --keep_dtype file OUT; no -o needed.")
 @click.option("--calibration-inputs", "calibration_npz", metavar="NPZ", help="Calibration inputs (.npz: input name "
               "-> array) for --calibrate-keep-dtype and --precision_mode allow_mix_precision.")
+@click.option("--gm-reuse", "gm_reuse", metavar="on|off", help="Device memory plan: on (default): activations "
+              "and workspaces whose lifetimes do not intersect share global memory; off: each gets its own bytes "
+              "(recorded in the .om; docs/core-model.md, 'Device memory plan').")
+@click.option("--disable_reuse_memory", "disable_reuse_memory", metavar="0|1", help="ATC's spelling of --gm-reuse: "
+              "0 (default) reuse on, 1 reuse off.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
-        tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz) -> int:
+        tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz, gm_reuse,
+        disable_reuse_memory) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -125,7 +131,8 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment, keep_dtype=keep_dtype)
-    validate_options(**options)  # every flag's error before any work
+    gm_reuse = _gm_reuse(gm_reuse, disable_reuse_memory)
+    validate_options(**options, gm_reuse=gm_reuse)  # every flag's error before any work
     tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
     if tune and kb == "none":
         raise CannError("--kb", "none: --tune adds the tuned kernels to a knowledge base; give its path "
@@ -188,7 +195,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     if not output.endswith(".om"):
         output += ".om"
     check_writable(output)
-    compiled = cann.compile(model, **options)
+    compiled = cann.compile(model, **options, gm_reuse=gm_reuse)
     if fusion_report:  # the report first: if the .om cannot be written, the report goes again
         atomic_write_bytes(fusion_report, (json.dumps(compiled.fusion_report, indent=1) + "\n").encode())
     try:
@@ -208,6 +215,9 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         mixed = f", {k} of {n} nodes kept in fp32 ({100.0 * k / max(n, 1):.1f}%)"
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
           f"({om.soc_version}, {om.precision_mode}{level}{tuned}{mixed})")
+    from cann.codegen.om import memory_line
+
+    print(f"{output}: {memory_line(om)}")
     return 0
 
 
@@ -221,6 +231,24 @@ def _count(flag: str, text: str | None, what: str) -> int | None:
     if n < 1:
         raise CannError(flag, f"'{text}': {what}, at least 1")
     return n
+
+
+def _gm_reuse(gm_reuse: str | None, disable_reuse_memory: str | None) -> str | None:
+    """``--gm-reuse`` merged with ATC's ``--disable_reuse_memory`` (0: reuse, 1: none).
+
+    Raises:
+        CannError: ``--disable_reuse_memory`` not 0 or 1, or contradicting ``--gm-reuse``.
+    """
+    if disable_reuse_memory is None:
+        return gm_reuse
+    value = disable_reuse_memory.strip()
+    if value not in ("0", "1"):
+        raise CannError("--disable_reuse_memory", f"expected 0 (memory reuse, the default) or 1 (none), "
+                                                  f"got '{disable_reuse_memory}'")
+    atc = "off" if value == "1" else "on"
+    if gm_reuse is not None and gm_reuse.strip().lower() != atc:
+        raise CannError("--gm-reuse", f"'{gm_reuse}' contradicts --disable_reuse_memory {value}")
+    return atc
 
 
 def _tune_flags(tune: bool, job_type: str | None, trials: str | None,

@@ -30,6 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from cann.accuracy import default_tolerance, errors, reference_outputs, reference_session
+from cann.codegen.om import memory_line
 from cann.errors import CannError, Diagnostic, FloatOverflowWarning
 from cann.fileio import atomic_output
 from cann.tools._cli import run_command
@@ -186,6 +187,7 @@ def _print_info(om) -> None:
         for t in ts:
             print(f"{kind}: {t.name} shape={tuple(t.shape)} dtype={t.dtype}")
     print(f"kernels: {len(om.kernels)}  launches: {len(om.launches)}  gm_size: {om.gm_size}")
+    print(memory_line(om))
     for d in om.knowledge_bases or ("none",):
         role, _, digest = d.partition(":")
         print(f"knowledge base: {role}" + (f" sha256 {digest}" if digest else ""))
@@ -246,7 +248,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         kw["sim_checks"] = sim_checks
     if timing_only:
         _simulate(om, model, model.time, **kw)
-        _report(model.last_run, True, profile_csv, trace)
+        _report(model.last_run, True, profile_csv, trace, model.om)
         return 0
     plan = _layer_plan(model, str(om), compare, all_layers, layers_csv)
     names = [t.name for t in model.outputs] + (plan.tensors() if plan else [])
@@ -292,7 +294,7 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     if output:  # written once the run (and any comparison) went through: no file on an error
         with atomic_output(output, "wb") as f:
             np.savez(f, **outputs)
-    _report(getattr(model, "last_run", None), profile, profile_csv, trace)
+    _report(getattr(model, "last_run", None), profile, profile_csv, trace, getattr(model, "om", None))
     return status
 
 
@@ -314,8 +316,9 @@ def _simulate(om, model, fn, *args, **kw):
     return result
 
 
-def _report(run, profile: bool, profile_csv: str | None, trace: str | None) -> None:
-    """The cycles line, then the profile table (``profile``), CSV and trace files asked for."""
+def _report(run, profile: bool, profile_csv: str | None, trace: str | None, om=None) -> None:
+    """The cycles line, then the profile table and the device memory line of ``om``
+    (``profile``), CSV and trace files asked for."""
     if run is None:
         return
     print(f"cycles: {run.cycles}  instructions: {run.instructions}")
@@ -324,6 +327,8 @@ def _report(run, profile: bool, profile_csv: str | None, trace: str | None) -> N
 
         if profile:
             print(prof.format_profile(run))
+            if om is not None:
+                print(memory_line(om))
         if profile_csv:
             prof.write_profile_csv(run, profile_csv)
         if trace:

@@ -9,6 +9,7 @@ import pytest
 
 from cann.codegen.om import (
     CHECKSUM_SIZE,
+    HEADER,
     HEADER_SIZE,
     MAGIC,
     VERSION,
@@ -24,6 +25,8 @@ from cann.codegen.om import (
 )
 from cann.errors import CannError
 from cann.hw import isa
+
+TABLE = HEADER.size  # file offset of the section table (format 5)
 
 CODE = isa.encode([isa.make("block_offset", arg=1, stride=64), isa.make("loop_begin", count=3),
                    isa.make("loop_offset", arg=2, stride=32), isa.make("pipe_barrier", pipe=6),
@@ -82,7 +85,7 @@ def test_layout_header_and_weights_alignment():
     assert struct.unpack_from("<I", data, 8)[0] == VERSION
     assert data[-CHECKSUM_SIZE:] == hashlib.sha256(data[:-CHECKSUM_SIZE]).digest()
     # section entry 2 is the weights section
-    off, size = struct.unpack_from("<QQ", data, 32 + 2 * 16)
+    off, size = struct.unpack_from("<QQ", data, TABLE + 2 * 16)
     assert off % 64 == 0 and size == 600
     assert data[off : off + size] == small_model().weights
 
@@ -299,53 +302,53 @@ def test_launch_work_round_trips_and_sits_in_its_own_section():
     assert [la.work for la in back.launches] == [la.work for la in m.launches]
     assert back.launches[1].work == LaunchWork()  # not given: all zero
     data = encode_om(m)
-    off, size = struct.unpack_from("<QQ", data, 32 + 5 * 16)  # section entry 5: work
+    off, size = struct.unpack_from("<QQ", data, TABLE + 5 * 16)  # section entry 5: work
     assert size == 4 + 3 * 44 and struct.unpack_from("<I", data, off)[0] == 3
     assert struct.unpack_from("<QIQQQQ", data, off + 4) == (2 ** 40 + 3, 2, 5, 6, 7, 2 ** 33)
 
 
 def test_work_section_with_a_wrong_record_count_is_rejected():
     data = bytearray(encode_om(small_model()))
-    off, _ = struct.unpack_from("<QQ", data, 32 + 5 * 16)
+    off, _ = struct.unpack_from("<QQ", data, TABLE + 5 * 16)
     struct.pack_into("<I", data, off, 2)
     _reject(_with_fixed_checksum(data), "work section: expected one record per launch (3)")
 
 
 def _entry(data: bytearray, i: int, off: int, size: int) -> None:
-    struct.pack_into("<QQ", data, 32 + 16 * i, off, size)
+    struct.pack_into("<QQ", data, TABLE + 16 * i, off, size)
 
 
 def test_corrupt_header_is_reported_as_corrupt_not_as_a_version():
-    # flipping header bytes makes the version field 4294967291: the checksum tells it is corruption
+    # flipping header bytes makes the version field 4294967290: the checksum tells it is corruption
     data = bytearray(encode_om(small_model()))
     for i in range(8, 40):
         data[i] ^= 0xFF
     assert _reject(bytes(data)).lines() == [
         "error: m.om: corrupt .om: checksum mismatch (file truncated or modified; its header claims format "
-        "version 4294967291)"]
+        "version 4294967290)"]
     # a re-signed (well-formed) file of another version is an unsupported version
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        "error: m.om: unsupported .om format version 4294967291 (this cann reads versions 3, 4)"]
+        "error: m.om: unsupported .om format version 4294967290 (this cann reads versions 3, 4, 5)"]
 
 
 @pytest.mark.parametrize("edit, message", [
-    # small_model's sections: strings (128, 31), tensors (159, 155), weights (320, 600), kernels (920, 140),
-    # launches (1060, 92), work (1152, 136), trailer at 1288
-    (lambda d: _entry(d, 0, 113, 25), "strings section at file offset 113 (+25 bytes), expected at 128"),
-    (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 159"),
-    (lambda d: _entry(d, 2, 256, 600), "weights section at file offset 256 (+600 bytes), expected at 320"),
-    (lambda d: _entry(d, 4, 1060, 2**64 - 1), f"launches section at file offset 1060 (+{2**64 - 1} bytes), expected at 1060"),
+    # small_model's sections: strings (144, 31), tensors (175, 155), weights (384, 600), kernels (984, 140),
+    # launches (1124, 92), work (1216, 136), trailer at 1352
+    (lambda d: _entry(d, 0, 113, 25), "strings section at file offset 113 (+25 bytes), expected at 144"),
+    (lambda d: _entry(d, 1, 130, 108), "tensors section at file offset 130 (+108 bytes), expected at 175"),
+    (lambda d: _entry(d, 2, 320, 600), "weights section at file offset 320 (+600 bytes), expected at 384"),
+    (lambda d: _entry(d, 4, 1124, 2**64 - 1), f"launches section at file offset 1124 (+{2**64 - 1} bytes), expected at 1124"),
 ])
 def test_sections_must_be_where_the_format_puts_them(edit, message):
     data = bytearray(encode_om(small_model()))
     edit(data)
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        f"error: m.om: corrupt .om: {message} inside [128, 1288) (docs/om-format.md)"]
+        f"error: m.om: corrupt .om: {message} inside [144, 1352) (docs/om-format.md)"]
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: _entry(d, 5, 1152, 124), "12 bytes between the last section and the trailer"),
-    (lambda d: d.__setitem__(315, 7), "padding before the weights section is not zero"),
+    (lambda d: _entry(d, 5, 1216, 124), "12 bytes between the last section and the trailer"),
+    (lambda d: d.__setitem__(379, 7), "padding before the weights section is not zero"),
 ])
 def test_no_bytes_outside_the_sections(edit, message):
     data = bytearray(encode_om(small_model()))
@@ -360,7 +363,7 @@ def test_no_bytes_outside_the_sections(edit, message):
 ])
 def test_record_counts_are_checked_before_looping(section, count_at, message):
     data = bytearray(encode_om(small_model()))
-    off, _ = struct.unpack_from("<QQ", data, 32 + 16 * section)
+    off, _ = struct.unpack_from("<QQ", data, TABLE + 16 * section)
     struct.pack_into("<I", data, off + count_at, 2**32 - 1)
     assert _reject(_with_fixed_checksum(data)).lines() == [f"error: m.om: corrupt .om: {message}"]
 
@@ -375,7 +378,7 @@ def test_knowledge_base_digests_round_trip_and_version_3_files_still_load():
     assert decode_om(encode_om(m)).knowledge_bases == digests
     assert encode_om(m) == encode_om(replace(small_model(), knowledge_bases=digests))  # deterministic
     # the same model as version 3 wrote it: no digest count in the strings section
-    v4 = bytearray(encode_om(small_model()))
+    v4 = bytearray(encode_om(small_model(), version=4))
     strings_off, strings_size = struct.unpack_from("<QQ", v4, 32)
     assert v4[strings_off + strings_size - 4:strings_off + strings_size] == b"\0\0\0\0"
     body = v4[:strings_off + strings_size - 4] + v4[strings_off + strings_size:-CHECKSUM_SIZE]
@@ -393,3 +396,43 @@ def test_knowledge_base_digests_round_trip_and_version_3_files_still_load():
     assert old.knowledge_bases == () and old.kernels == small_model().kernels
     with pytest.raises(CannError, match="knowledge-base digest 'mine:1' is not"):
         encode_om(replace(small_model(), knowledge_bases=("mine:1",)))
+
+
+def test_version_5_records_gm_reuse_and_the_size_without_it():
+    """Format 5's header carries the flags (bit 0: GM reuse) and gm_size_no_reuse; weights and
+    activations are reported apart (the weights section's size, the rest of gm_size)."""
+    from cann.codegen.om import FLAG_GM_REUSE, memory_line
+
+    m = replace(small_model(), gm_reuse=True, gm_size_no_reuse=8192)
+    data = encode_om(m)
+    assert struct.unpack_from("<IIQ", data, 32) == (FLAG_GM_REUSE, 0, 8192)
+    back = decode_om(data)
+    assert back == m and (back.weight_bytes, back.activation_bytes, back.activation_bytes_no_reuse) == \
+        (600, 4096 - 600, 8192 - 600)
+    assert memory_line(back) == "device memory 4096 bytes: weights 600, activations 3496 (reuse on; 7592 without)"
+    assert memory_line(small_model()) == "device memory 4096 bytes: weights 600, activations 3496 (reuse off)"
+    # without reuse the header repeats gm_size (read back as 0: "the same")
+    assert struct.unpack_from("<IIQ", encode_om(small_model()), 32) == (0, 0, 4096)
+    assert encode_om(m) == data  # deterministic
+
+
+@pytest.mark.parametrize("at, value, message", [
+    (32, 2, "corrupt .om: unknown header flags 0x2 (known: 0x1)"),
+    (36, 1, "corrupt .om: the header's reserved field is not zero"),
+])
+def test_version_5_header_fields_are_checked(at, value, message):
+    data = bytearray(encode_om(small_model()))
+    struct.pack_into("<I", data, at, value)
+    assert _reject(_with_fixed_checksum(data)).lines() == [f"error: m.om: {message}"]
+
+
+def test_version_4_files_load_without_reuse_and_cannot_record_it():
+    old = encode_om(small_model(), version=4)
+    assert struct.unpack_from("<I", old, 8)[0] == 4 and struct.unpack_from("<Q", old, 32)[0] == 128  # table at 32
+    assert decode_om(old, "v4.om") == small_model()
+    with pytest.raises(CannError, match="format version 4 cannot record GM reuse"):
+        encode_om(replace(small_model(), gm_reuse=True), version=4)
+    with pytest.raises(CannError, match="cannot write .om format version 6"):
+        encode_om(small_model(), version=6)
+    with pytest.raises(CannError, match="gm_size_no_reuse 8192 differs from gm_size 4096 without GM reuse"):
+        encode_om(replace(small_model(), gm_size_no_reuse=8192))

@@ -128,7 +128,7 @@ def _cli(*args):
 def _summary(stdout: str, mode: str, level: int, kept: str):
     """cann-compile's summary line ends with the mode, level, the shipped knowledge base's digest and ``kept``."""
     return re.search(rf"\(Ascend910, {mode}, -O{level}, shipped knowledge base sha256 [0-9a-f]{{16}}, "
-                     rf"{re.escape(kept)}\)$", stdout.strip())
+                     rf"{re.escape(kept)}\)$", stdout.strip(), re.M)
 
 
 def test_cli_calibrate_keep_dtype_and_summary(tmp_path):

@@ -189,10 +189,11 @@ def test_options_are_passed_to_the_api(fire_onnx, tmp_path, monkeypatch, capsys)
     assert seen == dict(model=str(fire_onnx), soc_version="Ascend310", precision_mode="force_fp32",
                         input_shape="x:0:1,3;data:1,3,16,16", out_nodes="prob;logits",
                         opt_level="0", fusion_switch_file=str(sw), aicore_num=None, framework="5",
-                        first_load_segment=None, keep_dtype=None)
+                        first_load_segment=None, keep_dtype=None, gm_reuse=None)
     out = tmp_path / "net.om"
     size = out.stat().st_size
-    assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n"
+    assert capsys.readouterr().out == f"{out}: 1 kernels, 1 launches, {size} bytes (Ascend310, force_fp32, -O0)\n" \
+                                      f"{out}: device memory 64 bytes: weights 0, activations 64 (reuse off)\n"
 
 
 def test_emit_options_and_atomic_file(fire_onnx, tmp_path, monkeypatch, capsys):
@@ -256,7 +257,11 @@ def test_compile_fire_net(fire_onnx, tmp_path):  # needs the compiler
     from cann.passes.tile_search_kb import load, shipped_path
 
     shipped = load(shipped_path("Ascend910")).digest  # a default compile reads the shipped knowledge base
-    assert r.stdout.rstrip().endswith(f"(Ascend910, force_fp16, -O1, shipped knowledge base sha256 {shipped[:16]})")
+    summary, memory = r.stdout.splitlines()
+    assert summary.endswith(f"(Ascend910, force_fp16, -O1, shipped knowledge base sha256 {shipped[:16]})")
+    assert memory == f"{out}: device memory {om.gm_size} bytes: weights {len(om.weights)}, activations " \
+                     f"{om.gm_size - len(om.weights)} (reuse on; {om.gm_size_no_reuse - len(om.weights)} without)"
+    assert om.gm_reuse and om.gm_size < om.gm_size_no_reuse
     # deterministic: same flags -> same bytes
     r2 = cann_compile("--model", fire_onnx, "--output", tmp_path / "again.om")
     assert r2.returncode == 0, r2.stderr

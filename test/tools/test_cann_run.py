@@ -316,7 +316,12 @@ def test_timing_only_real(compiled, tmp_path, capsys):  # needs the compiler
     lines = out.splitlines()
     assert err == ""  # no generated inputs: nothing is computed
     assert lines[0] == full[-1] and re.fullmatch(r"cycles: \d+  instructions: \d+", lines[0])  # the full run's
-    assert lines[1].startswith("launch ") and lines[-1].startswith("total: ")  # the profile, always
+    assert lines[1].startswith("launch ") and lines[-2].startswith("total: ")  # the profile, always
+    from cann.codegen.om import read_om
+
+    om = read_om(compiled)  # then the device memory: weights and activations apart
+    assert lines[-1] == f"device memory {om.gm_size} bytes: weights {len(om.weights)}, activations " \
+                        f"{om.gm_size - len(om.weights)} (reuse on; {om.activation_bytes_no_reuse} without)"
     assert not any(ln.startswith(("prob:", "logits:")) for ln in lines)
     for ext in ("csv", "json"):
         assert (tmp_path / f"timed.{ext}").read_text() == (tmp_path / f"full.{ext}").read_text()
