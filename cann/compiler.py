@@ -229,7 +229,14 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
                             aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
                             keep_dtype=keep_dtype)
     last = until if until != "asm" else "ascend"
-    if model_framework(model, framework) == "mlir":
+    if isinstance(model, ModuleOp) and module_stage(model) == "graph":
+        # an in-memory graph module (e.g. a cann.training program) is compiled as a fresh import:
+        # the graph passes run, so -O, fusion switches and keep_dtype apply
+        for name in ("input_shape", "out_nodes"):
+            if name in opts.given:
+                raise CannError(OPTIONS[name].flag, "does not apply to <module>: its graph IR is already imported")
+        module, done = model.clone(), None
+    elif model_framework(model, framework) == "mlir":
         module, done = _text_module(model, opts)
         if STAGES.index(done) > STAGES.index(last):
             raise CannError("<module>" if isinstance(model, ModuleOp) else os.fspath(model),

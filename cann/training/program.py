@@ -13,8 +13,8 @@ the place where a data-parallel allreduce or a sharded optimizer will cut the pr
 
 Optimizers follow ONNX ``ai.onnx.preview.training`` Momentum and Adam (onnx/defs/training); the
 scalars that depend on the update count T are computed on the host (:class:`Trainer`) and fed as
-one-element inputs: Momentum's ``lr`` and ``grad_coef`` (beta, or 1 at T = 0), Adam's ``lr``
-(R * sqrt(1 - beta^T) / (1 - alpha^T) for T > 0, else R).
+one-element inputs: Momentum's ``lr`` and ``grad_coef`` (beta, or 1 at T = 0, T the updates
+done), Adam's ``lr`` (R * sqrt(1 - beta^T) / (1 - alpha^T), T the updates done + 1 as PyTorch counts).
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ class Momentum:
     mode: str = "standard"
     states: tuple[str, ...] = field(default=("velocity",), init=False)
 
-    def scalars(self, t: int) -> dict[str, float]:
-        return {"lr": self.lr, "grad_coef": self.beta if t > 0 else 1.0}
+    def scalars(self, step: int) -> dict[str, float]:
+        """The step's inputs after ``step`` updates (ONNX's T = ``step``: the first velocity is the gradient)."""
+        return {"lr": self.lr, "grad_coef": self.beta if step > 0 else 1.0}
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,11 @@ class Adam:
     norm_coefficient_post: float = 0.0
     states: tuple[str, ...] = field(default=("momentum1", "momentum2"), init=False)
 
-    def scalars(self, t: int) -> dict[str, float]:
-        lr = self.lr * math.sqrt(1 - self.beta ** t) / (1 - self.alpha ** t) if t > 0 else self.lr
-        return {"lr": lr}
+    def scalars(self, step: int) -> dict[str, float]:
+        """The step's inputs after ``step`` updates (ONNX's T = ``step + 1``, PyTorch's step count:
+        the first update is bias-corrected)."""
+        t = step + 1
+        return {"lr": self.lr * math.sqrt(1 - self.beta ** t) / (1 - self.alpha ** t)}
 
 
 def _name(op) -> str | None:
