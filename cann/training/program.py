@@ -113,7 +113,8 @@ class TrainingProgram:
 
 
 def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
-          input_shape: dict | None = None, params: list[str] | None = None) -> TrainingProgram:
+          input_shape: dict | None = None, params: list[str] | None = None,
+          gradients: bool = False) -> TrainingProgram:
     """The training program of ``model`` (an ONNX path or ``ModelProto``, or a graph-dialect module)
     whose first output is trained against ``target`` by ``loss``:
 
@@ -122,7 +123,8 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
       ``cross_entropy`` with ``reduction="mean"`` on the flattened positions).
     * ``mse``: ``mean((output - target)^2)``.
 
-    ``params``: the parameter names to train (default :func:`find_parameters`). The module is
+    ``params``: the parameter names to train (default :func:`find_parameters`). ``gradients``: with
+    an optimizer, also output the gradients ``<param>.grad`` (after the states). The module is
     verified and at graph level (compile it with :func:`cann.compile`).
 
     Raises:
@@ -182,6 +184,9 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
         new_p, new_s = _update(u, optimizer, pargs, grads, sargs, states)
         results += new_p + new_s
         rnames += pnames + snames
+        if gradients:
+            results += grads
+            rnames += [f"{p}.grad" for p in pnames]
     block.add_op(func.ReturnOp(*results))
     new_fn = func.FuncOp("main", func.FunctionType.from_lists(types, [r.type for r in results]), Region(block))
     new_fn.arg_attrs = _attrs(names + ["target"] + pnames + scalars + snames)

@@ -33,13 +33,15 @@ class Trainer:
         self.states = {n: np.zeros_like(self.params[n.rsplit(".", 1)[0]]) for n in program.state_names()}
         self.updates = 0
         self.last_run = None
+        self.gradients: dict[str, np.ndarray] = {}  # the last step's, by parameter (with gradients=True)
 
     @classmethod
     def from_model(cls, model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
-                   input_shape: dict | None = None, **compile_options) -> Trainer:
-        """Build (:func:`cann.training.program.build`) and compile the training step of ``model``."""
-        return cls(build(model, loss=loss, optimizer=optimizer or Momentum(), input_shape=input_shape),
-                   **compile_options)
+                   input_shape: dict | None = None, gradients: bool = False, **compile_options) -> Trainer:
+        """Build (:func:`cann.training.program.build`) and compile the training step of ``model``
+        (``gradients``: keep each step's gradients in :attr:`gradients`)."""
+        return cls(build(model, loss=loss, optimizer=optimizer or Momentum(), input_shape=input_shape,
+                         gradients=gradients), **compile_options)
 
     def step(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> float:
         """One training step on a batch (``inputs`` by model input name; ``target`` of the model
@@ -62,5 +64,6 @@ class Trainer:
             self.params[k] = out[k]
         for k in self.states:
             self.states[k] = out[k]
+        self.gradients = {k: out[k + ".grad"] for k in self.params if k + ".grad" in out}
         self.updates += 1
         return float(out["loss"].reshape(-1)[0])
