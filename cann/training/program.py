@@ -188,6 +188,7 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
             results += grads
             rnames += [f"{p}.grad" for p in pnames]
     block.add_op(func.ReturnOp(*results))
+    _erase_dead(block)
     new_fn = func.FuncOp("main", func.FunctionType.from_lists(types, [r.type for r in results]), Region(block))
     new_fn.arg_attrs = _attrs(names + ["target"] + pnames + scalars + snames)
     new_fn.res_attrs = _attrs(rnames)
@@ -196,6 +197,14 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
         new_module.attributes[k_] = v
     new_module.verify()
     return TrainingProgram(new_module, names, values, optimizer, loss, rnames)
+
+
+def _erase_dead(block: Block) -> None:
+    """Erase the ops whose results nothing uses (the rules build both operands' gradients; the
+    ones no parameter needs, e.g. the input image's, and the unused running statistics go)."""
+    for op in reversed(list(block.ops)):
+        if op.results and not any(r.uses for r in op.results):
+            block.erase_op(op)
 
 
 def _attrs(names: list[str]) -> ArrayAttr:
