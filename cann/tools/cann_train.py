@@ -1,11 +1,12 @@
 """``cann-train``: train a model on the simulated AI Core (docs/training.md).
 
-    cann-train model.onnx --data batches.npz --optimizer adam --lr 2e-3 --steps 20 --output weights.npz
+    cann-train model.onnx --data batches.npz --optimizer adam --lr 2e-3 --steps 20 --output-model trained.onnx
 
 ``--data``: an ``.npz`` with one array per model input and ``target`` (of the model output's
 shape: one-hot labels for ``softmax_cross_entropy``); arrays with one more leading axis than the
 model's input are a list of batches, used in turn. Prints the loss of each step (before its
-update); ``--output`` writes the trained parameters (by initializer name). A thin wrapper over
+update); ``--output`` writes the trained parameters (by initializer name), ``--output-model`` the
+model with them. A thin wrapper over
 :class:`cann.training.Trainer`. User mistakes print ``error: <location>: <message>`` and exit 2.
 """
 
@@ -62,16 +63,20 @@ def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dic
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--precision-mode", default="must_keep_origin_dtype", show_default=True,
               help="As cann-compile's --precision_mode.")
-@click.option("--output", metavar="WEIGHTS.npz", help="Write the trained parameters.")
-def cli(model, data, loss, optimizer, lr, steps, precision_mode, output) -> int:
+@click.option("--output", metavar="WEIGHTS.npz", help="Write the trained parameters (and BatchNorm's running "
+              "statistics) by initializer name.")
+@click.option("--output-model", metavar="TRAINED.onnx", help="Write MODEL.onnx with its initializers replaced by "
+              "the trained values (compile it with cann-compile).")
+def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model) -> int:
     """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
     from cann.compiler import check_writable
     from cann.fileio import atomic_output
     from cann.tools.cann_run import _load_array_file
     from cann.training import Adam, Momentum, Trainer, build
 
-    if output:
-        check_writable(output)
+    for path in (output, output_model):
+        if path:
+            check_writable(path)
     arrays = _load_array_file(data)
     if not isinstance(arrays, dict):
         raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")
@@ -82,9 +87,19 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output) -> int:
     for t in range(steps):
         inputs, target = batches[t % len(batches)]
         print(f"step {t + 1}: loss {trainer.step(inputs, target):.6f}", flush=True)
+    trained = {**trainer.params, **trainer.buffers}
     if output:
         with atomic_output(output, "wb") as f:
-            np.savez(f, **trainer.params)
+            np.savez(f, **trained)
+    if output_model:
+        import onnx
+
+        proto = onnx.load(model)
+        for i, init in enumerate(proto.graph.initializer):
+            if init.name in trained:
+                proto.graph.initializer[i].CopyFrom(onnx.numpy_helper.from_array(trained[init.name], init.name))
+        with atomic_output(output_model, "wb") as f:
+            f.write(proto.SerializeToString())
     return 0
 
 

@@ -8,8 +8,8 @@ gradient rules (:mod:`cann.training.autodiff`):
   (``cann.lowering.cube.conv2d``); the weights of a training step are values.
 * ``graph.gemm`` -> ``graph.matmul`` (+ transposes, ``alpha``, ``beta * C``), for the same reason.
 * ``graph.batch_norm`` -> batch statistics (training mode, PyTorch's ``BatchNorm2d.train()``):
-  ``(x - mean) / sqrt(var + eps) * scale + bias`` with the biased variance over every axis but 1.
-  The running statistics are not updated (the training step's outputs do not include them yet).
+  ``(x - mean) / sqrt(var + eps) * scale + bias`` with the biased variance over every axis but 1;
+  the running statistics are updated as PyTorch does (momentum 0.1, unbiased variance).
 """
 
 from __future__ import annotations
@@ -72,7 +72,15 @@ def gemm_as_matmul(b: GraphBuilder, op: graph.GemmOp):
     return y
 
 
-def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp):
+#: PyTorch's BatchNorm momentum (ONNX's momentum attribute 0.9 = 1 - this): the weight of the batch
+#: statistics in the running ones
+BN_MOMENTUM = 0.1
+
+
+def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp, running: list | None = None):
+    """Batch-statistics BatchNorm; appends to ``running`` (if given) ``(running_mean, running_var,
+    new_mean, new_var)``: ``(1 - m) r + m batch`` with m = :data:`BN_MOMENTUM` and, as PyTorch, the
+    unbiased batch variance for the running variance."""
     x = op.x
     xs = shape(x)
     axes = [i for i in range(len(xs)) if i != 1]
@@ -82,15 +90,25 @@ def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp):
     var = b.reduce(b.mul(xc, xc), "mean", axes, True)
     inv = b.div(b.scalar_like(x, 1.0), b.sqrt(b.add(var, b.scalar_like(x, float(op.epsilon.value.data)))))
     y = b.mul(b.mul(xc, inv), b.reshape(op.scale, cshape))
+    if running is not None:
+        n = 1
+        for a in axes:
+            n *= xs[a]
+        m = BN_MOMENTUM
+        c = (xs[1],)
+        new_mean = b.add(b.scale(op.mean, 1 - m), b.scale(b.reshape(mean, c), m))
+        new_var = b.add(b.scale(op.var, 1 - m), b.scale(b.reshape(var, c), m * n / max(n - 1, 1)))
+        running.append((op.mean, op.var, new_mean, new_var))
     return b.add(y, b.reshape(op.bias, cshape))
 
 
 REWRITES = {"graph.conv2d": conv_as_matmul, "graph.gemm": gemm_as_matmul, "graph.batch_norm": batch_norm_training}
 
 
-def rewrite_for_training(block: Block) -> int:
+def rewrite_for_training(block: Block, running: list | None = None) -> int:
     """Replace every op of :data:`REWRITES` in ``block`` by its training-mode form (in place);
-    returns how many were rewritten."""
+    returns how many were rewritten. ``running``: collects BatchNorm's running-statistics updates
+    (:func:`batch_norm_training`)."""
     count = 0
     for op in list(block.ops):
         fn = REWRITES.get(op.name)
@@ -98,7 +116,7 @@ def rewrite_for_training(block: Block) -> int:
             continue
         name = op.location.desc.data if isinstance(op.location, graph.NameLoc) else op.name
         b = GraphBuilder(block, op, f"{name}/train")
-        y = fn(b, op)
+        y = batch_norm_training(b, op, running) if isinstance(op, graph.BatchNormOp) else fn(b, op)
         op.results[0].replace_all_uses_with(y)
         block.erase_op(op)
         count += 1

@@ -6,8 +6,9 @@ The parameters are the model's floating-point initializers of more than one elem
 initializers imported as ``graph.constant``; BatchNormalization's running statistics and scalar
 constants excluded). They, and the optimizer states, are **passed in and out explicitly**: the
 program's inputs are the model's inputs, ``target``, the parameters (by initializer name), the
-step's scalars and the states; its outputs are ``loss``, then the updated parameters and states
-(or, without an optimizer, the gradients ``<param>.grad``). A simulated run keeps no memory
+step's scalars, the states and BatchNorm's running statistics (by initializer name); its outputs
+are ``loss``, then the updated parameters and states (or, without an optimizer, the gradients
+``<param>.grad``), then the updated running statistics. A simulated run keeps no memory
 between runs, so this keeps each step a pure function (deterministic, checkable step by step, and
 the place where a data-parallel allreduce or a sharded optimizer will cut the program next).
 
@@ -105,6 +106,7 @@ class TrainingProgram:
     optimizer: Momentum | Adam | None
     loss: str
     outputs: list[str] = field(default_factory=list)
+    buffers: dict[str, np.ndarray] = field(default_factory=dict)  # BatchNorm running statistics (in and out)
 
     def state_names(self) -> list[str]:
         if self.optimizer is None:
@@ -169,7 +171,8 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
     for op in list(old.ops):
         op.detach()
         block.add_op(op)
-    rewrite_for_training(block)
+    running: list = []
+    rewrite_for_training(block, running)
     out = ret.operands[0]  # (after the rewrites, which may replace the output's op)
     block.erase_op(ret)
     b = GraphBuilder(block, None, "train")
@@ -187,16 +190,34 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
         if gradients:
             results += grads
             rnames += [f"{p}.grad" for p in pnames]
+    # BatchNorm's running statistics: constants promoted to inputs, their updates to outputs
+    stats, snames_bn = [], []
+    for mean_v, var_v, new_mean, new_var in running:
+        for v, new in ((mean_v, new_mean), (var_v, new_var)):
+            owner = v.owner
+            if isinstance(owner, graph.ConstantOp) and _name(owner) and _name(owner) not in snames_bn:
+                stats.append((owner, new))
+                snames_bn.append(_name(owner))
+    stat_args = []
+    for owner, new in stats:
+        arg = block.insert_arg(owner.res.type, len(block.args))
+        owner.res.replace_all_uses_with(arg)
+        block.erase_op(owner)
+        stat_args.append(arg)
+        results.append(new)
+    rnames += snames_bn
+    types += [a.type for a in stat_args]
+    buffers = {n: np.array(graph.constant_value(o), np.float32) for (o, _), n in zip(stats, snames_bn)}
     block.add_op(func.ReturnOp(*results))
     _erase_dead(block)
     new_fn = func.FuncOp("main", func.FunctionType.from_lists(types, [r.type for r in results]), Region(block))
-    new_fn.arg_attrs = _attrs(names + ["target"] + pnames + scalars + snames)
+    new_fn.arg_attrs = _attrs(names + ["target"] + pnames + scalars + snames + snames_bn)
     new_fn.res_attrs = _attrs(rnames)
     new_module = ModuleOp([new_fn])
     for k_, v in module.attributes.items():
         new_module.attributes[k_] = v
     new_module.verify()
-    return TrainingProgram(new_module, names, values, optimizer, loss, rnames)
+    return TrainingProgram(new_module, names, values, optimizer, loss, rnames, buffers)
 
 
 def _erase_dead(block: Block) -> None:

@@ -31,6 +31,7 @@ class Trainer:
         self.model = cann.compile(program.module, **compile_options)
         self.params = {k: v.copy() for k, v in program.params.items()}
         self.states = {n: np.zeros_like(self.params[n.rsplit(".", 1)[0]]) for n in program.state_names()}
+        self.buffers = {k: v.copy() for k, v in program.buffers.items()}  # BatchNorm running statistics
         self.updates = 0
         self.last_run = None
         self.gradients: dict[str, np.ndarray] = {}  # the last step's, by parameter (with gradients=True)
@@ -58,12 +59,15 @@ class Trainer:
         feed.update(self.params)
         feed.update({k: np.full((1,), v, np.float32) for k, v in self.program.optimizer.scalars(self.updates).items()})
         feed.update(self.states)
+        feed.update(self.buffers)
         out = self.model.run(feed)
         self.last_run = self.model.last_run
         for k in self.params:
             self.params[k] = out[k]
         for k in self.states:
             self.states[k] = out[k]
+        for k in self.buffers:
+            self.buffers[k] = out[k]
         self.gradients = {k: out[k + ".grad"] for k in self.params if k + ".grad" in out}
         self.updates += 1
         return float(out["loss"].reshape(-1)[0])

@@ -30,6 +30,33 @@ def test_gpt_block_two_adam_steps(capsys, tmp_path):
     assert len(w.files) == 22 and w["tok.weight"].shape == (128, 64)
 
 
+def test_trained_model_is_written_and_compiles(capsys, tmp_path):
+    """--output-model: the ONNX model with the trained initializers (BatchNorm's running statistics
+    included); its inference on the simulator equals onnxruntime's."""
+    import onnx
+
+    import cann
+
+    out = tmp_path / "trained.onnx"
+    weights = tmp_path / "w.npz"
+    assert run(FIXTURES / "train_cnn.onnx", "--data", FIXTURES / "train_cnn.npz", "--lr", "0.05", "--steps", "1",
+               "--output-model", out, "--output", weights) == 0
+    w = np.load(weights)
+    assert len(w.files) == 32  # 20 parameters, 12 running statistics
+    trained = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(out).graph.initializer}
+    original = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(FIXTURES / "train_cnn.onnx").graph.initializer}
+    assert sorted(trained) == sorted(original)
+    for k in w.files:
+        np.testing.assert_array_equal(trained[k], w[k])
+        assert not np.array_equal(trained[k], original[k]), k  # one step moved every value
+    import onnxruntime as ort
+
+    x = np.load(FIXTURES / "train_cnn.npz")["image"][1]
+    ref = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"image": x})[0]
+    got = cann.compile(str(out), precision_mode="must_keep_origin_dtype").run({"image": x})["logits"]
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+
+
 @pytest.mark.parametrize("args, message", [
     (("--data", FIXTURES / "train_gpt.npz"), "error: {gpt}: no array for image (it holds grad/embedding_1, grad/fc1.bias"),
     (("--data", FIXTURES / "train_cnn.npz", "--steps", "0"), "error: --steps: 0 is not in the range x>=1."),

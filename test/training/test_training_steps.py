@@ -1,7 +1,7 @@
 """Training steps on the simulator against PyTorch (issue 16 item 2), in must_keep_origin_dtype:
 the gradient of every parameter at the initial weights (rel L2 <= 1e-4) and the losses of 20
 optimizer steps (within 1e-3 relative) for a small ResNet-style CNN (BatchNorm in training mode,
-Momentum) and the GPT block fixture (Adam). The references come from PyTorch autograd through
+its running statistics too; Momentum) and the GPT block fixture (Adam). The references come from PyTorch autograd through
 test/fixtures/torch/make_training.py; this test does not import torch."""
 
 from pathlib import Path
@@ -57,6 +57,11 @@ def test_small_resnet_momentum_matches_pytorch():
     batches = [({"image": ref["image"][i]}, ref["target"][i]) for i in range(2)]
     losses = run_steps(trainer, batches, ref, "losses_momentum")
     assert abs(losses[0] - 2.3108205795288086) < 1e-5
+    # BatchNorm's running statistics after 20 steps (momentum 0.1, unbiased variance), as PyTorch's
+    stats = {k[len("running/"):]: ref[k] for k in ref.files if k.startswith("running/")}
+    assert sorted(trainer.buffers) == sorted(stats) and len(stats) == 12
+    for k, v in stats.items():
+        assert np.linalg.norm(trainer.buffers[k] - v) / np.linalg.norm(v) < 1e-5, k
 
 
 @pytest.mark.slow
