@@ -80,8 +80,22 @@ class GraphBuilder:
         return a if shape(a) == tuple(s) else self.op(graph.ExpandOp(a, list(s)))
 
     def reduce(self, a: SSAValue, kind: str, axes: Sequence[int], keepdims: bool = True) -> SSAValue:
+        """``graph.reduce``; a sum or mean of a 4-D tensor over H and W (and more axes) first takes
+        the mean over (2, 3), which lowers to the NC1HWC0 global-average-pool kernel instead of an
+        ND transpose and reduction (BatchNorm's statistics and their gradients)."""
         axes = sorted(set(axes))
-        return a if not axes else self.op(graph.ReduceOp(a, kind, axes, keepdims))
+        if not axes:
+            return a
+        s = shape(a)
+        if kind in ("sum", "mean") and len(s) == 4 and {2, 3} <= set(axes) and \
+                numpy_dtype(a.type.element_type).kind == "f":
+            hw = self.op(graph.ReduceOp(a, "mean", [2, 3], True))
+            if kind == "sum":
+                hw = self.scale(hw, float(s[2] * s[3]))
+            rest = [ax for ax in axes if ax not in (2, 3)]
+            y = self.op(graph.ReduceOp(hw, kind, rest, True)) if rest else hw
+            return y if keepdims else self.reshape(y, [d for i, d in enumerate(s) if i not in axes])
+        return self.op(graph.ReduceOp(a, kind, axes, keepdims))
 
     def slice(self, a: SSAValue, axis: int, start: int, end: int) -> SSAValue:
         s = shape(a)

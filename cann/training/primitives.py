@@ -3,8 +3,9 @@ training semantics differ from inference, into ops that lower with runtime opera
 gradient rules (:mod:`cann.training.autodiff`):
 
 * ``graph.conv2d`` -> im2col as two matmuls by constant 0/1 selection matrices (one per spatial
-  axis, every kernel tap at once; padding rows and columns select nothing), then one (batched,
-  per group) matmul by the runtime weight. The cube's conv lowering takes only constant weights
+  axis, every kernel tap at once; padding rows and columns select nothing: columns on the right,
+  rows on the left, so one transpose orders the taps), then one (batched, per group) matmul by the
+  runtime weight in its own [O, C/g, KH, KW] order. The cube's conv lowering takes only constant weights
   (``cann.lowering.cube.conv2d``); the weights of a training step are values.
 * ``graph.gemm`` -> ``graph.matmul`` (+ transposes, ``alpha``, ``beta * C``), for the same reason.
 * ``graph.batch_norm`` -> batch statistics (training mode, PyTorch's ``BatchNorm2d.train()``):
@@ -48,16 +49,14 @@ def conv_as_matmul(b: GraphBuilder, op: graph.Conv2DOp):
         y = b.matmul(b.reshape(w, (g, og, cg)), cols)
         y = b.reshape(y, (n, o, ho, wo))
     else:
-        sw = b.const(selection(wd, kw, s[1], d[1], p[1], wo), name="im2col_w")
-        sh = b.const(selection(h, kh, s[0], d[0], p[0], ho), name="im2col_h")
-        t = b.matmul(b.reshape(x, (n * c * h, wd)), sw)                        # [NCH, kw*Wo]
-        t = b.transpose(b.reshape(t, (n * c, h, kw * wo)), (0, 2, 1))           # [NC, kw*Wo, H]
-        t = b.matmul(b.reshape(t, (n * c * kw * wo, h)), sh)                    # [NC kw Wo, kh*Ho]
-        t = b.transpose(b.reshape(t, (n * c * kw, wo, kh, ho)), (0, 2, 1, 3))   # [NC kw, kh, Wo, Ho]
-        cols = b.reshape(t, (n, g, cg * kw * kh, wo * ho))                      # K in (c, kw, kh) order
-        w2 = b.reshape(b.transpose(w, (0, 1, 3, 2)), (g, og, cg * kw * kh))
-        y = b.matmul(w2, cols)                                                  # [N, g, Og, Wo*Ho]
-        y = b.transpose(b.reshape(y, (n, o, wo, ho)), (0, 1, 3, 2))
+        sw = b.const(selection(wd, kw, s[1], d[1], p[1], wo), name="im2col_w")    # [W, kw*Wo]
+        sht = b.const(selection(h, kh, s[0], d[0], p[0], ho).T.copy(), name="im2col_h")  # [kh*Ho, H]
+        t = b.matmul(b.reshape(x, (n * c * h, wd)), sw)                           # [NCH, kw*Wo]
+        t = b.matmul(sht, b.reshape(t, (n * c, h, kw * wo)))                      # [NC, kh*Ho, kw*Wo]
+        t = b.transpose(b.reshape(t, (n * c * kh, ho, kw, wo)), (0, 2, 1, 3))     # [NC kh, kw, Ho, Wo]
+        cols = b.reshape(t, (n, g, cg * kh * kw, ho * wo))                        # K (c, kh, kw), P (ho, wo)
+        y = b.matmul(b.reshape(w, (g, og, cg * kh * kw)), cols)                   # [N, g, Og, Ho*Wo]
+        y = b.reshape(y, (n, o, ho, wo))
     if op.b is not None:
         y = b.add(y, b.reshape(op.b, (o, 1, 1)))
     return y
