@@ -162,9 +162,17 @@ def _erf(b, op, g):
 
 @gradient_rule("graph.gelu")
 def _gelu(b, op, g):
-    if op.approximate.data != "none":
-        raise CannError(_where(op), "no gradient rule for graph.gelu with approximate = 'tanh' yet")
     x = op.x
+    if op.approximate.data == "tanh":
+        # y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+        c = math.sqrt(2.0 / math.pi)
+        x2 = b.mul(x, x)
+        u = b.scale(b.add(x, b.scale(b.mul(x2, x), 0.044715)), c)
+        t = b.op(graph.TanhOp(u))
+        du = b.scale(b.add(b.scale(x2, 3 * 0.044715), b.scalar_like(x, 1.0)), c)
+        dy = b.add(b.scale(b.add(t, b.scalar_like(x, 1.0)), 0.5),
+                   b.mul(b.scale(x, 0.5), b.mul(b.sub(b.scalar_like(x, 1.0), b.mul(t, t)), du)))
+        return (b.mul(g, dy),)
     cdf = b.scale(b.add(b.erf(b.scale(x, 1.0 / math.sqrt(2.0))), b.scalar_like(x, 1.0)), 0.5)
     pdf = b.scale(_normal_pdf_term(b, x), 1.0 / math.sqrt(2.0 * math.pi))
     return (b.mul(g, b.add(cdf, b.mul(x, pdf))),)

@@ -128,6 +128,20 @@ def test_conv_rewrite_strided_padded_grouped_with_bias():
         assert np.linalg.norm(g - ref[k]) / np.linalg.norm(ref[k]) < 2e-4, k
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_both_forms(approximate):
+    inits = {"w": (RNG.standard_normal((3, 4)) * 0.8).astype(np.float32)}
+    nodes = [H.make_node("MatMul", ["x", "w"], ["m"]), H.make_node("Gelu", ["m"], ["y"], approximate=approximate)]
+    g = H.make_graph(nodes, "t", [H.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [H.make_tensor_value_info("y", T.FLOAT, [2, 4])], [onnx.numpy_helper.from_array(inits["w"], "w")])
+    m = H.make_model(g, opset_imports=[H.make_opsetid("", 20)])
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    target = RNG.standard_normal((2, 4)).astype(np.float32)
+    got, _ = sim_gradients(m, x, target)
+    ref = fd_gradients(m, x, target)
+    assert np.linalg.norm(got["w"] - ref["w"]) / np.linalg.norm(ref["w"]) < 2e-4
+
+
 def test_selection_matrix():
     s = selection(5, 3, 2, 1, 1, 3)  # 5 inputs, kernel 3, stride 2, pad 1 -> 3 outputs
     assert s.shape == (5, 9)
