@@ -117,6 +117,43 @@ def _relu(b, op, g):
     return (b.where(b.compare(op.x, zero, "gt"), g, zero),)
 
 
+@gradient_rule("graph.clip")
+def _clip(b, op, g):
+    # PyTorch's hardtanh / ReLU6: the gradient passes strictly inside the bounds
+    x, lo, hi = op.x, op.param("min"), op.param("max")
+    zero = b.scalar_like(x, 0.0)
+    if lo != -math.inf:
+        g = b.where(b.compare(x, b.scalar_like(x, lo), "gt"), g, zero)
+    if hi != math.inf:
+        g = b.where(b.compare(x, b.scalar_like(x, hi), "lt"), g, zero)
+    return (g,)
+
+
+@gradient_rule("graph.leaky_relu")
+def _leaky_relu(b, op, g):
+    x = op.x
+    return (b.where(b.compare(x, b.scalar_like(x, 0.0), "gt"), g, b.scale(g, op.param("alpha"))),)
+
+
+@gradient_rule("graph.abs")
+def _abs(b, op, g):
+    x, zero = op.x, b.scalar_like(op.x, 0.0)
+    return (b.where(b.compare(x, zero, "gt"), g, b.where(b.compare(x, zero, "lt"), b.neg(g), zero)),)
+
+
+@gradient_rule("graph.max", "graph.min")
+def _max_min(b, op, g):
+    # PyTorch's maximum / minimum: the chosen operand gets the gradient, ties split it in halves
+    a, c = op.lhs, op.rhs
+    kind = "gt" if op.name == "graph.max" else "lt"
+    zero = b.scalar_like(a, 0.0)
+    half = b.scale(g, 0.5)
+    eq = b.compare(a, c, "eq")
+    ga = b.where(b.compare(a, c, kind), g, b.where(eq, half, zero))
+    gc = b.where(b.compare(c, a, kind), g, b.where(eq, half, zero))
+    return b.unbroadcast(ga, shape(a)), b.unbroadcast(gc, shape(c))
+
+
 @gradient_rule("graph.sigmoid")
 def _sigmoid(b, op, g):
     y = op.res
