@@ -101,6 +101,8 @@ def model_framework(model, framework: int | str | None = None) -> str:
     ``.pb``; ``.mlir``: cann's text IR of a stage)."""
     if framework is not None:
         return validate_options(framework=framework).framework
+    if isinstance(model, ModuleOp):  # an in-memory module of a stage (e.g. cann.training's programs)
+        return "mlir"
     if isinstance(model, onnx.ModelProto):
         return "onnx"
     if type(model).__name__ == "GraphDef" or isinstance(model, (bytes, bytearray, memoryview)):
@@ -176,9 +178,9 @@ _IMPORT_OPTIONS = ("input_shape", "out_nodes", "fusion_switch_file", "opt_level"
 
 def _text_module(model, opts: CompileOptions) -> tuple[ModuleOp, str]:
     """The module of a ``.mlir`` file and its stage; options checked against what the stage fixed."""
-    module = load_text(model)
+    module = model.clone() if isinstance(model, ModuleOp) else load_text(model)
     stage = module_stage(module)
-    where = os.fspath(model)
+    where = "<module>" if isinstance(model, ModuleOp) else os.fspath(model)
     for name in _IMPORT_OPTIONS:
         if name in opts.given:
             raise CannError(OPTIONS[name].flag, f"does not apply to {where}: its {stage} IR is already imported"
@@ -227,10 +229,18 @@ def lower(model: str | os.PathLike | onnx.ModelProto, *, soc_version: str | None
                             aicore_num=aicore_num, framework=framework, first_load_segment=first_load_segment,
                             keep_dtype=keep_dtype)
     last = until if until != "asm" else "ascend"
-    if model_framework(model, framework) == "mlir":
+    if isinstance(model, ModuleOp) and module_stage(model) == "graph":
+        # an in-memory graph module (e.g. a cann.training program) is compiled as a fresh import:
+        # the graph passes run, so -O, fusion switches and keep_dtype apply
+        for name in ("input_shape", "out_nodes"):
+            if name in opts.given:
+                raise CannError(OPTIONS[name].flag, "does not apply to <module>: its graph IR is already imported")
+        module, done = model.clone(), None
+    elif model_framework(model, framework) == "mlir":
         module, done = _text_module(model, opts)
         if STAGES.index(done) > STAGES.index(last):
-            raise CannError(os.fspath(model), f"holds {done} IR, past the requested stage '{until}'")
+            raise CannError("<module>" if isinstance(model, ModuleOp) else os.fspath(model),
+                            f"holds {done} IR, past the requested stage '{until}'")
     else:
         module, done = import_model(model, framework=opts.framework, input_shape=opts.input_shape,
                                     out_nodes=opts.out_nodes), None

@@ -94,7 +94,7 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
             info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.ascontiguousarray(arr), allow_pickle=False)
+                np.lib.format.write_array(f, np.asarray(arr, order="C"), allow_pickle=False)
 
 
 def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
@@ -109,6 +109,18 @@ def _is_splat(attr: DenseIntOrFPElementsAttr) -> bool:
         return True
     a = np.frombuffer(attr.data.data, dt)
     return bool((a.view(np.uint8).reshape(a.size, -1) == a.view(np.uint8)[: dt.itemsize]).all())
+
+
+def _has_non_finite(attr: DenseIntOrFPElementsAttr) -> bool:
+    """A float constant holding an infinity or a NaN: xDSL prints those as hex bit patterns
+    (``dense<0xff800000>``, MLIR's form) that its parser reads back as the integer 4286578688.0,
+    so they go to a blob however small they are."""
+    from cann.dialects.graph import numpy_dtype
+
+    dt = numpy_dtype(attr.type.get_element_type())
+    if dt.kind != "f":
+        return False
+    return not bool(np.isfinite(np.frombuffer(attr.data.data, dt).astype(np.float32)).all())
 
 
 def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_LIMIT,
@@ -142,13 +154,14 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
             if isinstance(new.value, DenseResourceAttr):
                 used.add(new.value.resource_handle.data)
                 refers_to_sidecar = True  # unresolved: still a handle into the module's sidecar
-            elif math.prod(new.value.type.get_shape()) > limit and not _is_splat(new.value):
+            elif (math.prod(new.value.type.get_shape()) > limit and not _is_splat(new.value)) \
+                    or _has_non_finite(new.value):
                 pending.append((old, new))
     reused = [(o, n) for o, n in pending if id(o.value) in known and known[id(o.value)] not in used]
     for old, new in reused:  # values read from the sidecar keep their keys
         key = known[id(old.value)]
         used.add(key)
-        blobs[key] = np.ascontiguousarray(value_of(new))
+        blobs[key] = np.array(value_of(new), order="C")  # (ascontiguousarray makes 0-d 1-d)
         new.properties["value"] = DenseResourceAttr.from_params(key, new.value.type)
     reused_ids = {id(n) for _, n in reused}
     for old, new in pending:
@@ -160,7 +173,7 @@ def externalize(module: ModuleOp, weights_name: str | None, limit: int = INLINE_
             i += 1
             key = f"{base}_{i}"
         used.add(key)
-        blobs[key] = np.ascontiguousarray(value_of(new))
+        blobs[key] = np.array(value_of(new), order="C")  # (ascontiguousarray makes 0-d 1-d)
         new.properties["value"] = DenseResourceAttr.from_params(key, new.value.type)
     if weights_name is not None:
         if blobs:

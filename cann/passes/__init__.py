@@ -21,6 +21,7 @@ _PASSES: dict[str, str] = {
     "tile-multi-buffer": "cann.passes.tile_multi_buffer:TileMultiBufferPass",
     "tile-search-kb": "cann.passes.tile_search_kb:TileSearchKbPass",
     "keep-dtype": "cann.passes.keep_dtype:KeepDtypePass",
+    "train-step": "cann.training.train_step:TrainStepPass",
 }
 
 

@@ -126,3 +126,26 @@ def test_large_constants_on_a_stream_carry_their_blobs(tmp_path):
     buf = io.StringIO()
     print_module(small, buf)
     assert "dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00]>" in buf.getvalue()
+
+
+@pytest.mark.parametrize("with_sidecar", [True, False])
+def test_non_finite_constants_survive_the_text(tmp_path, with_sidecar):
+    """xDSL prints -inf/NaN as hex bit patterns (``dense<0xff800000>``) and parses them back as the
+    integer 4286578688.0 (the GPT block's causal-mask -inf became +4.3e9 through --emit graph):
+    such constants go to blobs, a rank-0 one keeping its rank."""
+    values = {"ninf": np.float32(-np.inf), "nan": np.float32(np.nan),
+              "mixed": np.array([1.0, np.inf, -2.0], np.float32), "half": np.array([np.inf, 0], np.float16),
+              "fine": np.float32(0.5)}
+    m = ModuleOp([make_constant(np.asarray(v), k) for k, v in values.items()])
+    buf = io.StringIO()
+    print_module(m, buf, tmp_path / "w.npz" if with_sidecar else None)
+    text = buf.getvalue()
+    assert "0xff800000" not in text and "dense_resource<ninf> : tensor<f32>" in text
+    assert "dense<5.000000e-01> : tensor<f32>" in text  # finite scalars stay inline
+    back = parse_module(text, graph_context(), tmp_path)
+    back.verify()
+    got = {op.location.desc.data: np.asarray(constant_value(op)) for op in back.walk() if isinstance(op, ConstantOp)}
+    for k, v in values.items():
+        v = np.asarray(v)
+        assert got[k].shape == v.shape and got[k].dtype == v.dtype, k
+        np.testing.assert_array_equal(got[k], v)

@@ -1,0 +1,111 @@
+"""``cann-train``: train a model on the simulated AI Core (docs/training.md).
+
+    cann-train model.onnx --data batches.npz --optimizer adam --lr 2e-3 --steps 20 --output-model trained.onnx
+
+``--data``: an ``.npz`` with one array per model input and ``target`` (of the model output's
+shape: one-hot labels for ``softmax_cross_entropy``); arrays with one more leading axis than the
+model's input are a list of batches, used in turn. Prints the loss of each step (before its
+update); ``--output`` writes the trained parameters (by initializer name), ``--output-model`` the
+model with them. A thin wrapper over
+:class:`cann.training.Trainer`. User mistakes print ``error: <location>: <message>`` and exit 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+import numpy as np
+
+from cann.errors import CannError
+from cann.tools._cli import run_command
+
+
+def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dict, np.ndarray]]:
+    fn = program.module.body.block.first_op
+    types = {d.data["graph.name"].data: t for d, t in zip(fn.arg_attrs.data, fn.function_type.inputs.data)}
+    names = [*program.inputs, "target"]
+    missing = [n for n in names if n not in data]
+    if missing:
+        held = sorted(data)
+        listed = ", ".join(held[:8]) + (f", ... ({len(held)} arrays)" if len(held) > 8 else "")
+        raise CannError(where, f"no array for {', '.join(missing)} (it holds {listed or 'nothing'})")
+    count = None
+    for n in names:
+        rank, shape = len(types[n].get_shape()), tuple(types[n].get_shape())
+        arr = data[n]
+        k = 1 if arr.ndim == rank else arr.shape[0] if arr.ndim == rank + 1 else None
+        if k is None or tuple(arr.shape[-rank:] if rank else ()) != shape:
+            raise CannError(f"{where}: '{n}'", f"shape {list(arr.shape)} is neither {list(shape)} nor a list of "
+                                               f"such batches")
+        if k != 1 or arr.ndim == rank + 1:
+            if count not in (None, k):
+                raise CannError(f"{where}: '{n}'", f"{k} batches, other arrays have {count}")
+            count = k
+    count = count or 1
+    pick = lambda a, rank, i: a if a.ndim == rank else a[i]  # noqa: E731
+    out = []
+    for i in range(count):
+        inputs = {n: pick(data[n], len(types[n].get_shape()), i) for n in program.inputs}
+        out.append((inputs, pick(data["target"], len(types["target"].get_shape()), i)))
+    return out
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model", metavar="MODEL.onnx")
+@click.option("--data", required=True, metavar="DATA.npz", help="Model inputs and 'target' (one batch, or batches "
+              "along a leading axis).")
+@click.option("--loss", type=click.Choice(["softmax_cross_entropy", "mse"]), default="softmax_cross_entropy",
+              show_default=True)
+@click.option("--optimizer", type=click.Choice(["momentum", "adam"]), default="momentum", show_default=True,
+              help="ONNX ai.onnx.preview.training Momentum (alpha 0.9, beta 1: PyTorch's SGD momentum) or Adam.")
+@click.option("--lr", type=float, default=None, help="Learning rate (default 0.01 for momentum, 0.001 for adam).")
+@click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--precision-mode", default="must_keep_origin_dtype", show_default=True,
+              help="As cann-compile's --precision_mode.")
+@click.option("--output", metavar="WEIGHTS.npz", help="Write the trained parameters (and BatchNorm's running "
+              "statistics) by initializer name.")
+@click.option("--output-model", metavar="TRAINED.onnx", help="Write MODEL.onnx with its initializers replaced by "
+              "the trained values (compile it with cann-compile).")
+def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model) -> int:
+    """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
+    from cann.compiler import check_writable
+    from cann.fileio import atomic_output
+    from cann.tools.cann_run import _load_array_file
+    from cann.training import Adam, Momentum, Trainer, build
+
+    for path in (output, output_model):
+        if path:
+            check_writable(path)
+    arrays = _load_array_file(data)
+    if not isinstance(arrays, dict):
+        raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")
+    opt = Adam(lr=lr if lr is not None else 0.001) if optimizer == "adam" else Momentum(lr=lr if lr is not None else 0.01)
+    program = build(model, loss=loss, optimizer=opt)
+    batches = _batches(arrays, program, data)
+    trainer = Trainer(program, precision_mode=precision_mode)
+    for t in range(steps):
+        inputs, target = batches[t % len(batches)]
+        print(f"step {t + 1}: loss {trainer.step(inputs, target):.6f}", flush=True)
+    trained = {**trainer.params, **trainer.buffers}
+    if output:
+        with atomic_output(output, "wb") as f:
+            np.savez(f, **trained)
+    if output_model:
+        import onnx
+
+        proto = onnx.load(model)
+        for i, init in enumerate(proto.graph.initializer):
+            if init.name in trained:
+                proto.graph.initializer[i].CopyFrom(onnx.numpy_helper.from_array(trained[init.name], init.name))
+        with atomic_output(output_model, "wb") as f:
+            f.write(proto.SerializeToString())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run_command(cli, argv, "cann-train")
+
+
+if __name__ == "__main__":
+    main()

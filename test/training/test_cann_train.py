@@ -1,0 +1,68 @@
+"""cann-train: the losses it prints are the Trainer's (PyTorch's, test_training_steps.py), its
+--output holds the trained parameters, and bad input exits 2 with one line."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cann.tools import cann_train as mod
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
+
+
+def run(*args):
+    with pytest.raises(SystemExit) as e:
+        mod.main([str(a) for a in args])
+    return e.value.code
+
+
+def test_gpt_block_two_adam_steps(capsys, tmp_path):
+    ref = np.load(FIXTURES / "train_gpt.npz")
+    out = tmp_path / "w.npz"
+    assert run(FIXTURES / "gpt_block.onnx", "--data", FIXTURES / "train_gpt.npz", "--optimizer", "adam",
+               "--lr", "2e-3", "--steps", "2", "--output", out) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["step 1", "step 2"]
+    losses = [float(ln.split()[-1]) for ln in lines]
+    assert np.allclose(losses, ref["losses_adam"][:2], rtol=1e-5)
+    w = np.load(out)
+    assert len(w.files) == 22 and w["tok.weight"].shape == (128, 64)
+
+
+def test_trained_model_is_written_and_compiles(capsys, tmp_path):
+    """--output-model: the ONNX model with the trained initializers (BatchNorm's running statistics
+    included); its inference on the simulator equals onnxruntime's."""
+    import onnx
+
+    import cann
+
+    out = tmp_path / "trained.onnx"
+    weights = tmp_path / "w.npz"
+    assert run(FIXTURES / "train_cnn.onnx", "--data", FIXTURES / "train_cnn.npz", "--lr", "0.05", "--steps", "1",
+               "--output-model", out, "--output", weights) == 0
+    w = np.load(weights)
+    assert len(w.files) == 32  # 20 parameters, 12 running statistics
+    trained = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(out).graph.initializer}
+    original = {i.name: onnx.numpy_helper.to_array(i) for i in onnx.load(FIXTURES / "train_cnn.onnx").graph.initializer}
+    assert sorted(trained) == sorted(original)
+    for k in w.files:
+        np.testing.assert_array_equal(trained[k], w[k])
+        assert not np.array_equal(trained[k], original[k]), k  # one step moved every value
+    import onnxruntime as ort
+
+    x = np.load(FIXTURES / "train_cnn.npz")["image"][1]
+    ref = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"]).run(None, {"image": x})[0]
+    got = cann.compile(str(out), precision_mode="must_keep_origin_dtype").run({"image": x})["logits"]
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--data", FIXTURES / "train_gpt.npz"), "error: {gpt}: no array for image (it holds grad/embedding_1, grad/fc1.bias"),
+    (("--data", FIXTURES / "train_cnn.npz", "--steps", "0"), "error: --steps: 0 is not in the range x>=1."),
+    (("--data", FIXTURES / "train_cnn.npz", "--loss", "hinge"), "error: --loss: 'hinge' is not one of"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, args, message):
+    assert run(FIXTURES / "train_cnn.onnx", *args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message.format(gpt=FIXTURES / "train_gpt.npz")), err
