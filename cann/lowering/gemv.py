@@ -93,7 +93,8 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, nt: int, kc: int, epi_ops: in
     rate = min(bw.gm_to_ub, bw.gm_total / active)
     loads = math.ceil(c / kc)
     load = nt * c * lanes * isz / rate + loads * lat.mte_startup
-    vec = m_ * (c + 2) * (lat.vector_startup + nt * cpr) + m_ * epi_ops * (lat.vector_startup + math.ceil(nt / lanes) * cpr)
+    vec = m_ * (c + 2) * (lat.vector_startup + nt * cpr) + \
+        m_ * epi_ops * (lat.vector_startup + math.ceil(nt / lanes) * cpr)
     store = lat.mte_startup + m_ * lat.burst_overhead + m_ * nt * isz / min(bw.ub_to_gm, bw.gm_total / active)
     a_load = lat.mte_startup + m_ * lat.burst_overhead + m_ * k_ * isz / rate
     # a pipeline of ``loads`` stages: the longer stream plus the other's first (load) or last (vector) stage
@@ -240,14 +241,15 @@ def gemv(lw: Lowering, kb: KernelBuilder, a: DevTensor, bmat: np.ndarray, bias: 
             kb.copy(ta, bufs[f"c{i}"], src_offset=yo, burst=rows)
         for i, ra in enumerate(res_args):
             kb.copy(ra, bufs[f"r{i}"], src_offset=yo, nburst=m_, burst=rows, src_stride=n_, dst_stride=nt)
+        def off(name: str | None, m: int) -> int:  # a table row serves every row of A
+            return 0 if name is None or name.startswith("c") else m * nt
+
         for op, d, s0, *more in epi.steps:
             s1 = more[0] if more else None
             scalar = more[1] if len(more) > 1 else 0.0
             for m in range(m_):
-                def off(name):  # a table row serves every row of A
-                    return 0 if name is None or name.startswith("c") else m * nt
-                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=rows, dst_offset=off(d),
-                       src0_offset=off(s0), src1_offset=off(s1), scalar=scalar)
+                kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=rows, dst_offset=off(d, m),
+                       src0_offset=off(s0, m), src1_offset=off(s1, m), scalar=scalar)
         kb.copy(out, ya, dst_offset=yo, nburst=m_, burst=rows, src_stride=nt, dst_stride=n_)
 
     kb.for_tiles(t_, tile_code, partial_last=last_cols != nt)

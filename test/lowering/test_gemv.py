@@ -160,3 +160,12 @@ def test_vector_pin_errors_on_m16(pins, message):
 def test_gemv_pin_errors(pins, message):
     with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
         compile_pinned(gemm_model(1, 300, 1000), "force_fp16", {"gemm_0": pins})
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+def test_one_chunk_first_load_is_not_segmented_through_the_row_sums(precision_mode):
+    """K = 100 (one chunk), 128-column tiles, one round: the kernel's first load group of 32 KiB (B,
+    then the vmla and the cadd) is one tile-multi-buffer would segment if its vector ops were all
+    elementwise; a cadd (row sums) is not, and the group stays whole."""
+    tilings, _ = run(gemm_model(1, 100, 4096, bias=True), precision_mode, {"gemm_0": {"nt": 128, "kc": 1}})
+    assert tilings["gemm_0"]["block_dim"] == 32
