@@ -347,6 +347,8 @@ class _Kernel:
             return self._cast(dst, s0, offs[0], offs[1], count * unit, kind[5:] or None)
         if kind.startswith("cmp_"):
             return self._compare(kind[4:], dst, s0, s1, offs, strides, count * unit)
+        if kind == "cadd":
+            return self._row_sums(dst, s0, offs, strides, count, unit)
         if kind in _BITWISE and self.isz(dst) == 1:
             return self._bitwise_bytes(_BINARY[kind], bufs, offs, strides, count * unit)
         if kind in _BINARY:
@@ -406,6 +408,25 @@ class _Kernel:
                     f[f"{nm}_rep"] = bpr * strides[i] * isz // bb
                 self.emit(mn, **f)
                 u += n_units
+
+    def _row_sums(self, dst, src, offs, strides, count: int, unit: int) -> None:
+        """``cadd``: dst element u (contiguous) = the sum of the ``unit`` elements of src's unit u
+        (``unit`` at most one repeat, units ``strides[1]`` elements apart, a multiple of 32 B): one
+        ``vcadd`` repeat per unit, in chunks that keep every output chunk 32 B aligned."""
+        isz = self.isz(src)
+        lanes = self.vec.repeat_bytes // isz
+        bb, maxr = self.vec.block_bytes, self.vec.max_repeat
+        if unit > lanes or (strides[1] * isz) % bb or strides[0] != 1:
+            raise self.error(f"cadd needs units of at most {lanes} elements, 32-byte source strides and a "
+                             f"contiguous destination (unit {unit}, strides {strides})")
+        per_block = bb // isz
+        chunk = maxr // per_block * per_block
+        rep_s = strides[1] * isz // bb
+        for u0 in range(0, count, chunk):
+            rep = min(chunk, count - u0)
+            s = self.byte(src, offs[1] + u0 * strides[1])
+            self.emit("vcadd", dtype=self.code(src), dst=self.byte(dst, offs[0] + u0), src0=s, src1=s, repeat=rep,
+                      mask=unit, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=rep_s, src1_rep=rep_s)
 
     def _dense_only(self, what: str, strides) -> None:
         if any(s != 1 for s in strides):

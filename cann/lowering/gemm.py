@@ -30,6 +30,7 @@ import numpy as np
 
 from cann.dialects import tile
 from cann.dialects.tile import Space
+from cann.lowering import gemv
 from cann.lowering.common import ND, DevTensor, Lowering, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_z
 
@@ -259,10 +260,36 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     return best
 
 
+def _choose(lw: Lowering, m_: int, k_: int, n_: int, epi: Epilogue, tiling: dict[str, int], loc,
+            m_cap: int) -> tuple[GemmPlan | None, gemv.GemvPlan | None]:
+    """The cube's plan or, for ``M`` below the cube's fractal height, the vector GEMV's when it is
+    estimated cheaper (:mod:`cann.lowering.gemv`). A pinned ``vector`` (1 / 0) forces the path;
+    otherwise pinned GEMV keys (``nt``, ``kc``) pin the vector path and pinned cube keys the cube."""
+    vector = tiling.pop("vector", None)
+    small = m_ < lw.soc.cube.m0
+    if vector not in (None, 0, 1):
+        raise unsupported(loc, f"Gemm: tiling vector = {vector} must be 0 or 1")
+    if vector == 1 and not small:
+        raise unsupported(loc, f"Gemm: tiling vector = 1 needs M < {lw.soc.cube.m0} (M = {m_}): the cube runs it")
+    if vector is None and small:
+        vector = 1 if {"nt", "kc"} & set(tiling) else 0 if set(KEYS[:-1]) & set(tiling) else None
+    gp = None
+    if small and vector != 0:
+        gp = gemv.plan(lw, m_, k_, n_, epi, {k: v for k, v in tiling.items() if k in gemv.KEYS}, loc)
+        if gp is None and vector == 1:
+            raise unsupported(loc, f"Gemm: tiling vector = 1: A's {m_} rows of {k_} and the partial sums do not "
+                                   f"fit UB ({lw.usable('ub')} bytes)")
+    if vector == 1:
+        return None, gp
+    p = plan(lw, m_, k_, n_, tiling, loc, m_cap=m_cap)
+    return p, (gp if gp is not None and gp.cycles < p.cycles else None)
+
+
 def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
          kernel_hint: str = "gemm", epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
     """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N] in the
-    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`);
+    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`); M < 16
+    runs on the vector unit when estimated cheaper (:func:`_choose`, :mod:`cann.lowering.gemv`);
     ``pins``: tiling fields recorded on the graph op (a knowledge base's), under the kernel-name pins.
 
     Raises:
@@ -288,7 +315,10 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     ub_tiles = 2 + len(epi.residuals) + len(epi.temps)  # + the ND copy of the output tile
     # rows of an L0C tile whose epilogue fits UB 16 columns at a time (the tables of up to 512 columns)
     m_cap = (lw.usable("ub") - (1 + len(epi.tables)) * 32 * lw.lanes * isz) // (ub_tiles * 16 * isz) // 16 * 16
-    p = plan(lw, m_, k_, n_, dict(kb.tiling), loc, m_cap=max(16, m_cap))
+    tiling = dict(kb.tiling)
+    p, gp = _choose(lw, m_, k_, n_, epi, tiling, loc, max(16, m_cap))
+    if gp is not None:  # M < 16 on the vector unit: no padding of M to the cube's 16 rows
+        return gemv.gemv(lw, kb, a, bmat, bias, loc, epilogue, gp)
     kb.tiling.update(p.as_tiling())
     gm, gn, sm, sn, cm, cn, kt = p.m_blocks, p.n_blocks, p.sm, p.sn, p.m, p.n, p.k
     kc = min(p.step_k * kt, _ceil(kp, kt))

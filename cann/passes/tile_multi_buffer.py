@@ -108,6 +108,8 @@ def _segmentable(loads, vecs, stores, n: int) -> bool:
         return False
     for v in vecs:
         unit = v.field("unit")
+        if v.field("op") == "cadd":  # a row sum: not elementwise
+            return False
         if v.field("count") * unit != n or SEGMENT_QUANTUM % unit or v.field("dst_stride") != unit:
             return False
         dst, doff = v.operand("dst"), v.field("dst_offset")

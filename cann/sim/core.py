@@ -69,8 +69,8 @@ class KernelStats:
     all costs (the fully serialized model); ``timing``: start/end/pipe of the first
     :data:`RECORD_LIMIT` instructions;
     ``problems``: sync/race findings reported as warnings (``checks="warn"``);
-    ``executed_macs``: the multiply-accumulates of the ``mmad`` instructions run (m*k*n each,
-    padding included).
+    ``executed_macs``: the multiply-accumulates run: of the ``mmad`` instructions (m*k*n each,
+    padding included) and of the ``vmla`` instructions (repeat * mask each: every active lane).
     """
 
     cycles: int
@@ -84,7 +84,7 @@ class KernelStats:
     problems: list[tuple[str, str]] = field(default_factory=list)
     #: the first :data:`RECORD_LIMIT` instructions run (for traces; ``timing`` holds as many records)
     program: list | None = field(default=None, repr=False)
-    executed_macs: int = 0  # m*k*n summed over the mmad instructions run (padding included)
+    executed_macs: int = 0  # m*k*n of the mmads plus repeat*mask of the vmlas run (padding included)
     #: float overflow: index of the first instruction that produced inf/NaN from finite operands, when
     #: the kernel then wrote inf/NaN to GM (an inf that stays on chip, as exp(-x) in a sigmoid, is not
     #: reported); else None
@@ -306,6 +306,8 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
                     execs[m](v)
                     if m == "mmad":
                         macs += v[4] * v[5] * v[6]
+                    elif m == "vmla":  # one multiply-accumulate per active lane of each repeat
+                        macs += v[4] * v[5]
                     if self._ovf_hit is not None:
                         for j in np.flatnonzero(self._ovf_hit).tolist():
                             origin[j], overflow_op[j] = i, m

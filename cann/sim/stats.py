@@ -39,7 +39,7 @@ class LaunchStats:
     ``bound``: its binding resource; ``l2_read_bytes``: of ``gm_read_bytes``, those served by the
     L2 (:mod:`cann.sim.l2`);
     ``work``: the model work the launch computes (from the ``.om``); ``executed_macs``: the
-    MACs of the mmad instructions run on all cores (padding included); ``ideal_cycles``: the
+    MACs of the mmad and vmla instructions run on all cores (padding included); ``ideal_cycles``: the
     ideal bound of ``work`` on the whole SoC (:func:`ideal_cycles`). docs/core-model.md, "Profile".
     """
 

@@ -76,7 +76,7 @@ class Timing:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (location, message) in warn mode
     l2_read_bytes: int = 0  # of gm_read_bytes, the bytes served by the L2 (cann.sim.l2)
     instructions: int = 0  # instructions timed (every one of the run, also past ``record``)
-    macs: int = 0  # m*k*n summed over the mmad instructions (padding included)
+    macs: int = 0  # m*k*n of the mmads plus repeat*mask of the vmlas (padding included)
 
 
 def _range(buf: int, lo: int, hi: int) -> str:
@@ -286,6 +286,8 @@ def schedule(instrs: Iterable[isa.Instr], spec: SocSpec, costs: dict, full_costs
             busy_full[p] += c
             if m == "mmad":
                 macs += v[4] * v[5] * v[6]
+            elif m == "vmla":  # one multiply-accumulate per active lane of each repeat
+                macs += v[4] * v[5]
             elif reg_bound is not None and m == "ld_idx":
                 reg_bound[v[0]] = v[3]
             if not race_on:  # its footprint serves the race detector only

@@ -83,7 +83,10 @@ def test_relu6_is_fused_and_no_cube_work():
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
     names = [k.name for k in compiled.last_run.kernels]
     assert [n for n in names if not n.startswith("trans_data")] == ["dwconv2d_0"], names
-    assert compiled.last_run.executed_macs == 0  # no mmad: no 16x16 fractal multiplied
+    # no mmad (the cube pipe idle): no 16x16 fractal multiplied; executed_macs counts the vmla taps
+    assert all(k.busy_by_pipe.get("M", 0) == 0 for k in compiled.last_run.kernels)
+    # (taps 2..9 as vmla; row pitch and whole repeats: the bound of test_executed_multiplications_near_model_macs)
+    assert 0 < compiled.last_run.executed_macs <= compiled.last_run.model_macs * (1 + 10 / 20)
 
 
 def multiplications(launch) -> int:
@@ -123,7 +126,7 @@ def test_mobilenet_v2_fixture_depthwise_layers_reach_40pct_of_ideal():
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) <= 1e-2
     assert out.argmax() == ref.argmax()
     dw = [k for k in model.last_run.kernels if k.name.startswith("dwconv2d")]
-    assert len(dw) == 6 and all(k.executed_macs == 0 for k in dw)
+    assert len(dw) == 6 and all(k.busy_by_pipe.get("M", 0) == 0 and k.executed_macs > 0 for k in dw)  # vmla, no mmad
     pct = 100 * sum(k.ideal_cycles for k in dw) / sum(k.cycles for k in dw)
     assert pct >= 40, pct
 
