@@ -9,6 +9,7 @@
     cann-compile model.onnx -o model.om --tune        # tune the convolutions first (model.kb.json)
     cann-compile model.onnx --precision_mode allow_mix_precision -o model.om   # fp16, overflow-prone nodes fp32
     cann-compile model.onnx --calibrate-keep-dtype keep.txt && cann-compile model.onnx --keep_dtype keep.txt -o m.om
+    cann-compile model.onnx --device-memory 1048576 -o m.om   # fail (exit 2) when the model needs more than 1 MiB
 
 A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
 ``error: <location>: <message>`` and exit 2 without leaving an output file.
@@ -104,9 +105,12 @@ def _configure_logging(level: str) -> None:
               "as a --keep_dtype file OUT; no -o needed.")
 @click.option("--calibration-inputs", "calibration_npz", metavar="NPZ", help="Calibration inputs (.npz: input name "
               "-> array) for --calibrate-keep-dtype and --precision_mode allow_mix_precision.")
+@click.option("--device-memory", "device_memory", metavar="BYTES", help="The device (HBM) memory one device has, in "
+              "bytes (default: the SoC's gm_bytes): the compile fails when the model's peak global memory (the .om's "
+              "gm_size) exceeds it.")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
-        tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz) -> int:
+        tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz, device_memory) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -127,6 +131,9 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment, keep_dtype=keep_dtype)
     validate_options(**options)  # every flag's error before any work
     tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
+    capacity = _count("--device-memory", device_memory, "a whole number of bytes")
+    if capacity is not None and emit:
+        raise CannError("--device-memory", "applies to an .om (the model's gm_size), not to --emit")
     if tune and kb == "none":
         raise CannError("--kb", "none: --tune adds the tuned kernels to a knowledge base; give its path "
                                 "(default without --kb: OUTPUT with .kb.json)")
@@ -189,6 +196,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         output += ".om"
     check_writable(output)
     compiled = cann.compile(model, **options)
+    check_device_memory(model, compiled.om.gm_size, compiled.om.soc_version, capacity)  # before anything is written
     if fusion_report:  # the report first: if the .om cannot be written, the report goes again
         atomic_write_bytes(fusion_report, (json.dumps(compiled.fusion_report, indent=1) + "\n").encode())
     try:
@@ -209,6 +217,22 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     print(f"{output}: {len(om.kernels)} kernels, {len(om.launches)} launches, {size} bytes "
           f"({om.soc_version}, {om.precision_mode}{level}{tuned}{mixed})")
     return 0
+
+
+def check_device_memory(where: str, gm_size: int, soc_version: str, capacity: int | None = None) -> None:
+    """Raise :class:`CannError` at ``where`` when a model's peak global memory ``gm_size`` (bytes: weights,
+    inputs, outputs and activations as the GM planner lays them out) exceeds one device's memory:
+    ``capacity`` bytes, or the SoC's ``gm_bytes`` when ``None``."""
+    if capacity is None:
+        from cann.hw.config import load_soc
+
+        capacity, source = load_soc(soc_version).gm_bytes, f"{soc_version}'s gm_bytes"
+    else:
+        source = "--device-memory"
+    if gm_size > capacity:
+        raise CannError(where, f"needs {gm_size} bytes of device memory (peak gm_size, {gm_size / 2**30:.3g} GiB), "
+                               f"more than one device's {capacity} bytes ({source}, {capacity / 2**30:.3g} GiB); "
+                               "split the image over devices (--spatial-split RxC) or use a smaller input")
 
 
 def _count(flag: str, text: str | None, what: str) -> int | None:
