@@ -186,8 +186,11 @@ def halo_exchange_mpi(cart, ex: dict, grid, rank: int, block: np.ndarray) -> np.
 def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, comm=None) -> dict:
     """This rank's part of a distributed run: ``inputs`` model input name -> ``.npy`` path (memory-mapped,
     only this rank's block read), ``output`` a ``.npy`` path for a single-output model (created by rank 0,
-    each rank writes its block). Returns this rank's record (compute cycles, exchanges and bytes, per step)
-    and, on rank 0, ``ranks``: every rank's record."""
+    each rank writes its block). Returns ``{"rank", "stats"`` (as :func:`rank_steps` records them),
+    ``"bundle"``, ``"time"}``: on rank 0 the simulated time of the step (:func:`step_time`), else None.
+
+    Raises:
+        CannError: a world size other than the grid's, an input of another shape or dtype."""
     from mpi4py import MPI
 
     comm = comm or MPI.COMM_WORLD
@@ -214,14 +217,11 @@ def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, c
     exchanges = {e["id"]: e for e in bundle.manifest["exchanges"]}
     stats: list = []
     gen = rank_steps(bundle, rank, own, stats)
-    halo_bytes = []
     try:
         req = next(gen)
         while True:
             eid, blk = req
-            out = halo_exchange_mpi(cart, exchanges[eid], (R, C), rank, blk)
-            halo_bytes.append(out.nbytes - _own_part_bytes(exchanges[eid], (R, C), rank, blk))
-            req = gen.send(out)
+            req = gen.send(halo_exchange_mpi(cart, exchanges[eid], (R, C), rank, blk))
     except StopIteration as stop:
         result = stop.value
     if output is not None:
@@ -235,16 +235,93 @@ def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, c
         mm.flush()
         del mm
         comm.Barrier()
-    record = {"rank": rank, "cycles": [s[2] for s in stats if s[0] == "run"], "halo_bytes": halo_bytes,
-              "steps": [(s[0], s[1]) for s in stats]}
-    everyone = comm.gather(record)
-    if rank == 0:
-        record["ranks"] = everyone
-    return record
+    everyone = comm.gather(stats)
+    return {"rank": rank, "stats": stats, "bundle": bundle,
+            "time": step_time(bundle, everyone) if rank == 0 else None}
 
 
-def _own_part_bytes(ex, grid, rank, blk) -> int:
+# -- simulated time --------------------------------------------------------------------------------------------
+
+FP16_MODES = ("force_fp16", "allow_fp32_to_fp16", "allow_mix_precision")
+
+
+def exchange_messages(bundle: SpatialBundle, eid: int, rank: int) -> list[tuple[int, int, int]]:
+    """The messages ``rank`` receives in exchange ``eid``: ``(phase, source rank, bytes)``, phase 0 rows from
+    the grid neighbours above/below, phase 1 columns (with the received rows) from left/right. Bytes are in the
+    device's storage dtype (float16 under the fp16 precision modes), as the device would send them."""
+    ex = next(e for e in bundle.manifest["exchanges"] if e["id"] == eid)
+    R, C = bundle.grid
+    r, c = divmod(rank, C)
+    H, W = ex["extent"]
+    rows, cols = split(H, R), split(W, C)
     h0, h1, w0, w1 = ex["need"][rank]
-    a0, a1, b0, b1 = own_block(ex["extent"], grid, rank)
-    inside = max(0, min(a1, h1) - max(a0, h0)) * max(0, min(b1, w1) - max(b0, w0))
-    return inside * blk.shape[0] * blk.shape[1] * blk.dtype.itemsize
+    item = np.dtype(ex["dtype"]).itemsize
+    if bundle.manifest["precision_mode"] in FP16_MODES and np.dtype(ex["dtype"]) == np.float32:
+        item = 2
+    per = ex["batch"] * ex["channels"] * item
+    msgs = []
+    for q in (r - 1, r + 1):
+        if 0 <= q < R:
+            n = max(0, min(h1, rows[q][1]) - max(h0, rows[q][0])) * (cols[c][1] - cols[c][0])
+            if n:
+                msgs.append((0, q * C + c, n * per))
+    for q in (c - 1, c + 1):
+        if 0 <= q < C:
+            n = max(0, min(w1, cols[q][1]) - max(w0, cols[q][0])) * (h1 - h0)
+            if n:
+                msgs.append((1, r * C + q, n * per))
+    return msgs
+
+
+def step_time(bundle: SpatialBundle, stats: list[list], cluster=None) -> dict:
+    """Simulated time of one inference on the grid, from each rank's per-segment cycles (``stats`` as
+    :func:`rank_steps` records them) and the link model (``cluster``: a :class:`cann.hw.links.ClusterSpec`,
+    default Atlas800).
+
+    Per rank and exchange: each phase takes its slowest message (the two neighbours of a phase use two links
+    at once), the phases add. The exchange overlaps the interior work of the next segment: the share of the
+    need block the rank owns, times that segment's time, is the most of the exchange it can hide (a model:
+    the interior outputs read no halo). A rank's time is its compute plus the exchange it does not hide; the
+    step is the slowest rank. Returns seconds and bytes: ``step``, ``compute`` / ``exchange`` / ``hidden`` (per
+    rank lists), ``halo_bytes`` (per exchange, all ranks) and ``halo_bytes_step``."""
+    from cann.hw.config import load_soc
+    from cann.hw.links import load_cluster
+
+    cluster = cluster or load_cluster()
+    hz = load_soc(bundle.manifest["soc_version"]).clock_mhz * 1e6
+    exchanges = {e["id"]: e for e in bundle.manifest["exchanges"]}
+    R, C = bundle.grid
+    compute, exch, hidden = [], [], []
+    halo = {e: 0 for e in exchanges}
+    for rank, recs in enumerate(stats):
+        t_comp = sum(cyc for kind, _, cyc in recs if kind == "run") / hz
+        t_ex = t_hide = 0.0
+        for i, (kind, eid, _) in enumerate(recs):
+            if kind != "exchange":
+                continue
+            msgs = exchange_messages(bundle, eid, rank)
+            halo[eid] += sum(m[2] for m in msgs)
+            t = sum(max((cluster.link_between(src, rank).time(b) for ph, src, b in msgs if ph == p), default=0.0)
+                    for p in (0, 1))
+            nxt = next((cyc for k, _, cyc in recs[i + 1:] if k == "run"), 0) / hz
+            h0, h1, w0, w1 = exchanges[eid]["need"][rank]
+            a0, a1, b0, b1 = own_block(exchanges[eid]["extent"], (R, C), rank)
+            inner = max(0, min(a1, h1) - max(a0, h0)) * max(0, min(b1, w1) - max(b0, w0))
+            frac = inner / max(1, (h1 - h0) * (w1 - w0))
+            t_ex += t
+            t_hide += min(t, frac * nxt)
+        compute.append(t_comp)
+        exch.append(t_ex)
+        hidden.append(t_hide)
+    step = max(c + e - h for c, e, h in zip(compute, exch, hidden))
+    return {"step": step, "compute": compute, "exchange": exch, "hidden": hidden, "halo_bytes": halo,
+            "halo_bytes_step": sum(halo.values())}
+
+
+def format_time(t: dict, grid) -> str:
+    """One line: the simulated step and its parts (microseconds), the halo bytes per step."""
+    i = max(range(len(t["compute"])), key=lambda k: t["compute"][k] + t["exchange"][k] - t["hidden"][k])
+    return (f"spatial {grid[0]}x{grid[1]}: simulated step {t['step'] * 1e6:.1f} us (slowest device {i}: compute "
+            f"{t['compute'][i] * 1e6:.1f} us, halo exchange {t['exchange'][i] * 1e6:.1f} us of which "
+            f"{t['hidden'][i] * 1e6:.1f} us hidden by interior compute); halo {t['halo_bytes_step']} bytes per step "
+            f"in {len(t['halo_bytes'])} exchanges")
