@@ -33,6 +33,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import VerifyException
 
 from cann.dialects import graph, graph_int, main_function
 from cann.dialects.graph_base import _ints, _shape, i64_array
@@ -56,9 +57,8 @@ def parse_grid(text: str) -> tuple[int, int]:
 
 
 def _where(op: Operation) -> str:
-    loc = op.location
-    name = getattr(getattr(loc, "name", None), "data", None)
-    return name or op.name
+    desc = getattr(op.location, "desc", None)  # loc("node name") from the importer
+    return getattr(desc, "data", None) or op.name
 
 
 def _hull(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
@@ -251,6 +251,11 @@ class _Partitioner:
                 (h0, h1), (w0, w1) = plan.avail[v]
                 ex = HaloExchangeOp(new, id=exchange_ids[v], grid=(self.R, self.C), coords=(r, c),
                                     extent=self._extent(v), need=(h0, h1, w0, w1))
+                try:
+                    ex.verify()
+                except VerifyException as e:
+                    where = _where(v.owner) if isinstance(v.owner, Operation) else "input"
+                    raise CannError(where, f"device ({r}, {c}): {str(e).splitlines()[0]}") from None
                 block.add_op(ex)
                 vmap[v], held[v] = ex.res, plan.avail[v]
 

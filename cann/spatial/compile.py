@@ -83,18 +83,23 @@ def compile_spatial(model: str | os.PathLike | onnx.ModelProto, grid: str, *, de
                                                  out_nodes=opts.out_nodes, framework=opts.framework)
     funcs = [f for f in module.ops if isinstance(f, func.FuncOp)]
     models, ranks = [], []
+    compiled: dict[str, int] = {}  # segment text -> blob: devices with the same block shapes share code
     from cann.hw.config import load_soc
 
     capacity = device_memory or load_soc(opts.soc_version).gm_bytes
     for rank, f in enumerate(funcs):
         steps, mods, ins, outs, held = rank_segments(f, module.attributes)
-        base = len(models)
+        blob = []
+        for m in mods:
+            key = str(m)
+            if key not in compiled:
+                compiled[key] = len(models)
+                models.append(compile_segment(m, opts, kb))
+            blob.append(compiled[key])
         for st in steps:
             if "run" in st:
-                st["run"] += base
-        oms = [compile_segment(m, opts, kb) for m in mods]
-        models.extend(oms)
-        peak = held + max((om.gm_size for om in oms), default=0)
+                st["run"] = blob[st["run"]]
+        peak = held + max((models[b].gm_size for b in blob), default=0)
         if peak > capacity:
             raise CannError(f"device {rank} ({rank // C}, {rank % C})",
                             f"needs {peak} bytes of device memory (largest segment gm_size plus the tensors held "
