@@ -77,3 +77,33 @@ def test_a_deadlock_times_out(tmp_path):
 def test_a_failing_rank_is_an_error():
     with pytest.raises(RuntimeError, match="exit"):
         run_mpi(2, [sys.executable, "-c", "import sys; sys.exit(3)"], timeout=30)
+
+
+def test_cann_run_needs_the_grids_rank_count(tmp_path):
+    """A 1x2 bundle run by 1 rank (no mpiexec) or by 3: one error line naming the mpiexec -n to use; a 1x2
+    run writes the unpartitioned model's output."""
+    import subprocess
+
+    import numpy as np
+    import onnx
+
+    from test_device_memory import conv_model
+
+    onnx.save(conv_model(), tmp_path / "m.onnx")
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for args in (["--spatial-split", "1x2", "-o", "big.om"], ["-o", "m.om"]):
+        r = subprocess.run([sys.executable, "-m", "cann.tools.cann_compile", "m.onnx", *args], capture_output=True,
+                           text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+    cmd = [sys.executable, "-m", "cann.tools.cann_run", "big.om", "--input", "x.npy", "--output", "y.npy"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "error: big.om: partitioned for a 1x2 grid: run it with mpiexec -n 2 (this run has 1 rank)"]
+    with pytest.raises(RuntimeError, match="run it with mpiexec -n 2 \\(this run has 3 ranks\\)"):
+        run_mpi(3, cmd[:], timeout=120, cwd=tmp_path)
+    run_mpi(2, cmd, timeout=120, cwd=tmp_path)
+    subprocess.run([sys.executable, "-m", "cann.tools.cann_run", "m.om", "--input", "x.npy", "--output", "ref.npy"],
+                   check=True, capture_output=True, cwd=tmp_path)
+    y, ref = np.load(tmp_path / "y.npy"), np.load(tmp_path / "ref.npy")
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-3  # force_fp16 both
