@@ -140,6 +140,16 @@ class _Partitioner:
         self.exchange_points: set[SSAValue] = set()
         self._classify()
 
+    def where(self, v: SSAValue) -> str:
+        """The node that defines ``v``, or ``input 'NAME'`` for a model input."""
+        if isinstance(v.owner, Operation):
+            return _where(v.owner)
+        attrs = self.main.arg_attrs
+        i = v.index
+        d = attrs.data[i] if attrs is not None and i < len(attrs.data) else None
+        name = d.data.get("graph.name") if d is not None else None
+        return f"input '{name.data}'" if name is not None else f"input {i}"
+
     def _extent(self, v: SSAValue) -> tuple[int, int]:
         s = _shape(v)
         return s[2], s[3]
@@ -183,8 +193,7 @@ class _Partitioner:
         for v in self.spatial:
             H, W = self._extent(v)
             if H < self.R or W < self.C:
-                where = _where(v.owner) if isinstance(v.owner, Operation) else "input"
-                raise CannError(where, f"image {H}x{W} cannot be split over a {self.R}x{self.C} grid")
+                raise CannError(self.where(v), f"image {H}x{W} cannot be split over a {self.R}x{self.C} grid")
 
     def own(self, v: SSAValue, r: int, c: int) -> Block2:
         H, W = self._extent(v)
@@ -254,8 +263,7 @@ class _Partitioner:
                 try:
                     ex.verify()
                 except VerifyException as e:
-                    where = _where(v.owner) if isinstance(v.owner, Operation) else "input"
-                    raise CannError(where, f"device ({r}, {c}): {str(e).splitlines()[0]}") from None
+                    raise CannError(self.where(v), f"device ({r}, {c}): {str(e).splitlines()[0]}") from None
                 block.add_op(ex)
                 vmap[v], held[v] = ex.res, plan.avail[v]
 

@@ -57,7 +57,7 @@ def test_spatial_emit_graph(model_dir):
      "error: --spatial-depth: '0': a whole number of window layers per exchange, at least 1"),
     (["--spatial-split", "2x2", "--emit", "tile", "-o", "-"],
      "error: --emit: tile: with --spatial-split only the graph IR (--emit graph) is one module"),
-    (["--spatial-split", "1x32", "-o", "b.om"], "error: input: image 16x16 cannot be split over a 1x32 grid"),
+    (["--spatial-split", "1x32", "-o", "b.om"], "error: input 'x': image 16x16 cannot be split over a 1x32 grid"),
 ])
 def test_spatial_flag_errors(model_dir, args, message):
     r = run("cann_compile", "m.onnx", *args, cwd=model_dir)
