@@ -41,7 +41,14 @@ def rank_steps(bundle: SpatialBundle, rank: int, inputs: dict[str, np.ndarray],
     ``("exchange", id, 0)`` records in order."""
     prog = bundle.manifest["ranks"][rank]
     store: dict[int, np.ndarray] = {prog["inputs"][k]: v for k, v in inputs.items()}
-    for st in prog["steps"]:
+    last: dict[int, int] = {}  # tensor -> the last step reading it: blocks are dropped after it
+    for i, st in enumerate(prog["steps"]):
+        for t in st["in"] if "run" in st else [st["src"]]:
+            last[t] = i
+    keep = set(prog["outputs"].values())
+    for i, st in enumerate(prog["steps"]):
+        for t in [t for t in store if t not in keep and last.get(t, -1) < i]:
+            del store[t]
         if "run" in st:
             model = Model(bundle.models[st["run"]])
             feeds = {t.name: store[i] for t, i in zip(model.inputs, st["in"])}
