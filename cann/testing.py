@@ -215,3 +215,53 @@ def run_onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> di
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, inputs)))
+
+
+# --- multi-rank runs (issue 15): one MPI rank per simulated device -------------------------------------
+
+MPI_TIMEOUT = 120.0
+"""Seconds a multi-rank run may take before it counts as a deadlock (the test fails, CI is not consumed)."""
+
+
+def mpiexec_path() -> Path:
+    """The ``mpiexec`` of the running interpreter's environment (the ``mpich`` wheel puts it in the venv's
+    ``bin/``, beside ``python``); a clear error when the environment has none (``pip install -e .``)."""
+    import sys
+
+    exe = Path(sys.executable).parent / "mpiexec"
+    if not exe.exists():
+        raise FileNotFoundError(f"{exe}: no mpiexec beside this python; install the project's dependencies "
+                                "(pip install -e .: mpi4py and the mpich wheel)")
+    return exe
+
+
+def run_mpi(ranks: int, args: list[str], *, timeout: float = MPI_TIMEOUT, cwd: str | Path | None = None,
+            env: dict[str, str] | None = None):
+    """Run ``mpiexec -n ranks ARGS...`` (ARGS: the per-rank command line, e.g. ``[sys.executable, "-c",
+    code]``) and return the ``subprocess.CompletedProcess`` (text stdout/stderr).
+
+    MPICH's Hydra oversubscribes by default and runs as root, so ``ranks`` may exceed the cores. The whole
+    process group is killed after ``timeout`` seconds and :class:`TimeoutError` is raised (a deadlocked
+    exchange fails the test instead of hanging it); a non-zero exit raises :class:`RuntimeError` carrying
+    the ranks' stderr."""
+    import os
+    import signal
+    import subprocess
+
+    if ranks < 1:
+        raise ValueError(f"ranks: {ranks}, at least 1")
+    cmd = [str(mpiexec_path()), "-n", str(ranks), *map(str, args)]
+    run_env = dict(os.environ if env is None else env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env=run_env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise TimeoutError(f"mpiexec -n {ranks} {' '.join(map(str, args))}: no end after {timeout:g} s "
+                           f"(deadlock?); stderr:\n{err[-4000:]}") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"mpiexec -n {ranks} {' '.join(map(str, args))}: exit {proc.returncode}; "
+                           f"stderr:\n{err[-4000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -18,6 +18,7 @@ _PASSES: dict[str, str] = {
     "graph-fold-batch-norm": "cann.passes.graph_fold_batch_norm:GraphFoldBatchNormPass",
     "graph-fuse-ub": "cann.passes.graph_fuse_ub:GraphFuseUbPass",
     "graph-recompose": "cann.passes.graph_recompose:GraphRecomposePass",
+    "graph-spatial-partition": "cann.passes.graph_spatial_partition:GraphSpatialPartitionPass",
     "tile-multi-buffer": "cann.passes.tile_multi_buffer:TileMultiBufferPass",
     "tile-search-kb": "cann.passes.tile_search_kb:TileSearchKbPass",
     "keep-dtype": "cann.passes.keep_dtype:KeepDtypePass",

@@ -9,6 +9,8 @@
     cann-compile model.onnx -o model.om --tune        # tune the convolutions first (model.kb.json)
     cann-compile model.onnx --precision_mode allow_mix_precision -o model.om   # fp16, overflow-prone nodes fp32
     cann-compile model.onnx --calibrate-keep-dtype keep.txt && cann-compile model.onnx --keep_dtype keep.txt -o m.om
+    cann-compile model.onnx --device-memory 1048576 -o m.om   # fail (exit 2) when the model needs more than 1 MiB
+    cann-compile fcn.onnx --spatial-split 2x2 -o big.om       # one program per device of a 2x2 grid (mpiexec -n 4 cann-run)
 
 A thin wrapper over :func:`cann.compile` / :func:`cann.compiler.emit`. User mistakes print
 ``error: <location>: <message>`` and exit 2 without leaving an output file.
@@ -109,10 +111,18 @@ def _configure_logging(level: str) -> None:
               "(recorded in the .om; docs/core-model.md, 'Device memory plan').")
 @click.option("--disable_reuse_memory", "disable_reuse_memory", metavar="0|1", help="ATC's spelling of --gm-reuse: "
               "0 (default) reuse on, 1 reuse off.")
+@click.option("--device-memory", "device_memory", metavar="BYTES", help="The device (HBM) memory one device has, in "
+              "bytes (default: the SoC's gm_bytes): the compile fails when the model's peak global memory (the .om's "
+              "gm_size) exceeds it.")
+@click.option("--spatial-split", "spatial_split", metavar="RxC", help="Split the image's H and W over an R x C device "
+              "grid with halo exchanges (docs/large-images.md): the output is a bundle of per-device programs, run "
+              "with mpiexec -n R*C cann-run; with --emit graph, the partitioned graph IR.")
+@click.option("--spatial-depth", "spatial_depth", metavar="D", help="With --spatial-split: window layers per halo "
+              "exchange (default 1; more: wider halos, fewer messages, redundant compute).")
 def cli(model_arg, model_opt, framework, output, soc_version, input_shape, precision_mode, out_nodes,
         log_level, fusion_switch_file, fusion_report, aicore_num, emit, opt_level, first_load_segment, kb,
         tune, job_type, tune_trials, tune_jobs, keep_dtype, calibrate, calibration_npz, gm_reuse,
-        disable_reuse_memory) -> int:
+        disable_reuse_memory, device_memory, spatial_split, spatial_depth) -> int:
     """Compile MODEL (ONNX, a frozen TensorFlow GraphDef .pb, or the .mlir text of a stage: graph, tile or
     ascend IR as --emit or cann-opt write it) into an offline model for the simulated Ascend AI Core."""
     if model_arg and model_opt and model_arg != model_opt:
@@ -134,6 +144,17 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     gm_reuse = _gm_reuse(gm_reuse, disable_reuse_memory)
     validate_options(**options, gm_reuse=gm_reuse)  # every flag's error before any work
     tune, trials, jobs = _tune_flags(tune, job_type, tune_trials, tune_jobs)
+    capacity = _count("--device-memory", device_memory, "a whole number of bytes")
+    if capacity is not None and emit:
+        raise CannError("--device-memory", "applies to an .om (the model's gm_size), not to --emit")
+    depth = _count("--spatial-depth", spatial_depth, "a whole number of window layers per exchange")
+    if depth is not None and not spatial_split:
+        raise CannError("--spatial-depth", "applies to --spatial-split only")
+    if spatial_split:
+        return _spatial(model, output, emit, spatial_split, depth or 1, capacity, options, kb,
+                        dict(tune=tune, calibrate=calibrate, keep_dtype=keep_dtype, fusion_report=fusion_report,
+                             fusion_switch_file=fusion_switch_file, first_load_segment=first_load_segment,
+                             aicore_num=aicore_num))
     if tune and kb == "none":
         raise CannError("--kb", "none: --tune adds the tuned kernels to a knowledge base; give its path "
                                 "(default without --kb: OUTPUT with .kb.json)")
@@ -196,6 +217,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         output += ".om"
     check_writable(output)
     compiled = cann.compile(model, **options, gm_reuse=gm_reuse)
+    check_device_memory(model, compiled.om.gm_size, compiled.om.soc_version, capacity)  # before anything is written
     if fusion_report:  # the report first: if the .om cannot be written, the report goes again
         atomic_write_bytes(fusion_report, (json.dumps(compiled.fusion_report, indent=1) + "\n").encode())
     try:
@@ -219,6 +241,74 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
 
     print(f"{output}: {memory_line(om)}")
     return 0
+
+
+def _spatial(model, output, emit, grid, depth, capacity, options, kb, unsupported) -> int:
+    """``--spatial-split``: the partitioned graph IR (``--emit graph``) or the bundle of per-device programs."""
+    from cann.passes.graph_spatial_partition import parse_grid
+
+    for flag, value in unsupported.items():
+        if value:
+            raise CannError("--spatial-split", f"cannot be combined with --{flag.replace('_', '-')} yet")
+    try:
+        R, C = parse_grid(grid)
+    except ValueError as e:
+        raise CannError("--spatial-split", str(e)) from None
+    if emit and emit != "graph":
+        raise CannError("--emit", f"{emit}: with --spatial-split only the graph IR (--emit graph) is one module")
+    if options["framework"] == "mlir":
+        raise CannError(model, "--spatial-split compiles a model (ONNX or TensorFlow), not a stage's .mlir text")
+    from cann.compiler import check_writable
+
+    if emit:
+        from cann.dialects.weights import print_module
+        from cann.fileio import atomic_write_bytes
+        from cann.spatial.compile import partition_module
+
+        o = validate_options(input_shape=options["input_shape"], out_nodes=options["out_nodes"],
+                             framework=options["framework"])
+        module, _ = partition_module(model, f"{R}x{C}", depth, input_shape=o.input_shape, out_nodes=o.out_nodes,
+                                     framework=o.framework)
+        if output == "-":
+            print_module(module, sys.stdout)
+        else:
+            check_writable(output)
+            import io
+
+            text = io.StringIO()
+            print_module(module, text, weights_path=str(output) + ".npz")
+            atomic_write_bytes(output, text.getvalue().encode())
+        return 0
+    if not output.endswith(".om"):
+        output += ".om"
+    check_writable(output)
+    from cann.spatial.compile import compile_spatial
+
+    opts = {k: options[k] for k in ("soc_version", "precision_mode", "input_shape", "out_nodes", "opt_level",
+                                    "framework")}
+    bundle = compile_spatial(model, f"{R}x{C}", depth=depth, kb=kb, device_memory=capacity, **opts)
+    bundle.save(output)
+    peak = max(r["peak_bytes"] for r in bundle.manifest["ranks"])
+    print(f"{output}: {R}x{C} devices, {len(bundle.models)} segments, {len(bundle.manifest['exchanges'])} halo "
+          f"exchanges, {os.path.getsize(output)} bytes, peak device memory {peak} bytes "
+          f"({bundle.manifest['soc_version']}, {bundle.manifest['precision_mode']})")
+    return 0
+
+
+def check_device_memory(where: str, gm_size: int, soc_version: str, capacity: int | None = None) -> None:
+    """Raise :class:`CannError` at ``where`` when a model's peak global memory ``gm_size`` (bytes: weights,
+    inputs, outputs and activations as the GM planner lays them out) exceeds one device's memory:
+    ``capacity`` bytes, or the SoC's ``gm_bytes`` when ``None``."""
+    if capacity is None:
+        from cann.hw.config import load_soc
+
+        capacity, source = load_soc(soc_version).gm_bytes, f"{soc_version}'s gm_bytes"
+    else:
+        source = "--device-memory"
+    if gm_size > capacity:
+        raise CannError(where, f"needs {gm_size} bytes of device memory (peak gm_size, {gm_size / 2**30:.3g} GiB), "
+                               f"more than one device's {capacity} bytes ({source}, {capacity / 2**30:.3g} GiB); "
+                               "split the image over devices (--spatial-split RxC) or use a smaller input")
 
 
 def _count(flag: str, text: str | None, what: str) -> int | None:

@@ -6,6 +6,8 @@
     cann-run model.om --profile --profile-csv prof.csv --trace trace.json
     cann-run model.om --timing-only                     # cycles and profile only, no values
     cann-run model.om --compare model.onnx --all-layers --csv layers.csv   # per layer (docs/accuracy.md)
+    cann-run model.om --input x.npy --output y.npy      # a single-output model's output as .npy
+    mpiexec -n 4 cann-run big.om --input x.npy --output y.npy   # a model compiled with --spatial-split 2x2
 
 A thin wrapper over :func:`cann.load` and ``Model.run``. User mistakes print
 ``error: <location>: <message>`` and exit 2; a ``--compare`` (or a layer of ``--all-layers``) beyond
@@ -199,7 +201,8 @@ def _print_info(om) -> None:
               help="Input values (repeatable). Default: seeded standard-normal inputs.")
 @click.option("--seed", type=int, callback=lambda c, p, v: _at_least(v, 0), default=0, show_default=True,
               help="Seed of the generated inputs (>= 0).")
-@click.option("--output", metavar="OUT.npz", help="Write the outputs (keys = output names).")
+@click.option("--output", metavar="OUT.npz|OUT.npy", help="Write the outputs (.npz: keys = output names; .npy: the "
+              "output of a single-output model).")
 @click.option("--compare", metavar="MODEL.onnx", help="Compare the outputs with onnxruntime (CPU).")
 @click.option("--tolerance", type=float, callback=_tolerance, help="Largest rel_l2_err accepted by --compare "
               "(and by each layer of --all-layers; default 1e-2 for force_fp16/allow_fp32_to_fp16/allow_mix_precision, "
@@ -226,7 +229,12 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         timing_only, max_instructions, all_layers, info, layers_csv) -> int:
     """Run MODEL.om on the simulated Ascend AI Core."""
     import cann
+    from cann.spatial.bundle import is_bundle
 
+    if is_bundle(om):
+        return _run_spatial(om, input_specs, output, dict(compare=compare, profile=profile, profile_csv=profile_csv,
+                                                          trace=trace, timing_only=timing_only, all_layers=all_layers,
+                                                          info=info, csv=layers_csv, tolerance=tolerance))
     if info:
         from cann.codegen.om import read_om
 
@@ -291,11 +299,58 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
         if plan:
             layer_refs = reference_outputs(sess, compare, inputs, plan.tensors())
             status = max(status, _report_layers(plan, plan.compare(layer_refs, tol), tol, layers_csv))
-    if output:  # written once the run (and any comparison) went through: no file on an error
+    if output and output.endswith(".npy"):  # the one output as an array
+        if len(outputs) != 1:
+            raise CannError(output, f"a .npy holds one array; the model has {len(outputs)} outputs: use .npz")
+        with atomic_output(output, "wb") as f:
+            np.save(f, next(iter(outputs.values())))
+    elif output:  # written once the run (and any comparison) went through: no file on an error
         with atomic_output(output, "wb") as f:
             np.savez(f, **outputs)
     _report(getattr(model, "last_run", None), profile, profile_csv, trace, getattr(model, "om", None))
     return status
+
+
+def _run_spatial(om: str, input_specs, output: str | None, unsupported: dict) -> int:
+    """One rank of a spatially partitioned model (``cann-compile --spatial-split``) under ``mpiexec``: inputs and
+    the output are memory-mapped ``.npy`` files, each rank reads and writes only its block; rank 0 prints the
+    simulated step time (cann.spatial.run)."""
+    for flag, value in unsupported.items():
+        if value:
+            raise CannError(f"--{flag.replace('_', '-')}", f"does not apply to {om}, a spatially partitioned model")
+    from cann.spatial.bundle import load_bundle
+    from cann.spatial.run import format_time, run_mpi_rank
+
+    head = load_bundle(om, blobs=set())
+    names = [spec["name"] for spec in head.manifest["inputs"]]
+    inputs = {}
+    for spec in input_specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            if len(names) != 1:
+                raise CannError(spec, f"a bare .npy needs a single-input model: use --input NAME={spec}")
+            name, path = names[0], spec
+        if name not in names:
+            raise CannError(spec, f"'{name}' is not an input of the model (inputs: {', '.join(names)})")
+        if not path.endswith(".npy") or not os.path.isfile(path):
+            raise CannError(path, "a spatially partitioned model reads its inputs from existing .npy files "
+                                  "(memory-mapped: each device reads only its block)")
+        inputs[name] = path
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise CannError("--input", f"no .npy for model input(s): {', '.join(missing)} (a spatially partitioned "
+                                   "model takes no generated inputs)")
+    if output is not None:
+        if not output.endswith(".npy") or len(head.manifest["outputs"]) != 1:
+            raise CannError(output, "a spatially partitioned model writes its single output to a .npy file")
+        if not Path(output).parent.is_dir():
+            raise CannError(output, f"cannot write: directory {Path(output).parent} does not exist")
+    rec = run_mpi_rank(om, inputs, output)
+    if rec["time"] is not None:
+        print(format_time(rec["time"], head.grid))
+        if output:
+            print(f"{output}: written by {head.ranks} devices")
+    return 0
 
 
 def _simulate(om, model, fn, *args, **kw):
