@@ -134,7 +134,7 @@ def activation_bytes(model: str | os.PathLike, batch: int, *, recompute: bool = 
     Raises:
         CannError: batch < 1, a model that does not compile (as :func:`cann.compiler.lower`).
     """
-    from cann.codegen.offline import _align, _nbytes
+    from cann.codegen.gm_plan import align, nbytes
     from cann.compiler import lower
     from cann.dialects import main_function, tile
 
@@ -160,7 +160,7 @@ def activation_bytes(model: str | os.PathLike, batch: int, *, recompute: bool = 
         raise CannError(os.fspath(model), f"inputs fix different batch sizes {sorted(fixed)}")
     module = lower(os.fspath(model), until="tile", input_shape=shapes or None, precision_mode=precision_mode)
     main = main_function(module, os.fspath(model))
-    sizes = [_align(_nbytes(op.res)) for op in main.body.block.ops if isinstance(op, tile.GmAllocOp)]
+    sizes = [align(nbytes(op.res)) for op in main.body.block.ops if isinstance(op, tile.GmAllocOp)]
     if fixed:  # a model compiled for a fixed batch b0: activations scale with the batch
         b0 = fixed.pop()
         sizes = [s * batch // b0 for s in sizes]
