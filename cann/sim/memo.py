@@ -1,0 +1,82 @@
+"""Memoized cube operands of one simulated kernel run (:meth:`cann.sim.core.AICore.run_lanes`).
+
+A tiled convolution rebuilds the same img2col matrix for every tile of output channels: the same
+instruction fields reading the same L1 feature map, so the same L0A bytes, which ``mmad`` then
+converts to float32 again. :class:`Memo` keeps, per instruction key, the bytes it wrote and a
+*token* naming that content, while the instruction's source bytes are unwritten; and it records
+which on-chip ranges currently hold which token (*tags*). The handlers (:mod:`cann.sim.mte`) then
+copy the kept bytes instead of recomputing them, and ``mmad`` looks its float32 operand up by
+token (:meth:`cann.sim.mte.TransferUnit._f32_operand`): a token's content never changes, so an
+array converted from it stays exact for as long as some range holds the token.
+
+Invalidation: every write of on-chip bytes reports its range (:meth:`written`, from
+:meth:`cann.sim.core.AICore._onchip` and the handlers that skip it): the kept results whose source
+meets it are dropped, and so are the tags of the written range. Everything is emptied at the start
+of each run (buffers may change from outside between runs, and the run's lanes may differ).
+Memory is bounded by :data:`MEMO_BYTES`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: bytes of kept instruction results (the memo is emptied when a new one would exceed it)
+MEMO_BYTES = 64 << 20
+
+
+class Memo:
+    """Kept instruction results by source range and key, and the token tags of on-chip ranges."""
+
+    __slots__ = ("by_src", "tags", "nbytes", "_next")
+
+    def __init__(self) -> None:
+        #: (source buffer, lo, hi) -> {key: (token, bytes written)}
+        self.by_src: dict[tuple[str, int, int], dict] = {}
+        #: buffer -> [(lo, hi, token)]: bytes [lo, hi) hold the content named ``token``
+        self.tags: dict[str, list[tuple[int, int, int]]] = {}
+        self.nbytes = 0
+        self._next = 0
+
+    def clear(self) -> None:
+        """Forget every kept result and tag (tokens stay unique: they are never reused)."""
+        self.by_src.clear()
+        self.tags.clear()
+        self.nbytes = 0
+
+    def get(self, src: tuple[str, int, int], key) -> tuple[int, np.ndarray] | None:
+        """``(token, bytes)`` kept for ``key`` reading source range ``src``, None if none."""
+        d = self.by_src.get(src)
+        return None if d is None else d.get(key)
+
+    def put(self, src: tuple[str, int, int], key, raw: np.ndarray) -> int:
+        """Keep ``raw`` (the bytes instruction ``key`` wrote, reading source range ``src``); returns
+        its new token."""
+        if self.nbytes + raw.nbytes > MEMO_BYTES:
+            self.by_src.clear()
+            self.nbytes = 0
+        self._next += 1
+        self.by_src.setdefault(src, {})[key] = (self._next, raw)
+        self.nbytes += raw.nbytes
+        return self._next
+
+    def written(self, buf: str, lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of ``buf`` are about to be written: drop the kept results read from
+        them and the tags there."""
+        if self.by_src:
+            for s in [s for s in self.by_src if s[0] == buf and s[1] < hi and lo < s[2]]:
+                self.nbytes -= sum(r.nbytes for _, r in self.by_src.pop(s).values())
+        t = self.tags.get(buf)
+        if t:
+            self.tags[buf] = [x for x in t if not (x[0] < hi and lo < x[1])]
+
+    def tag(self, buf: str, lo: int, hi: int, token: int) -> None:
+        """Bytes ``[lo, hi)`` of ``buf`` now hold ``token``'s content (after :meth:`written` of that
+        range)."""
+        self.tags.setdefault(buf, []).append((lo, hi, token))
+
+    def token_at(self, buf: str, lo: int, hi: int) -> tuple[int, int] | None:
+        """``(token, its range's lo)`` of the tag holding all of ``[lo, hi)`` of ``buf``, else None."""
+        for a, b, tok in self.tags.get(buf, ()):
+            if a <= lo and hi <= b:
+                return tok, a
+        return None
