@@ -35,7 +35,7 @@ from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel, cost_functions
 from cann.sim.lanes import _F32, _U8, _Fault, _view, lane_grid, nonfinite  # noqa: F401 (nonfinite: API)
-from cann.sim.memo import Memo
+from cann.sim.memo import Memo, Verified
 from cann.sim.mte import TransferUnit
 from cann.sim.overflow import OverflowWatch
 from cann.sim.timing import PIPES, Timing, cached_schedule
@@ -192,6 +192,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self._f32_tok: dict[tuple, tuple] = {}
         self._f32_bytes = 0
         self._memo = Memo()  # img2col results kept while their map is unwritten (cann.sim.memo)
+        self._verified = Verified()  # mmad's float32 B operands kept across runs (cann.sim.memo)
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -213,6 +214,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             r[:] = [0] * len(r)
         self._uni.clear()
         self.guard = None
+        self._verified.next_run()  # (its entries stay: they are checked against the bytes)
 
     def _cost_fns(self, active_cores: int, l2: tuple[int, ...]) -> tuple[dict, dict]:
         """(shared, full) cost functions by mnemonic (:func:`cann.sim.cost.cost_functions`)."""

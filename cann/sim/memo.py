@@ -80,3 +80,57 @@ class Memo:
             if a <= lo and hi <= b:
                 return tok, a
         return None
+
+
+#: bytes (source copies plus float32 values) :class:`Verified` keeps across runs, at most
+VERIFIED_BYTES = 256 << 20
+
+
+class Verified:
+    """float32 operands kept across runs of one core (the weights ``mmad`` reads from L0B are the
+    same bytes in every run of a model), each with a copy of the bytes it was converted from: a
+    lookup compares the operand's current bytes with that copy (whole, as 8-byte words) and returns
+    the kept array only when they are equal, so it is exact whatever ran in between.
+
+    Keys: the operand's place, shape and lanes plus a sample of its bytes (so the operands of
+    different kernels at one address coexist). Bounded by :data:`VERIFIED_BYTES`: when full, the
+    entries no lookup of the current run used make room; if that is not enough, nothing new is kept
+    (a model whose weights do not fit keeps the same ones every run instead of thrashing)."""
+
+    __slots__ = ("entries", "nbytes", "run")
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, list] = {}  # key -> [source words, float32 array, last run]
+        self.nbytes = 0
+        self.run = 0
+
+    def next_run(self) -> None:
+        self.run += 1
+
+    @staticmethod
+    def key(place: tuple, words: np.ndarray) -> tuple:
+        """The key of an operand at ``place`` whose source bytes are ``words`` (one row per lane
+        kept, uint64)."""
+        return place + (words[:, :4].tobytes(), words[:, -4:].tobytes())
+
+    def get(self, key: tuple, words: np.ndarray) -> np.ndarray | None:
+        e = self.entries.get(key)
+        if e is None or not np.array_equal(e[0], words):
+            return None
+        e[2] = self.run
+        return e[1]
+
+    def put(self, key: tuple, words: np.ndarray, x: np.ndarray) -> None:
+        """Keep ``x`` converted from ``words`` (copied), room permitting."""
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.nbytes -= old[0].nbytes + old[1].nbytes
+        size = words.nbytes + x.nbytes
+        if self.nbytes + size > VERIFIED_BYTES:
+            for k in [k for k, e in self.entries.items() if e[2] != self.run]:
+                e = self.entries.pop(k)
+                self.nbytes -= e[0].nbytes + e[1].nbytes
+            if self.nbytes + size > VERIFIED_BYTES:
+                return
+        self.entries[key] = [words.copy(), x, self.run]
+        self.nbytes += size

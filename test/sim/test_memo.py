@@ -123,3 +123,69 @@ def test_memo_is_bounded_and_emptied_by_a_run(monkeypatch):
     assert core._memo.by_src and core._f32_tok
     core.run([], gm, bases[0], "k", checks="off")
     assert not core._memo.by_src and not core._memo.tags and not core._f32_tok
+
+
+def test_verified_returns_a_kept_array_only_for_equal_bytes(monkeypatch):
+    v = memo_mod.Verified()
+    w = np.arange(32, dtype=np.uint64).reshape(2, 16)
+    x = np.ones((2, 4), np.float32)
+    k = memo_mod.Verified.key(("l0b", 0), w)
+    assert v.get(k, w) is None
+    v.put(k, w, x)
+    w_now = w.copy()
+    assert v.get(k, w_now) is x
+    w_now[1, 5] += 1  # one word differs (outside the sampled ends): not the kept operand
+    assert memo_mod.Verified.key(("l0b", 0), w_now) == k and v.get(k, w_now) is None
+    w[0, 0] = 99  # the kept copy is the bytes at put time, not the caller's array
+    assert v.get(k, np.arange(32, dtype=np.uint64).reshape(2, 16)) is x
+
+
+def test_verified_is_bounded_without_thrashing(monkeypatch):
+    w = np.zeros((1, 8), np.uint64)
+    x = np.zeros((1, 16), np.float32)
+    monkeypatch.setattr(memo_mod, "VERIFIED_BYTES", 2 * (w.nbytes + x.nbytes))  # room for two
+    v = memo_mod.Verified()
+    for i in range(3):
+        v.put(("k", i), w, x)
+    assert sorted(v.entries) == [("k", 0), ("k", 1)]  # full: the third is not kept (same run)
+    v.next_run()
+    assert v.get(("k", 0), w) is x  # used in this run
+    v.put(("k", 2), w, x)  # makes room by dropping the one this run did not use
+    assert sorted(v.entries) == [("k", 0), ("k", 2)] and v.nbytes == 2 * (w.nbytes + x.nbytes)
+
+
+def test_models_differing_only_in_weights_share_pooled_cores_exactly():
+    """Two models of one shape run alternately on the pooled cores (kept float32 weights at the same
+    addresses): each gives what fresh cores give, and the second run of each hits the kept weights."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import cann
+    from cann.sim import executor
+
+    def model(seed):  # test_rerun's convolution (several M tiles per core), weights of its own
+        rng = np.random.default_rng(seed)
+        w = numpy_helper.from_array(rng.uniform(-0.2, 0.2, (64, 32, 3, 3)).astype(np.float32), "w")
+        b = numpy_helper.from_array(rng.uniform(-0.2, 0.2, 64).astype(np.float32), "b")
+        graph = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])],
+            "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 32, 56, 56))],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 64, 56, 56))], [w, b])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        onnx.checker.check_model(m)
+        return cann.compile(m, precision_mode="force_fp16")
+
+    models = [model(1), model(2)]
+    x = {"x": np.random.default_rng(5).standard_normal((1, 32, 56, 56)).astype(np.float32)}
+    fresh = []
+    for mdl in models:
+        executor._IDLE.clear()
+        fresh.append(mdl.run(x)["y"])
+    assert not np.array_equal(fresh[0], fresh[1])
+    executor._IDLE.clear()
+    for _ in range(2):
+        for mdl, want in zip(models, fresh):
+            np.testing.assert_array_equal(mdl.run(x)["y"], want)
+    core = next(iter(executor._IDLE.values()))
+    assert core._verified.entries
