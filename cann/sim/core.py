@@ -49,6 +49,7 @@ _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
 _VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
+_CUBE_IN = ("l0a", "l0b")  # the buffers mmad reads
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
 
 
@@ -417,7 +418,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
         if what == "dst":
-            if self._f32:  # mmad's float32 operands converted from these bytes are stale
+            if self._f32 and buf in _CUBE_IN:  # mmad's float32 operands converted from these bytes are stale
                 self._stale(buf, addr, addr + nbytes)
             self._memo.written(buf, addr, addr + nbytes)
             if self._n > 1:  # about to be written: no longer of known lane classes

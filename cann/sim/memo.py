@@ -30,8 +30,8 @@ class Memo:
     __slots__ = ("by_src", "tags", "nbytes", "_next")
 
     def __init__(self) -> None:
-        #: (source buffer, lo, hi) -> {key: (token, bytes written)}
-        self.by_src: dict[tuple[str, int, int], dict] = {}
+        #: source buffer -> (lo, hi) -> {key: (token, bytes written)}
+        self.by_src: dict[str, dict[tuple[int, int], dict]] = {}
         #: buffer -> [(lo, hi, token)]: bytes [lo, hi) hold the content named ``token``
         self.tags: dict[str, list[tuple[int, int, int]]] = {}
         self.nbytes = 0
@@ -43,28 +43,32 @@ class Memo:
         self.tags.clear()
         self.nbytes = 0
 
-    def get(self, src: tuple[str, int, int], key) -> tuple[int, np.ndarray] | None:
-        """``(token, bytes)`` kept for ``key`` reading source range ``src``, None if none."""
-        d = self.by_src.get(src)
+    def get(self, src: tuple[str, int, int], key) -> tuple[int, np.ndarray | None] | None:
+        """``(token, bytes)`` kept for ``key`` reading source range ``src`` (buffer, lo, hi), None
+        if none."""
+        d = self.by_src.get(src[0])
+        d = None if d is None else d.get(src[1:])
         return None if d is None else d.get(key)
 
-    def put(self, src: tuple[str, int, int], key, raw: np.ndarray) -> int:
-        """Keep ``raw`` (the bytes instruction ``key`` wrote, reading source range ``src``); returns
-        its new token."""
-        if self.nbytes + raw.nbytes > MEMO_BYTES:
+    def put(self, src: tuple[str, int, int], key, raw: np.ndarray | None = None) -> int:
+        """Keep ``raw`` (the bytes instruction ``key`` wrote, reading source range ``src``; None: a
+        copy the handler simply repeats, only its token is kept); returns its new token."""
+        size = 0 if raw is None else raw.nbytes
+        if self.nbytes + size > MEMO_BYTES:
             self.by_src.clear()
             self.nbytes = 0
         self._next += 1
-        self.by_src.setdefault(src, {})[key] = (self._next, raw)
-        self.nbytes += raw.nbytes
+        self.by_src.setdefault(src[0], {}).setdefault(src[1:], {})[key] = (self._next, raw)
+        self.nbytes += size
         return self._next
 
     def written(self, buf: str, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)`` of ``buf`` are about to be written: drop the kept results read from
         them and the tags there."""
-        if self.by_src:
-            for s in [s for s in self.by_src if s[0] == buf and s[1] < hi and lo < s[2]]:
-                self.nbytes -= sum(r.nbytes for _, r in self.by_src.pop(s).values())
+        d = self.by_src.get(buf)
+        if d:
+            for r in [r for r in d if r[0] < hi and lo < r[1]]:
+                self.nbytes -= sum(x.nbytes for _, x in d.pop(r).values() if x is not None)
         t = self.tags.get(buf)
         if t:
             self.tags[buf] = [x for x in t if not (x[0] < hi and lo < x[1])]
