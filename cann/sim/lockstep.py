@@ -24,6 +24,8 @@ a core keeps between launches are the same as with the per-block path.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from cann.hw import isa
@@ -131,6 +133,14 @@ class Conflict(Exception):
 _NONE, _MANY = 0xFFFF, 0xFFFE
 
 
+@lru_cache(maxsize=4096)
+def _apart(bases: tuple[int, ...], ext: int) -> bool:
+    """Whether accesses of ``ext`` bytes at ``bases`` (one per lane) cannot meet: no two lanes write
+    the same bytes, so a write needs no check of that after marking."""
+    s = sorted(bases)
+    return all(b - a >= ext for a, b in zip(s, s[1:]))
+
+
 def _untouched(x: np.ndarray) -> bool:
     """Whether no block wrote (read) any of the bytes of writer (reader) view ``x``: the usual case,
     one reduction instead of the per-byte test (``_NONE`` is the largest uint16)."""
@@ -203,7 +213,7 @@ class Guard:
                         ((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
                     raise Conflict
                 w[...] = me
-                if not (w == me).all():  # two lanes wrote the same bytes
+                if not _apart(tuple(bases), ext) and not (w == me).all():  # two lanes wrote the same bytes
                     raise Conflict
                 return
         for j, base in enumerate(bases):  # lane by lane, in block order

@@ -261,3 +261,20 @@ def test_mmad_of_lanes_sharing_their_l0a_matrix_equals_each_lane_alone(monkeypat
         one.bufs["l0b"][:k * n * 2] = lanes_b[j].view(np.uint8)
         one.run(prog, np.zeros(64, np.uint8), (0,), "k", checks="off")
         assert np.array_equal(core.mem["l0c"][j, :m * n * 4], one.bufs["l0c"][:m * n * 4])
+
+
+def test_guard_finds_lanes_writing_the_same_untouched_bytes():
+    # one lockstep write whose lanes' footprints meet (8 apart, 16 bytes each): a conflict even on
+    # bytes nobody touched before; footprints exactly apart (16) mark each lane's bytes as its own
+    gm = np.zeros(256, np.uint8)
+    g = lockstep.Guard(gm, [(0, 256)])
+    g.ids = np.array([0, 1], np.uint16)
+    with pytest.raises(lockstep.Conflict):
+        g.access((0, 8), 8, 0, (16,), (1,), 1, True)
+    g = lockstep.Guard(gm, [(0, 256)])
+    g.ids = np.array([0, 1], np.uint16)
+    g.access((64, 80), 16, 0, (16,), (1,), 1, True)
+    assert (g.writer[0][64:80] == 0).all() and (g.writer[0][80:96] == 1).all()
+    g.ids = np.array([1], np.uint16)
+    with pytest.raises(lockstep.Conflict):  # block 1 writing block 0's bytes
+        g.access((70,), 0, 0, (4,), (1,), 1, True)
