@@ -197,13 +197,13 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
     if p is None:
         return None
     groups, bases, regions, same, loose, watch = p
-    guard = lockstep.Guard(gm, regions, watch)
+    guard = lockstep.Guard(gm, regions, watch, k.block_dim)
     core.guard = guard if watch else None
     runs: list[KernelStats] = [None] * k.block_dim  # in block order
     try:
         for g, same_timing in zip(groups, same):
             own = [(blocks[b][0], blocks[b][1], timings.get((id(blocks[b][0]), fr[b])), loose[b]) for b in g]
-            guard.ids = np.array(g, np.uint16)
+            guard.ids = np.array(g, guard.dt)
             core.block_idx = g[0]
             res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g], own=own,
                                  same_timing=same_timing and len({fr[b] for b in g}) == 1,

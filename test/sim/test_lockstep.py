@@ -215,16 +215,18 @@ def test_overflow_found_per_block(monkeypatch, lanes_used):
     assert res[0][1] == [(None, None)] * 5 + [(4, "vmuls")] + [(None, None)] * 2
 
 
-def test_guard_marks_bytes_per_block_and_restores():
+@pytest.mark.parametrize("blocks,dt", [(3, np.uint8), (300, np.uint16)])  # marks: one byte when they fit
+def test_guard_marks_bytes_per_block_and_restores(blocks, dt):
     gm = np.arange(1024, dtype=np.uint32).astype(np.uint8)
     before = gm.copy()
-    g = lockstep.Guard(gm, [(0, 256), (512, 768)])
-    g.ids = np.array([0, 1], np.uint16)
+    g = lockstep.Guard(gm, [(0, 256), (512, 768)], True, blocks)
+    assert g.dt == dt and g.writer[0].dtype == dt
+    g.ids = np.array([0, 1], g.dt)
     g.access((0, 512), 512, 0, (64,), (1,), 1, True)  # blocks 0 and 1 write in different regions
     g.access((0, 512), 512, 32, (32,), (1,), 1, False)  # each reads back its own bytes
     g.access((300, 800), 500, 0, (8,), (1,), 1, False)  # outside the regions: not watched
     gm[:256] = gm[512:768] = 7  # the launch writes inside its regions
-    g.ids = np.array([2], np.uint16)
+    g.ids = np.array([2], g.dt)
     g.access((64,), 0, 0, (16,), (1,), 1, True)  # untouched bytes
     for addr, write in ((48, False), (520, True), (56, True)):  # block 0's, block 1's, block 0's and 2's bytes
         with pytest.raises(lockstep.Conflict):
