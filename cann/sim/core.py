@@ -35,6 +35,7 @@ from cann.hw.config import SocSpec
 from cann.sim.blas import single_threaded
 from cann.sim.cost import CostModel, cost_functions
 from cann.sim.lanes import _F32, _U8, _Fault, _view, lane_grid, nonfinite  # noqa: F401 (nonfinite: API)
+from cann.sim.memo import Memo, Verified
 from cann.sim.mte import TransferUnit
 from cann.sim.overflow import OverflowWatch
 from cann.sim.timing import PIPES, Timing, cached_schedule
@@ -48,6 +49,7 @@ _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
 _VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
+_CUBE_IN = ("l0a", "l0b")  # the buffers mmad reads
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
 
 
@@ -183,9 +185,15 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self._geometry: dict[tuple, tuple] = {}  # checked img2col fields -> their geometry (TransferUnit)
         self._plan_caches.append(self._views)
         self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
-        #: mmad's float32 B operands by (address, shape, strides, dtype, lane layout), valid until the
-        #: next L0B write (load2d) or run (TransferUnit._mmad)
-        self._b32: dict[tuple, np.ndarray] = {}
+        #: mmad's float32 operands by (buffer, address, shape, strides, dtype, lane layout) -> (buffer,
+        #: lo, hi, array), valid until the next write of bytes [lo, hi) or run
+        #: (TransferUnit._f32_operand, _stale); ``_f32_tok``: those of bytes holding a content token
+        #: (cann.sim.memo), by token; ``_f32_bytes``: their arrays' bytes
+        self._f32: dict[tuple, tuple] = {}
+        self._f32_tok: dict[tuple, tuple] = {}
+        self._f32_bytes = 0
+        self._memo = Memo()  # img2col results kept while their map is unwritten (cann.sim.memo)
+        self._verified = Verified()  # mmad's float32 B operands kept across runs (cann.sim.memo)
         self._exec: dict[str, callable] = {}
         self._cost: dict[str, callable] = {}
         for d in isa.INSTRUCTIONS:
@@ -207,6 +215,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             r[:] = [0] * len(r)
         self._uni.clear()
         self.guard = None
+        self._verified.next_run()  # (its entries stay: they are checked against the bytes)
 
     def _cost_fns(self, active_cores: int, l2: tuple[int, ...]) -> tuple[dict, dict]:
         """(shared, full) cost functions by mnemonic (:func:`cann.sim.cost.cost_functions`)."""
@@ -286,7 +295,10 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         self.regs = self._regs[lane0]
         self.reg_trace = []
         self._uni.clear()
-        self._b32.clear()  # the buffers may have been written from outside since the last run
+        self._f32.clear()  # the buffers may have been written from outside since the last run
+        self._f32_tok.clear()
+        self._f32_bytes = 0
+        self._memo.clear()
         execs = self._exec
         i = -1
         ins = None
@@ -407,8 +419,12 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             extra = f" ({self.spec.buffer(buf).reserved} reserved bytes at the end)" if lim < self.bufs[buf].size else ""
             raise _Fault(f"{what}: {buf.upper()} bytes [{addr}, {addr + nbytes}) outside the buffer "
                          f"(capacity {lim} bytes{extra})")
-        if what == "dst" and self._n > 1:  # about to be written: no longer of known lane classes
-            self._written(buf, addr, nbytes, dense)
+        if what == "dst":
+            if self._f32 and buf in _CUBE_IN:  # mmad's float32 operands converted from these bytes are stale
+                self._stale(buf, addr, addr + nbytes)
+            self._memo.written(buf, addr, addr + nbytes)
+            if self._n > 1:  # about to be written: no longer of known lane classes
+                self._written(buf, addr, nbytes, dense)
 
     def _gm_addr(self, what: str, arg: int, off: int, nbytes: int) -> int:
         """Checks GM operand ``[base + off, base + off + nbytes)`` of argument ``arg`` on every lane

@@ -151,6 +151,8 @@ def _release(core: AICore) -> None:
 
 #: lockstep plans per (program, block_dim, arguments, arena size, cores, SoC), the program held
 _PLANS: dict[tuple, tuple] = {}
+#: whether a program has register-addressed copies, by its id (the program held)
+_DMA_REG: dict[int, tuple] = {}
 #: L2 fractions per (program, block_dim, arguments, SoC), the program held
 _L2: dict[tuple, tuple] = {}
 
@@ -195,13 +197,13 @@ def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm:
     if p is None:
         return None
     groups, bases, regions, same, loose, watch = p
-    guard = lockstep.Guard(gm, regions, watch)
+    guard = lockstep.Guard(gm, regions, watch, k.block_dim)
     core.guard = guard if watch else None
     runs: list[KernelStats] = [None] * k.block_dim  # in block order
     try:
         for g, same_timing in zip(groups, same):
             own = [(blocks[b][0], blocks[b][1], timings.get((id(blocks[b][0]), fr[b])), loose[b]) for b in g]
-            guard.ids = np.array(g, np.uint16)
+            guard.ids = np.array(g, guard.dt)
             core.block_idx = g[0]
             res = core.run_lanes(blocks[g[0]][0], gm, [bases[b] for b in g], [name(b) for b in g], own=own,
                                  same_timing=same_timing and len({fr[b] for b in g}) == 1,
@@ -245,8 +247,14 @@ def shares_timing(prog: list[isa.Instr], args: tuple[int, ...], sim_checks: str)
     depend on sizes, not addresses, and the sync checks compare one core's own accesses, whose GM
     addresses move per argument; only arguments at the same address (aliasing) or register-addressed
     copies (data-dependent) make each core's check its own (and "warn" reports every block's)."""
-    return sim_checks != "warn" and len(set(args)) == len(args) and \
-        not any(ins.defn.group == "dma_reg" for ins in prog)
+    if sim_checks == "warn" or len(set(args)) != len(args):
+        return False
+    hit = _DMA_REG.get(id(prog))
+    if hit is None or hit[0] is not prog:
+        if len(_DMA_REG) >= 1024:
+            _DMA_REG.clear()
+        hit = _DMA_REG[id(prog)] = (prog, any(ins.defn.group == "dma_reg" for ins in prog))
+    return not hit[1]
 
 
 def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: str = "error",

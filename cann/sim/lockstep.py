@@ -24,6 +24,8 @@ a core keeps between launches are the same as with the per-block path.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from cann.hw import isa
@@ -131,10 +133,18 @@ class Conflict(Exception):
 _NONE, _MANY = 0xFFFF, 0xFFFE
 
 
+@lru_cache(maxsize=4096)
+def _apart(bases: tuple[int, ...], ext: int) -> bool:
+    """Whether accesses of ``ext`` bytes at ``bases`` (one per lane) cannot meet: no two lanes write
+    the same bytes, so a write needs no check of that after marking."""
+    s = sorted(bases)
+    return all(b - a >= ext for a, b in zip(s, s[1:]))
+
+
 def _untouched(x: np.ndarray) -> bool:
     """Whether no block wrote (read) any of the bytes of writer (reader) view ``x``: the usual case,
-    one reduction instead of the per-byte test (``_NONE`` is the largest uint16)."""
-    return int(x.min()) == _NONE
+    one reduction instead of the per-byte test ("none" is the largest value of the marks' dtype)."""
+    return int(x.min()) == np.iinfo(x.dtype).max
 
 
 class Guard:
@@ -142,16 +152,20 @@ class Guard:
     disjoint sorted ``(lo, hi)``): per byte the block that wrote it and the block(s) that read it.
     :meth:`access` raises :class:`Conflict` when a block writes bytes another block read or wrote,
     or reads bytes another block wrote, or an access straddles a region's edge. The regions' bytes
-    are saved first, so :meth:`restore` undoes the launch's GM writes."""
+    are saved first, so :meth:`restore` undoes the launch's GM writes. ``blocks``: the launch's
+    block count; the marks are ``uint8`` when it leaves room for "none" and "several" (255, 254),
+    else ``uint16`` (``dt``; set ``ids`` in it)."""
 
-    def __init__(self, gm: np.ndarray, regions: list[tuple[int, int]], watch: bool = True):
+    def __init__(self, gm: np.ndarray, regions: list[tuple[int, int]], watch: bool = True, blocks: int = _MANY):
         self.gm = gm
         self.regions = regions
         self.saved = [gm[lo:hi].copy() for lo, hi in regions]
+        self.dt = np.dtype(np.uint8) if blocks < 0xFE else np.dtype(np.uint16)
+        self.none, self.many = (0xFF, 0xFE) if self.dt.itemsize == 1 else (_NONE, _MANY)
         # per region byte: the block that wrote / read it (only when watching: see plan's ``watch``)
-        self.writer = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions] if watch else []
-        self.reader = [np.full(hi - lo, _NONE, np.uint16) for lo, hi in regions] if watch else []
-        self.ids = np.zeros(0, np.uint16)  # the block of each lane of the current group
+        self.writer = [np.full(hi - lo, self.none, self.dt) for lo, hi in regions] if watch else []
+        self.reader = [np.full(hi - lo, self.none, self.dt) for lo, hi in regions] if watch else []
+        self.ids = np.zeros(0, self.dt)  # the block of each lane of the current group
 
     def restore(self) -> None:
         for (lo, hi), b in zip(self.regions, self.saved):
@@ -175,20 +189,22 @@ class Guard:
         if not any(lo < rhi and rlo < hi for rlo, rhi in self.regions):
             return
         n = len(bases)
+        dt, none = self.dt, self.none
+        z = dt.itemsize  # bytes per mark
         shape_b = shape + (isz,)
-        strides_b = tuple(0 if k == 1 else 2 * st for k, st in zip(shape, strides)) + (2,)
+        strides_b = tuple(0 if k == 1 else z * st for k, st in zip(shape, strides)) + (z,)
 
         def view(r, buf, addr, sh, st):
-            return np.ndarray(sh, np.uint16, buffer=buf, offset=2 * (addr - self.regions[r][0]), strides=st)
+            return np.ndarray(sh, dt, buffer=buf, offset=z * (addr - self.regions[r][0]), strides=st)
 
         grid = None  # the lanes as one strided axis (evenly spaced bases) or a (p, q) grid of them
         if write and n > 1:
             if step is not None:
-                grid = (n,), (2 * step,)
+                grid = (n,), (z * step,)
             else:
                 g = lane_grid(tuple(bases))
                 if g is not None:
-                    grid = (n // g[0], g[0]), (2 * g[1], 2 * g[2])
+                    grid = (n // g[0], g[0]), (z * g[1], z * g[2])
         if grid is not None:
             r = None
             try:
@@ -200,10 +216,10 @@ class Guard:
                 sh, st = grid[0] + shape_b, grid[1] + strides_b
                 w, rd = view(r, self.writer[r], bases[0] + off, sh, st), view(r, self.reader[r], bases[0] + off, sh, st)
                 if not (_untouched(w) and _untouched(rd) or
-                        ((w == _NONE) | (w == me)).all() and ((rd == _NONE) | (rd == me)).all()):
+                        ((w == none) | (w == me)).all() and ((rd == none) | (rd == me)).all()):
                     raise Conflict
                 w[...] = me
-                if not (w == me).all():  # two lanes wrote the same bytes
+                if not _apart(tuple(bases), ext) and not (w == me).all():  # two lanes wrote the same bytes
                     raise Conflict
                 return
         for j, base in enumerate(bases):  # lane by lane, in block order
@@ -213,14 +229,14 @@ class Guard:
             me = self.ids[j]
             w = view(r, self.writer[r], base + off, shape_b, strides_b)
             rd = view(r, self.reader[r], base + off, shape_b, strides_b)
-            if not (_untouched(w) or ((w == _NONE) | (w == me)).all()):
+            if not (_untouched(w) or ((w == none) | (w == me)).all()):
                 raise Conflict
             if write:
-                if not (_untouched(rd) or ((rd == _NONE) | (rd == me)).all()):
+                if not (_untouched(rd) or ((rd == none) | (rd == me)).all()):
                     raise Conflict
                 w[...] = me
             else:
-                rd[...] = np.where((rd == _NONE) | (rd == me), me, _MANY)
+                rd[...] = np.where((rd == none) | (rd == me), me, dt.type(self.many))
 
 
 _CONGRUENT: dict[tuple, tuple] = {}

@@ -10,10 +10,18 @@ import numpy as np
 from cann.hw import isa
 from cann.sim.cost import L0C_ITEMSIZE
 from cann.sim.lanes import _F16_TO_F32, _F32, _MAX_SLAB, _Fault
+from cann.sim.memo import Verified
 from cann.sim.uniform import classes, layout
 
+_U64 = np.dtype(np.uint64)
 _GEOMETRY_CACHE = 8192  # checked img2col field tuples kept with their geometry
-_B32_CACHE = 64  # float32 B operands kept by mmad between two L0B writes
+_F32_CACHE = 64  # float32 mmad operands kept by address between two writes of their bytes (entries)
+_F32_CACHE_BYTES = 128 << 20  # the bytes of those and of the ones kept by content token, at most
+
+
+def _lanes(lay) -> slice | list:
+    """The first lane of each class of :class:`cann.sim.uniform.Layout` ``lay`` (an index)."""
+    return list(lay.distinct) if lay.step is None else slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
 
 
 class TransferUnit:
@@ -140,8 +148,6 @@ class TransferUnit:
         if repeat > 1 and ds < f:
             raise _Fault(f"dst_stride {ds} < {f}: destination fractals overlap")
         buf = "l0a" if space == isa.L0A else "l0b"
-        if buf == "l0b":
-            self._b32.clear()  # mmad's float32 B matrices are stale
         self._onchip("l1", "src", src, (repeat - 1) * ss + f)
         self._onchip(buf, "dst", dst, (repeat - 1) * ds + f, repeat == 1 or ds == f)
         shape, sst, dst_st = self._shape(repeat, f, ss, ds)
@@ -225,17 +231,40 @@ class TransferUnit:
 
     def _img2col(self, v) -> None:
         g, cached = self._geometry_of(v, self._img2col_geometry)
-        if cached and self._n > 1:  # (built: the destination check dropped the lane classes)
-            self._written("l0a", g[3], g[4], True)
+        if cached:  # (built: the destination check did this)
+            self._stale("l0a", g[3], g[3] + g[4])
+            self._memo.written("l0a", g[3], g[3] + g[4])
+            if self._n > 1:
+                self._written("l0a", g[3], g[4], True)
         dt, src, src_hi, dst, nbytes, d_shape, d_strides, win = g
         # lanes whose maps are known equal (cann.sim.uniform): build the matrix on the first lane of
         # each class only (the other lanes' copies are owed)
         rep = self._uni.classes("l1", src, src_hi) if self._n > 1 else None
         lay = layout(rep) if rep is not None else None
-        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
-            self._flush("l1", src, src_hi)
         sel = slice(None) if lay is None or lay.step is None else \
             slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        # the same fields on the same (unwritten) map built these bytes before: copy them (cann.sim.memo)
+        where, key = ("l1", src, src_hi), (v, rep)
+        kept = self._memo.get(where, key)
+        if kept is not None:
+            token, raw = kept
+            self._v("l0a", dst, (nbytes,), (1,))[sel] = raw
+            n = raw.shape[0]
+        else:
+            n = self._img2col_build(g, lay, sel)
+            token = self._memo.put(where, key, self._v("l0a", dst, (nbytes,), (1,))[sel].copy())
+        self._memo.tag("l0a", dst, dst + nbytes, token)
+        if lay is not None:
+            self._uni.mark("l0a", dst, dst + nbytes, rep)
+            if n < self._n:  # built on the first lane of each class only
+                self._uni.owe("l0a", dst, dst + nbytes, rep)
+
+    def _img2col_build(self, g: tuple, lay, sel: slice) -> int:
+        """Builds the img2col matrix of geometry ``g`` (:meth:`_img2col_geometry`) on lanes ``sel``
+        (the first of each class of ``lay``, or all); returns how many lanes that is."""
+        dt, src, src_hi, dst, nbytes, d_shape, d_strides, win = g
+        if self._n > 1 and (lay is None or lay.step is None):  # reads every lane's map
+            self._flush("l1", src, src_hi)
         dst5 = self._v("l0a", dst, d_shape, d_strides, dt)[sel]
         n = dst5.shape[0]
         if win is None:
@@ -268,10 +297,7 @@ class TransferUnit:
                     out[j0:j0 + nj, :got[0], :got[1]] = rows
             if not full:
                 dst5[...] = out.reshape(dst5.shape)
-        if lay is not None:
-            self._uni.mark("l0a", dst, dst + nbytes, rep)
-            if n < self._n:  # built on the first lane of each class only
-                self._uni.owe("l0a", dst, dst + nbytes, rep)
+        return n
 
     # -----------------------------------------------------------------------------------------
     # cube
@@ -303,23 +329,11 @@ class TransferUnit:
         ra = self._uni.classes("l0a", a, a_hi) if nl > 1 else None
         rb = self._uni.classes("l0b", b, b_hi) if nl > 1 else None
         la, lb = (layout(ra) if ra else None), (layout(rb) if rb else None)
-        if la is None:
-            if nl > 1:
-                self._flush("l0a", a, a_hi)
-            A = self._as_f32_lanes("l0a", a, m * k, a_shape, a_strides, dt).reshape(nl, m, k)
-        else:
-            A = self._as_f32("l0a", a, a_shape, a_strides, dt, la).reshape(-1, m, k)
-        # B (the weights) is often multiplied by several A tiles between two loads into L0B: its float32
-        # values are kept until the next L0B write (load2d) or run (_b32; never mutated)
-        bkey = (b, b_shape, b_strides, dt, lb)
-        B = self._b32.get(bkey)
-        if B is None:
-            if lb is None and nl > 1:
-                self._flush("l0b", b, b_hi)
-            B = self._as_f32("l0b", b, b_shape, b_strides, dt, lb).reshape(-1, k, n)
-            if len(self._b32) >= _B32_CACHE:
-                self._b32.clear()
-            self._b32[bkey] = B
+        # an operand is often multiplied by several others between two writes of its bytes (A by the N
+        # tiles of one img2col matrix, B -- the weights -- by the M tiles): its float32 values are
+        # kept until then (_f32_operand)
+        A = self._f32_operand("l0a", a, a_hi, m * k, a_shape, a_strides, dt, la).reshape(-1, m, k)
+        B = self._f32_operand("l0b", b, b_hi, 0, b_shape, b_strides, dt, lb).reshape(-1, k, n)
         # one BLAS gemm per lane, each as the single-core product: np.matmul loops over the (p, q) lane
         # grid, an operand shared by a class of lanes broadcast to each of their gemms (_grid)
         q = next((x for lay in (la, lb) if lay is not None and len(lay.distinct) > 1
@@ -340,6 +354,50 @@ class TransferUnit:
             out[...] = C
         else:
             out += C
+
+    def _f32_operand(self, buf: str, lo: int, hi: int, count: int, shape: tuple, strides: tuple, dt: np.dtype,
+                     lay) -> np.ndarray:
+        """mmad operand ``[lo, hi)`` of ``buf`` as float32 (:meth:`_as_f32`: ``(lanes,) + shape``, or
+        ``(classes,) + shape`` with a :class:`cann.sim.uniform.Layout` ``lay``; ``count`` > 0: its
+        elements are contiguous, lanes holding the previous lane's bytes are converted once,
+        :meth:`_as_f32_lanes`), from the cache ``_f32`` when no instruction wrote those bytes since it
+        was converted (:meth:`_stale`), or -- bytes holding a :mod:`cann.sim.memo` token -- from
+        ``_f32_tok`` by token (never stale); both are emptied at every run. The array is shared: never
+        mutate it."""
+        at = self._memo.token_at(buf, lo, hi)  # named content: the key outlives writes (cann.sim.memo)
+        cache = self._f32 if at is None else self._f32_tok
+        key = (buf, lo, shape, strides, dt, lay) if at is None else (at[0], lo - at[1], shape, strides, dt, lay)
+        hit = cache.get(key)
+        if hit is not None:
+            return hit[3]
+        if lay is None and self._n > 1:
+            self._flush(buf, lo, hi)
+        words = vkey = x = None
+        if buf == "l0b" and (lo | hi) % 8 == 0:  # weights: kept across runs, verified by their bytes
+            words = self._v(buf, lo, ((hi - lo) // 8,), (8,), _U64)
+            words = words[_lanes(lay)] if lay is not None else words
+            vkey = Verified.key((buf, lo, shape, strides, dt, lay, self._lane0, self._n, self._lane_step), words)
+            x = self._verified.get(vkey, words)
+        if x is None:
+            x = self._as_f32_lanes(buf, lo, count, shape, strides, dt) if count and lay is None else \
+                self._as_f32(buf, lo, shape, strides, dt, lay)
+            if vkey is not None:
+                self._verified.put(vkey, words, x)
+        if len(self._f32) >= _F32_CACHE or self._f32_bytes + x.nbytes > _F32_CACHE_BYTES:
+            self._f32.clear()
+            self._f32_tok.clear()
+            self._f32_bytes = 0
+        cache[key] = (buf, lo, hi, x)
+        self._f32_bytes += x.nbytes
+        return x
+
+    def _stale(self, buf: str, lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of ``buf`` are about to be written: drop the float32 operands converted
+        from them (:meth:`_f32_operand`)."""
+        c = self._f32
+        if c:
+            for key in [key for key, (b, a, z, _) in c.items() if b == buf and a < hi and lo < z]:
+                self._f32_bytes -= c.pop(key)[3].nbytes
 
     def _as_f32_lanes(self, buf: str, off: int, count: int, shape: tuple, strides: tuple, dt: np.dtype) -> np.ndarray:
         """:meth:`_as_f32` of an operand whose ``count`` elements are contiguous at ``off``, converting
@@ -379,8 +437,7 @@ class TransferUnit:
         (with a :class:`cann.sim.uniform.Layout` ``lay``: on the first lane of each class only) as a new
         C-ordered ``(n,) + shape`` (``(classes,) + shape``) float32 array (float16 through a 64
         Ki-entry table: exact, and faster than numpy's float16 cast)."""
-        sel = slice(None) if lay is None else list(lay.distinct) if lay.step is None else \
-            slice(0, (len(lay.distinct) - 1) * lay.step + 1, lay.step)
+        sel = slice(None) if lay is None else _lanes(lay)
         if dt.itemsize == 2:
             # every uint16 is a valid index: "clip" skips numpy's bounds check (about twice as fast)
             return np.take(_F16_TO_F32, self._v(buf, off, shape, strides, np.dtype(np.uint16))[sel], mode="clip")

@@ -215,16 +215,18 @@ def test_overflow_found_per_block(monkeypatch, lanes_used):
     assert res[0][1] == [(None, None)] * 5 + [(4, "vmuls")] + [(None, None)] * 2
 
 
-def test_guard_marks_bytes_per_block_and_restores():
+@pytest.mark.parametrize("blocks,dt", [(3, np.uint8), (300, np.uint16)])  # marks: one byte when they fit
+def test_guard_marks_bytes_per_block_and_restores(blocks, dt):
     gm = np.arange(1024, dtype=np.uint32).astype(np.uint8)
     before = gm.copy()
-    g = lockstep.Guard(gm, [(0, 256), (512, 768)])
-    g.ids = np.array([0, 1], np.uint16)
+    g = lockstep.Guard(gm, [(0, 256), (512, 768)], True, blocks)
+    assert g.dt == dt and g.writer[0].dtype == dt
+    g.ids = np.array([0, 1], g.dt)
     g.access((0, 512), 512, 0, (64,), (1,), 1, True)  # blocks 0 and 1 write in different regions
     g.access((0, 512), 512, 32, (32,), (1,), 1, False)  # each reads back its own bytes
     g.access((300, 800), 500, 0, (8,), (1,), 1, False)  # outside the regions: not watched
     gm[:256] = gm[512:768] = 7  # the launch writes inside its regions
-    g.ids = np.array([2], np.uint16)
+    g.ids = np.array([2], g.dt)
     g.access((64,), 0, 0, (16,), (1,), 1, True)  # untouched bytes
     for addr, write in ((48, False), (520, True), (56, True)):  # block 0's, block 1's, block 0's and 2's bytes
         with pytest.raises(lockstep.Conflict):
@@ -261,3 +263,20 @@ def test_mmad_of_lanes_sharing_their_l0a_matrix_equals_each_lane_alone(monkeypat
         one.bufs["l0b"][:k * n * 2] = lanes_b[j].view(np.uint8)
         one.run(prog, np.zeros(64, np.uint8), (0,), "k", checks="off")
         assert np.array_equal(core.mem["l0c"][j, :m * n * 4], one.bufs["l0c"][:m * n * 4])
+
+
+def test_guard_finds_lanes_writing_the_same_untouched_bytes():
+    # one lockstep write whose lanes' footprints meet (8 apart, 16 bytes each): a conflict even on
+    # bytes nobody touched before; footprints exactly apart (16) mark each lane's bytes as its own
+    gm = np.zeros(256, np.uint8)
+    g = lockstep.Guard(gm, [(0, 256)])
+    g.ids = np.array([0, 1], np.uint16)
+    with pytest.raises(lockstep.Conflict):
+        g.access((0, 8), 8, 0, (16,), (1,), 1, True)
+    g = lockstep.Guard(gm, [(0, 256)])
+    g.ids = np.array([0, 1], np.uint16)
+    g.access((64, 80), 16, 0, (16,), (1,), 1, True)
+    assert (g.writer[0][64:80] == 0).all() and (g.writer[0][80:96] == 1).all()
+    g.ids = np.array([1], np.uint16)
+    with pytest.raises(lockstep.Conflict):  # block 1 writing block 0's bytes
+        g.access((70,), 0, 0, (4,), (1,), 1, True)

@@ -1,5 +1,6 @@
 """Runs of one compiled model reuse the simulator's caches (decoded programs, launch plans, mmad's
-float32 B operands, schedules): every run must still be that of a fresh simulator."""
+float32 operands and the float32 weights kept across runs, img2col results, schedules): every run
+must still be that of a fresh simulator."""
 
 from __future__ import annotations
 
