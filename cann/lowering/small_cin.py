@@ -1,0 +1,112 @@
+"""Small-channel convolutions (a network's first layer): the input in NC1HWC0_C04, K packed by 4.
+
+A convolution whose input has few channels (RGB images: 3) wastes the cube in NC1HWC0: C0 = 16
+lanes hold 3 real channels, so img2col builds ``kh*kw*16`` K columns per output position (784 for
+ResNet-50's 7x7 ``conv2d_0``, 147 of them real) and the cube multiplies 5.3x the real MACs; MTE1,
+which writes every column to L0A, bounds the kernel. CANN's first-layer format is NC1HWC0_C04
+(ascend-core.md §2.3, aclFormat 12): ``[N][C1][H][W][4]``, C1 = ceil(C / 4). ``img2col_c04``
+(cann/hw/isa.py: load3d with channel size 4) packs four taps of four channels into each 16-column
+fractal, so K is ``ceil(C1*kh*kw*4 / k0) * k0`` (208 for the 7x7: 1.41x the real MACs instead
+of 5.3x; MTE1 writes 3.8x fewer bytes) and the input moved from GM is 4x smaller.
+
+The convolution kernel is :func:`cann.lowering.cube.conv2d`'s (output tiles over every core,
+fused epilogue, multi-buffering); this module decides when the path applies
+(:func:`use_c04`), converts the input (:func:`trans_data_c04`, the ``trans_data`` kernel for
+ND -> NC1HWC0_C04) and lays the weight out with K ordered ``(c1, kh, kw, c4)``
+(:func:`c04_weight_matrix`). docs/core-model.md ("Small-channel convolutions") documents the layout.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.ir import Attribute
+
+from cann.dialects.tile import Space
+from cann.lowering.common import ND, NC1HWC0_C04, DevTensor, Lowering, ub_chunk, unsupported
+
+#: C0 of NC1HWC0_C04 (the channel size of ``img2col_c04``)
+C04 = 4
+
+
+def use_c04(x: DevTensor, pins: dict[str, int]) -> bool:
+    """Whether a convolution of ``x`` runs on the NC1HWC0_C04 path: ``x`` has fewer than 16
+    channels that pack into fewer than 4 C04 blocks (C <= 12), is not already in NC1HWC0 (its
+    producer wrote it in ND: a graph input), and the tiling neither pins ``c04 = 0`` nor runs
+    kernel taps one at a time (``taps = 1``: a tap's 4 columns are less than one fractal)."""
+    cin = x.shape[1] if len(x.shape) == 4 else 0
+    return (len(x.shape) == 4 and x.fmt == ND and 0 < cin and math.ceil(cin / C04) * C04 < 16
+            and bool(pins.get("c04", 1)) and not pins.get("taps", 0))
+
+
+def c04_k(c1: int, kh: int, kw: int, k0: int) -> int:
+    """K columns of the img2col_c04 matrix of ``c1`` C04 blocks and a ``kh`` x ``kw`` kernel,
+    padded to the fractal's ``k0``."""
+    return -(-c1 * kh * kw * C04 // k0) * k0
+
+
+def c04_weight_matrix(w: np.ndarray, n_pad: int) -> np.ndarray:
+    """The ``[C1*kh*kw*4, n_pad]`` matrix of weights ``w`` [Cout, Cin, kh, kw] with K ordered
+    ``(c1, kh, kw, c4)`` as ``img2col_c04`` builds its columns (padding channels and output
+    channels zero); :func:`cann.lowering.cube.fractal_z` pads K to k0."""
+    cout, cin, kh, kw = w.shape
+    c1 = math.ceil(cin / C04)
+    wp = np.zeros((n_pad, c1 * C04, kh, kw), np.float32)
+    wp[:cout, :cin] = w
+    return np.ascontiguousarray(wp.reshape(n_pad, c1, C04, kh, kw).transpose(1, 3, 4, 2, 0)
+                                .reshape(c1 * kh * kw * C04, n_pad))
+
+
+def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute | None) -> DevTensor:
+    """``t`` (ND, NCHW) as NC1HWC0_C04 in ``dtype``: a ``trans_data`` kernel, SPMD over position
+    chunks. Per image and core: each C1 block's padding lanes zeroed by one burst, then each real
+    channel read contiguously (cast in UB if the dtype changes) and scattered into its lane
+    (element bursts, a quarter of the bytes of NC1HWC0's zero padding).
+
+    Raises:
+        CannError: ``t`` not 4-D or not ND.
+    """
+    if len(t.shape) != 4 or t.fmt != ND:
+        raise unsupported(loc, f"NC1HWC0_C04 needs a 4-D ND tensor, got {t.fmt} shape {list(t.shape)}")
+    out = lw.gm_tensor(t.shape, NC1HWC0_C04, dtype)
+    cast = t.dtype != out.dtype
+    n_, c_, h_, w_ = t.shape
+    hw, c1 = h_ * w_, out.c1
+    kb = lw.kernel("trans_data", loc)
+    src, dst = kb.arg(t), kb.arg(out)
+    per_elem = t.dtype.itemsize + (out.dtype.itemsize * 2 if cast else 0) + out.dtype.itemsize
+    chunk = ub_chunk(lw, per_elem)
+    kb.tiling["chunk"] = chunk
+    a = kb.alloc(Space.UB, chunk, t.dtype)
+    b = kb.alloc(Space.UB, chunk, out.dtype) if cast else a
+    zero = None
+    if c_ % C04:
+        zero = kb.alloc(Space.UB, chunk, out.dtype)
+        kb.vec("dup", zero, count=chunk, scalar=0.0)
+    per_core = max(math.ceil(hw / lw.cores), 256)  # >= 256 positions per burst train
+    cap = chunk // C04 if zero is not None else chunk
+    pos = math.ceil(per_core / math.ceil(per_core / cap))  # even rounds of at most cap positions
+    tiles = math.ceil(hw / pos)
+    kb.partition(tiles)
+    kb.block_offset(src, pos)
+    kb.block_offset(dst, pos * C04)
+
+    def body(first: int, last: bool = False) -> None:
+        p0 = first * pos
+        p = hw - (tiles - 1) * pos if last else pos
+        with kb.loop(n_, {src: c_ * hw, dst: c1 * hw * C04}):  # one image's code, looped
+            for j in range(c1):
+                lanes = min(C04, c_ - C04 * j)
+                if lanes < C04:
+                    kb.copy(zero, dst, dst_offset=(j * hw + p0) * C04, burst=p * C04)
+                for c in range(C04 * j, C04 * j + lanes):
+                    kb.copy(src, a, src_offset=c * hw + p0, burst=p)
+                    if cast:
+                        kb.vec("cast", b, a, count=p)
+                    kb.copy(b, dst, dst_offset=(j * hw + p0) * C04 + c % C04, nburst=p, burst=1, src_stride=1,
+                            dst_stride=C04)
+
+    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    lw.launch(kb)
+    return out
