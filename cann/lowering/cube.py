@@ -18,6 +18,7 @@ L0C; every axis is split as far as the SoC's buffers need, so no size is refused
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -75,15 +76,17 @@ class _CubeTiles:
     """Buffers and epilogue shared by the conv and gemm kernels."""
 
     def __init__(self, lw: Lowering, kb: KernelBuilder, k_tile: int, n_tile: int, m_tile: int, l1_extra: int,
-                 epi: Epilogue | None = None, l1_k: int | None = None, ub_n: int | None = None):
+                 epi: Epilogue | None = None, l1_k: int | None = None, ub_n: int | None = None,
+                 l0b_k: int | None = None):
         """``l1_k``: K rows of the L1 weight tile (default ``k_tile``); ``ub_n``: columns of the UB
-        output tiles (default ``n_tile``: the epilogue of a wider tile runs in column chunks)."""
+        output tiles (default ``n_tile``: the epilogue of a wider tile runs in column chunks);
+        ``l0b_k``: K rows of the L0B tile (default ``k_tile``; more: every K tile resident)."""
         dt = lw.dtype
         self.lw, self.kb, self.dt = lw, kb, dt
         self.k0 = lw.soc.cube.k0(dt.itemsize)
         self.l1_w = kb.alloc(Space.L1, (l1_k or k_tile) * n_tile, dt)
         self.l0a = kb.alloc(Space.L0A, m_tile * k_tile, dt)
-        self.l0b = kb.alloc(Space.L0B, k_tile * n_tile, dt)
+        self.l0b = kb.alloc(Space.L0B, (l0b_k or k_tile) * n_tile, dt)
         self.ub_bias = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
         ub_n = ub_n or n_tile
         self.ub_out = kb.alloc(Space.UB, ub_n * m_tile, dt)
@@ -224,6 +227,7 @@ class _ConvGeom:
     ho: int
     wo: int
     c0: int = 16  # the map's C0: 16 (NC1HWC0) or 4 (NC1HWC0_C04, cann.lowering.small_cin)
+    resident: bool = False  # the weights are loaded once per core, not once per output tile
 
     def fm_bytes(self, taps: bool, c1: int, rows: int, cols: int, isz: int) -> int:
         """L1 bytes of a feature-map tile for ``rows`` x ``cols`` outputs and ``c1`` C1 blocks."""
@@ -252,10 +256,15 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
-    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
-                 + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
+    weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
+    per_round = (weights + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
                  + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
                  + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+    if g.resident:  # one channel tile, weights loaded once: the tiles pipeline (load, img2col, mmad, write)
+        stages = (fm_cycles, k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a,
+                  k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate,
+                  m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+        return weights + sum(stages) + (tiles - 1) * max(stages)
     return tiles * (fm_cycles + rounds * per_round)
 
 
@@ -377,6 +386,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     np_ = n1 * 16
 
     m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, n1, kdim, k0)
+    if c04:  # few K columns: every output channel in one tile, the cores split the output positions
+        n_t, k_t = small_cin.c04_tiles(lw, n1, kdim, m_t, k0)
     kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t}, pins)
     pins = dict(kb.tiling)
     if c04:  # one load holds every C04 block: K is packed across them
@@ -387,7 +398,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     kb.partition(n_tiles)  # SPMD over output-channel tiles ...
     cores = kb.block_dim if "block_dim" in pins else min(lw.cores, n_tiles * max(1, lw.cores // n_tiles))
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
-    l1_budget = lw.usable("l1") - k_t * n_t * isz
+    # C04: one channel tile whose every K tile fits L0B: the weights, bias and tables are loaded
+    # once per core, before the loops (every output tile of the core multiplies the same ones)
+    resident = c04 and n_tiles == 1 and kdim * n_t * isz <= lw.usable("l0b")
+    geo = dataclasses.replace(geo, resident=resident)
+    l1_budget = lw.usable("l1") - (kdim if resident else k_t) * n_t * isz
     # ... over groups of n_blocks cores (each core a channel tile per round) and m_blocks groups of
     # output tiles: fewer channel groups re-read the feature map less, more re-read the weights less
     image = {"x": c1in * h_ * w_ * c0in, "y": n1 * ho_ * wo_ * 16}  # elements of one image
@@ -476,7 +491,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     kb.block_offset(wa, n_t * k0)
     kb.block_offset(ba, n_t // 16 * lw.lanes)
     kb.block_offset(ya, n_t // 16 * ho_ * wo_ * 16)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
+    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue, l1_k=kdim if resident else None,
+                       l0b_k=kdim if resident else None)
     tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
     l1_fm = kb.alloc(Space.L1, geo.fm_bytes(taps, c1c, rows, cols, isz) // isz, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * cols, 16) * n_t, np.dtype(np.float32))
@@ -537,7 +553,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 kbase, kc = ((0, kdim) if c04 else ((gi * c1in + ca) * kk, (cb - ca) * kk))
                 for kt0 in range(0, kc, k_t):
                     kt = min(k_t, kc - kt0)
-                    tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
+                    if not resident:
+                        tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
 
                     def subtile(s: int, kt0=kt0, kt=kt, init=init, ca=ca, cb=cb, rs=rs, re=re, r0=r0, r1=r1,
                                 qs=qs, qe=qe, q0=q0, q1=q1) -> None:
@@ -549,13 +566,14 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                             kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
                             k_start=kt0, k_count=kt))
                         kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
-                                            init=init))
+                                            init=init, b_offset=kt0 * nt if resident else 0))
 
                     # the M subtiles: one hardware loop stepping m_start and the L0C offset
                     kb.roll(-(-m_pad // m_t), subtile)
                     init = 0
-            tiles.load_bias(ba, nt0, nt)
-            tiles.load_tables(nt0, nt)
+            if not resident:
+                tiles.load_bias(ba, nt0, nt)
+                tiles.load_tables(nt0, nt)
             n1t = nt // 16
 
             def out_subtile(s: int, nt0=nt0, nt=nt, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad) -> None:
@@ -577,6 +595,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
 
         kb.for_tiles(n_tiles, body, cores=n_blocks)  # the channel tiles over the group's cores, in rounds
 
+    if resident:
+        tiles.load_weights(wa, n1, 0, kdim, 0, n_t)
+        tiles.load_bias(ba, 0, n_t)
+        tiles.load_tables(0, n_t)
     with kb.loop(n_ // i_blocks, {a: v * i_blocks for a, v in per_image.items()}):
         for grp in range(m_blocks):  # group grp: blocks (grp*i_blocks + image group)*n_blocks + channel group
             size = n_blocks * i_blocks

@@ -46,6 +46,16 @@ def c04_k(c1: int, kh: int, kw: int, k0: int) -> int:
     return -(-c1 * kh * kw * C04 // k0) * k0
 
 
+def c04_tiles(lw: Lowering, n1: int, kdim: int, m_t: int, k0: int) -> tuple[int, int]:
+    """Default ``(n, k)`` tiles of a C04 convolution: ``n`` the largest multiple of 16 dividing the
+    padded N up to 128 (each position's img2col row is built once, not once per channel tile: the
+    output positions, not the channels, spread over the cores), ``k`` filling L0A / L0B."""
+    isz = lw.dtype.itemsize
+    n_t = 16 * max(d for d in range(1, 9) if n1 % d == 0)
+    k_t = min(lw.usable("l0a") // (m_t * isz), lw.usable("l0b") // (n_t * isz)) // k0 * k0
+    return n_t, max(k0, min(k_t, kdim))
+
+
 def c04_weight_matrix(w: np.ndarray, n_pad: int) -> np.ndarray:
     """The ``[C1*kh*kw*4, n_pad]`` matrix of weights ``w`` [Cout, Cin, kh, kw] with K ordered
     ``(c1, kh, kw, c4)`` as ``img2col_c04`` builds its columns (padding channels and output
