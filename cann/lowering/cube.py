@@ -354,7 +354,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         CannError: a weight shape that does not match the input channels and ``group``, or a pinned
             tiling beyond the buffers' capacities.
     """
-    c04 = small_cin.use_c04(x, {**(pins or {}), **lw.tiling_overrides.get(lw.next_name(kernel_hint), {})})
+    c04 = small_cin.use_c04(x, w.shape[2], w.shape[3], lw.soc.cube.k0(lw.dtype.itemsize),
+                            {**(pins or {}), **lw.tiling_overrides.get(lw.next_name(kernel_hint), {})})
     x = lw.as_format(x, NC1HWC0_C04 if c04 else NC1HWC0, lw.dtype, loc)
     c0in = small_cin.C04 if c04 else 16  # the input's C0
     if epilogue is not None:
@@ -468,8 +469,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         kb.tiling["c1"] = c1c
     if taps or ("taps" in pins and not c04):
         kb.tiling["taps"] = int(taps)
-    if c04 or "c04" in pins:
-        kb.tiling["c04"] = int(c04)
+    if c04:
+        kb.tiling["c04"] = 1
 
     # weight K order: (c1, kh, kw, c0) as img2col produces it, or per tap (kh, kw, c1, c0)
     if c04:  # (c1, kh, kw, c4), K padded to k0 by fractal_z

@@ -30,14 +30,16 @@ from cann.lowering.common import ND, NC1HWC0_C04, DevTensor, Lowering, ub_chunk,
 C04 = 4
 
 
-def use_c04(x: DevTensor, pins: dict[str, int]) -> bool:
-    """Whether a convolution of ``x`` runs on the NC1HWC0_C04 path: ``x`` has fewer than 16
-    channels that pack into fewer than 4 C04 blocks (C <= 12), is not already in NC1HWC0 (its
-    producer wrote it in ND: a graph input), and the tiling neither pins ``c04 = 0`` nor runs
-    kernel taps one at a time (``taps = 1``: a tap's 4 columns are less than one fractal)."""
-    cin = x.shape[1] if len(x.shape) == 4 else 0
-    return (len(x.shape) == 4 and x.fmt == ND and 0 < cin and math.ceil(cin / C04) * C04 < 16
-            and bool(pins.get("c04", 1)) and not pins.get("taps", 0))
+def use_c04(x: DevTensor, kh: int, kw: int, k0: int, pins: dict[str, int]) -> bool:
+    """Whether a convolution of ``x`` by a ``kh`` x ``kw`` kernel (cube fractal ``k0``) runs on the
+    NC1HWC0_C04 path: ``x`` is not already in NC1HWC0 (its producer wrote it in ND: a graph input),
+    its channels pack into fewer K columns (:func:`c04_k`) than NC1HWC0's ``kh*kw*16`` per C1 block
+    (C <= 12 and a kernel larger than 1x1 in fp16; C <= 4 suffices for a 1x1 in fp32), and the
+    tiling neither pins ``c04 = 0`` nor runs kernel taps one at a time (``taps = 1``)."""
+    if len(x.shape) != 4 or x.fmt != ND or not pins.get("c04", 1) or pins.get("taps", 0):
+        return False
+    cin = x.shape[1]
+    return 0 < cin and c04_k(math.ceil(cin / C04), kh, kw, k0) < kh * kw * 16 * math.ceil(cin / 16)
 
 
 def c04_k(c1: int, kh: int, kw: int, k0: int) -> int:
@@ -90,13 +92,13 @@ def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute |
     kb.tiling["chunk"] = chunk
     a = kb.alloc(Space.UB, chunk, t.dtype)
     b = kb.alloc(Space.UB, chunk, out.dtype) if cast else a
-    zero = None
-    if c_ % C04:
-        zero = kb.alloc(Space.UB, chunk, out.dtype)
-        kb.vec("dup", zero, count=chunk, scalar=0.0)
     per_core = max(math.ceil(hw / lw.cores), 256)  # >= 256 positions per burst train
-    cap = chunk // C04 if zero is not None else chunk
+    cap = chunk // C04 if c_ % C04 else chunk
     pos = math.ceil(per_core / math.ceil(per_core / cap))  # even rounds of at most cap positions
+    zero = None
+    if c_ % C04:  # the zero tile of one round's padding lanes
+        zero = kb.alloc(Space.UB, pos * C04, out.dtype)
+        kb.vec("dup", zero, count=pos * C04, scalar=0.0)
     tiles = math.ceil(hw / pos)
     kb.partition(tiles)
     kb.block_offset(src, pos)
