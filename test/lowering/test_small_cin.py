@@ -60,6 +60,8 @@ def test_small_cin_conv_matches_onnxruntime(cin, h, w, k, stride, dil, batch, pr
     compiled, tilings = compile_checked(model, precision_mode, TOL[precision_mode])
     assert tilings["conv2d_0"].get("c04") == 1, tilings["conv2d_0"]
     assert not compiled.last_run.problems
+    names = [k.name for k in compiled.last_run.kernels]
+    assert not any(n.startswith("relu") for n in names), names  # the Relu is the conv's fused epilogue
     kern = _conv_kernel(compiled)
     k0 = 16 if precision_mode == "force_fp16" else 8
     kdim = small_cin.c04_k(math.ceil(cin / 4), k, k, k0)
