@@ -23,6 +23,7 @@ import math
 import numpy as np
 from xdsl.ir import Attribute
 
+from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import ND, NC1HWC0_C04, DevTensor, Lowering, ub_chunk, unsupported
 
@@ -70,11 +71,16 @@ def c04_weight_matrix(w: np.ndarray, n_pad: int) -> np.ndarray:
                                 .reshape(c1 * kh * kw * C04, n_pad))
 
 
+#: positions of one cube-transpose step (L0C [q][16] fp32, L0B [q][16] in the input dtype)
+_CUBE_STEP = 256
+
+
 def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute | None) -> DevTensor:
     """``t`` (ND, NCHW) as NC1HWC0_C04 in ``dtype``: a ``trans_data`` kernel, SPMD over position
-    chunks. Per image and core: each C1 block's padding lanes zeroed by one burst, then each real
-    channel read contiguously (cast in UB if the dtype changes) and scattered into its lane
-    (element bursts, a quarter of the bytes of NC1HWC0's zero padding).
+    chunks. With at most 4 channels, float16 / float32 data and whole fractals of positions per
+    core, the cube transposes (:func:`_c04_by_cube`); otherwise, per image and core, each C1
+    block's padding lanes are zeroed by one burst, then each real channel read contiguously (cast
+    in UB if the dtype changes) and scattered into its lane (element bursts).
 
     Raises:
         CannError: ``t`` not 4-D or not ND.
@@ -82,6 +88,9 @@ def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute |
     if len(t.shape) != 4 or t.fmt != ND:
         raise unsupported(loc, f"NC1HWC0_C04 needs a 4-D ND tensor, got {t.fmt} shape {list(t.shape)}")
     out = lw.gm_tensor(t.shape, NC1HWC0_C04, dtype)
+    floats = (np.dtype(np.float16), np.dtype(np.float32))
+    if t.shape[1] <= C04 and t.dtype in floats and out.dtype in floats and (t.shape[2] * t.shape[3]) % 16 == 0:
+        return _c04_by_cube(lw, t, out, loc)
     cast = t.dtype != out.dtype
     n_, c_, h_, w_ = t.shape
     hw, c1 = h_ * w_, out.c1
@@ -118,6 +127,55 @@ def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute |
                         kb.vec("cast", b, a, count=p)
                     kb.copy(b, dst, dst_offset=(j * hw + p0) * C04 + c % C04, nburst=p, burst=1, src_stride=1,
                             dst_stride=C04)
+
+    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    lw.launch(kb)
+    return out
+
+
+def _c04_by_cube(lw: Lowering, t: DevTensor, out: DevTensor, loc: Attribute | None) -> DevTensor:
+    """NCHW (C <= 4) -> NC1HWC0_C04 through the cube: a chunk of ``q`` positions of the C channel
+    planes is loaded by ``nd2nz`` (rows = channels, zero padded to 16) into L1, which is the Zn
+    layout of ``B = X^T`` ([K = positions][N = channels]); each 16-position block is multiplied by a
+    16x16 identity in L0A (``mmad`` in the input dtype, exact), giving L0C ``[q][16]`` (position,
+    channel); ``copy_l0c_to_ub`` converts it to the output dtype and one DMA of ``q`` bursts of 4
+    elements writes the C04 rows (lanes C..3 are the zero rows of B). Per core a third of the
+    element bursts of the scatter path and no zero burst."""
+    n_, c_, h_, w_ = t.shape
+    hw = h_ * w_
+    kb = lw.kernel("trans_data", loc)
+    src, dst = kb.arg(t), kb.arg(out)
+    k0 = lw.soc.cube.k0(t.dtype.itemsize)
+    eye = np.ascontiguousarray(np.eye(16, dtype=np.float32).reshape(16, 16 // k0, k0).transpose(1, 0, 2))
+    ident = kb.arg(lw.constant(eye.astype(t.dtype), "ND"))  # Zz [1][16/k0][16][k0]
+    pos = -(-max(-(-hw // lw.cores), 256) // 16) * 16  # positions per core: whole fractals, >= 256
+    q_max = min(_CUBE_STEP, pos)
+    kb.tiling["chunk"] = q_max
+    l1_id = kb.alloc(Space.L1, 256, t.dtype)
+    l0a = kb.alloc(Space.L0A, 256, t.dtype)
+    l1_b = kb.alloc(Space.L1, q_max * 16, t.dtype)
+    l0b = kb.alloc(Space.L0B, q_max * 16, t.dtype)
+    l0c = kb.alloc(Space.L0C, q_max * 16, np.dtype(np.float32))
+    ub = kb.alloc(Space.UB, q_max * 16, out.dtype)
+    tiles = -(-hw // pos)
+    kb.partition(tiles)
+    kb.block_offset(src, pos)
+    kb.block_offset(dst, pos * C04)
+    kb.copy(ident, l1_id, burst=256)
+    kb.emit(tile.Load2dOp(l1_id, l0a, count=16 // k0, src_stride=16 * k0, dst_stride=16 * k0))
+
+    def body(first: int, last: bool = False) -> None:
+        p0 = first * pos
+        p = hw - (tiles - 1) * pos if last else pos
+        with kb.loop(n_, {src: c_ * hw, dst: hw * C04}):  # one image's code, looped
+            for s0 in range(0, p, q_max):
+                q = min(q_max, p - s0)
+                kb.emit(tile.CopyNd2nzOp(src, l1_b, src_offset=p0 + s0, rows=c_, cols=q, src_row_stride=hw))
+                kb.emit(tile.Load2dOp(l1_b, l0b, count=q * 16 // (16 * k0), src_stride=16 * k0, dst_stride=16 * k0))
+                for b in range(q // 16):  # unrolled: a hardware loop here costs a barrier around it
+                    kb.emit(tile.MmadOp(l0a, l0b, l0c, b_offset=b * 256, c_offset=b * 256, m=16, k=16, n=16, init=1))
+                kb.emit(tile.CopyL0cToUbOp(l0c, ub, n1=1, m=q, src_m=q))
+                kb.copy(ub, dst, dst_offset=(p0 + s0) * C04, nburst=q, burst=C04, src_stride=16, dst_stride=C04)
 
     kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     lw.launch(kb)

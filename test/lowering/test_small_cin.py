@@ -54,6 +54,8 @@ def _conv_kernel(compiled):
     (4, 13, 11, 5, 1, 2, 1),   # four channels (no padding lane), 5x5 dilation 2
     (3, 9, 21, 3, 1, 1, 2),    # 3x3, batch 2
     (6, 11, 9, 3, 2, 1, 1),    # two C04 blocks: K = 2*3*3*4 = 72 -> 80 (NC1HWC0: 144)
+    (4, 16, 12, 3, 1, 1, 2),   # 192 positions (whole fractals): the input transposed by the cube, batch 2
+    (1, 8, 10, 5, 1, 2, 1),    # 80 positions, one channel: cube transpose
 ])
 def test_small_cin_conv_matches_onnxruntime(cin, h, w, k, stride, dil, batch, precision_mode):
     model = conv(cin, 40, h, w, k, stride, dil, batch=batch, relu=True)
@@ -62,6 +64,12 @@ def test_small_cin_conv_matches_onnxruntime(cin, h, w, k, stride, dil, batch, pr
     assert not compiled.last_run.problems
     names = [k.name for k in compiled.last_run.kernels]
     assert not any(n.startswith("relu") for n in names), names  # the Relu is the conv's fused epilogue
+    # the input's conversion: by the cube (an identity per 16 positions) when the positions are whole
+    # fractals and C <= 4, else by element scatter
+    conv_in = compiled.last_run.kernels[0]
+    assert conv_in.name == "trans_data_0"
+    by_cube = cin <= 4 and (h * w) % 16 == 0
+    assert conv_in.executed_macs == (batch * h * w * 16 * 16 if by_cube else 0), conv_in.executed_macs
     kern = _conv_kernel(compiled)
     k0 = 16 if precision_mode == "force_fp16" else 8
     kdim = small_cin.c04_k(math.ceil(cin / 4), k, k, k0)
