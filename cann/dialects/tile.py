@@ -205,6 +205,9 @@ Img2colOp = _instr("img2col", ("src", "dst"),
                     "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
                     "m_start", "m_count", "k_start", "k_count"),
                    doc="load3d of a [c1][h][w][16] feature map in L1 into a Zz matrix in L0A.")
+Img2colC04Op = _instr("img2col_c04", ("src", "dst"), Img2colOp.INTS,
+                      doc="load3d of a [c1][h][w][4] (NC1HWC0_C04) feature map in L1 into a Zz matrix in L0A; "
+                          "K index ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0.")
 MmadOp = _instr("mmad", ("a", "b", "c"), ("a_offset", "b_offset", "c_offset", "m", "k", "n", "init"),
                 doc="c (L0C, Nz fp32) (init ? = : +=) a (L0A, Zz) x b (L0B, Zn).")
 CopyL0cToUbOp = _instr("copy_l0c_to_ub", ("src", "dst"), ("src_offset", "dst_offset", "n1", "m", "src_m"),
@@ -245,7 +248,7 @@ LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
                          "further on.")
 
-TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
                LoadIndexOp, CopyIndexedOp, SelectOp)
 
 

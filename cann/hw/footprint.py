@@ -69,10 +69,13 @@ def _footprints(spec: SocSpec):
         buf = _L0A if space == isa.L0A else _L0B
         return ((_L1, src, src + (r - 1) * ss + frac, False), (buf, dst, dst + (r - 1) * ds + frac, True)), 0, 0
 
-    def img2col(v, args):
+    def img2col(v, args, c0=n0):
         isz = _isz(v[0])
         dst, src, c1, fh, fw = v[1], v[2], v[3], v[4], v[5]
-        return ((_L1, src, src + c1 * fh * fw * n0 * isz, False), (_L0A, dst, dst + v[17] * v[19] * isz, True)), 0, 0
+        return ((_L1, src, src + c1 * fh * fw * c0 * isz, False), (_L0A, dst, dst + v[17] * v[19] * isz, True)), 0, 0
+
+    def img2col_c04(v, args):  # a [c1][h][w][4] map
+        return img2col(v, args, 4)
 
     def mmad(v, args):
         code, dst, a, b, m, k, n, init = v
@@ -170,6 +173,8 @@ def _footprints(spec: SocSpec):
             fns[m] = vector(2 if m in binary or m == "vmla" else 0 if m == "vdup" else 1, m == "vmla")
         elif g == "vconv":
             fns[m] = vconv(4, 2) if m == "vconv_f322f16" else vconv(2, 4)
+        elif m == "img2col_c04":
+            fns[m] = img2col_c04
         else:
             fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
                       "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none, "scalar": ld_idx,

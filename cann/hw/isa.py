@@ -273,6 +273,14 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     # multiply-accumulate on the vector unit (depthwise convolution); appended: opcodes above are unchanged
     ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
      "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
+    # small-channel first layers (NC1HWC0_C04 feature maps); appended: opcodes above are unchanged
+    ("img2col_c04", Pipe.MTE1, _f("dtype", "dst", "src", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
+                                  "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
+                                  "m_start", "m_count", "k_start", "k_count"), "img2col",
+     "load3d with channel size 4: L1 feature map [fm_c1][fm_h][fm_w][4] (NC1HWC0_C04) -> L0A Zz "
+     "[m_count/16][k_count/k0][16][k0], K index = ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0 (four taps of "
+     "four channels per 16-column fractal); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
+     "ACLFORMAT; Ascend C LoadData3DParamsV2 channelSize 4; ASSUMPTION: the cost is img2col's, bytes written)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -284,6 +292,7 @@ _UBF = SPACE_CODES["ub"]
 _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
     "copy_gm_to_l1": (("dst", 1),), "copy_gm_to_ub": (("dst", _UBF),), "copy_gm_to_l1_nd2nz": (("dst", 1),),
     "copy_ub_to_gm": (("src", _UBF),), "load2d": (("src", 1), ("dst", 0)), "img2col": (("src", 1), ("dst", 2)),
+    "img2col_c04": (("src", 1), ("dst", 2)),
     "mmad": (("dst", 4), ("a", 2), ("b", 3)), "copy_l0c_to_ub": (("src", 4), ("dst", _UBF)),
     "ld_idx": (("src", _UBF),), "copy_gm_to_ub_reg": (("dst", _UBF),),
     "vsel": (("dst", _UBF), ("cond", _UBF), ("src0", _UBF), ("src1", _UBF)),
@@ -291,7 +300,8 @@ _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 #: mnemonic -> its non-address fields a ``loop_step`` may advance (besides the on-chip addresses)
-_EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_start")}
+_EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_start"),
+                                                   "img2col_c04": ("m_start", "k_start")}
 #: instruction group -> its size / window fields a ``loop_clamp`` may also move
 _EXTRA_CLAMP_FIELDS: dict[str, tuple[str, ...]] = {"dma": ("nburst", "burst", "src_stride", "dst_stride"),
                                                     "img2col": ("fm_h", "pad_t", "pad_b")}

@@ -6,7 +6,9 @@ Device tensors live in global memory (GM) in one of two formats:
 * ``ND``: the logical shape in C order (NCHW for 4-D tensors);
 * ``NC1HWC0``: 4-D activations as ``[N][C1][H][W][C0]`` with ``C0 = cube.n0`` (16) and
   ``C1 = ceil(C / C0)``; padding channels hold zeros. This is the layout the cube's img2col reads
-  (ascend-core.md §2.3).
+  (ascend-core.md §2.3);
+* ``NC1HWC0_C04``: ``[N][C1][H][W][4]`` with ``C1 = ceil(C / 4)`` (ascend-core.md §2.3, aclFormat 12):
+  the input of a convolution with few channels (:mod:`cann.lowering.small_cin`), read by ``img2col_c04``.
 
 Consumers ask for the format they need with :meth:`Lowering.as_format`; the conversion kernel
 (``trans_data``) is made once per value.
@@ -52,6 +54,8 @@ from cann.hw.config import SocSpec
 
 ND = "ND"
 NC1HWC0 = "NC1HWC0"
+NC1HWC0_C04 = "NC1HWC0_C04"
+_C0 = {NC1HWC0: 16, NC1HWC0_C04: 4}  # the 5-D formats' C0
 
 _ELEM = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.int32): i32, np.dtype(np.int64): i64,
          np.dtype(ml_dtypes.bfloat16): BFloat16Type(),
@@ -122,13 +126,14 @@ class DevTensor:
 
     @property
     def c1(self) -> int:
-        return math.ceil(self.shape[1] / 16)
+        return math.ceil(self.shape[1] / _C0.get(self.fmt, 16))
 
     @property
     def storage_shape(self) -> tuple[int, ...]:
-        if self.fmt == NC1HWC0:
+        if self.fmt in _C0:
             n, c, h, w = self.shape
-            return (n, math.ceil(c / 16), h, w, 16)
+            c0 = _C0[self.fmt]
+            return (n, math.ceil(c / c0), h, w, c0)
         return self.shape
 
     @property
@@ -138,9 +143,10 @@ class DevTensor:
 
 
 def storage_size(shape: tuple[int, ...], fmt: str) -> int:
-    if fmt == NC1HWC0:
+    if fmt in _C0:
         n, c, h, w = shape
-        return n * math.ceil(c / 16) * h * w * 16
+        c0 = _C0[fmt]
+        return n * math.ceil(c / c0) * h * w * c0
     return math.prod(shape)
 
 
@@ -464,6 +470,10 @@ class Lowering:
             self._names = names
             raise
 
+    def next_name(self, hint: str) -> str:
+        """The name :meth:`kernel` will give the next kernel of ``hint`` (``<hint>_<i>``)."""
+        return f"{hint}_{self._names.get(hint, 0)}"
+
     def kernel(self, hint: str, loc: Attribute | None, tiling: dict[str, int] | None = None,
                pins: dict[str, int] | None = None) -> KernelBuilder:
         """A new kernel named ``<hint>_<i>`` whose tiling starts from the lowering's ``tiling`` defaults,
@@ -516,7 +526,7 @@ def unsupported(loc: Attribute | None, what: str) -> CannError:
     return CannError(loc_name(loc), what)
 
 
-__all__ = ["ND", "NC1HWC0", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
+__all__ = ["ND", "NC1HWC0", "NC1HWC0_C04", "DevTensor", "KernelBuilder", "Lowering", "elem_type", "np_dtype", "ub_chunk",
            "unsupported", "loc_name", "narrow", "narrow_scalar", "DiagnosticException"]
 
 

@@ -318,11 +318,14 @@ class _Kernel:
                   repeat=op.field("count"), src_stride=op.field("src_stride") * e,
                   dst_stride=op.field("dst_stride") * e)
 
-    def _img2col(self, op) -> None:
+    def _img2col(self, op, mnemonic: str = "img2col") -> None:
         src, dst = op.operand("src"), op.operand("dst")
         f = {k: op.field(k) for k in op.INTS if k not in ("src_offset", "dst_offset")}
-        self.emit("img2col", dtype=self.code(src), dst=self.byte(dst, op.field("dst_offset")),
+        self.emit(mnemonic, dtype=self.code(src), dst=self.byte(dst, op.field("dst_offset")),
                   src=self.byte(src, op.field("src_offset")), **f)
+
+    def _img2col_c04(self, op) -> None:
+        self._img2col(op, "img2col_c04")
 
     def _mmad(self, op) -> None:
         a, b, c = op.operand("a"), op.operand("b"), op.operand("c")

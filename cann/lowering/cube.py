@@ -18,6 +18,7 @@ L0C; every axis is split as far as the SoC's buffers need, so no size is refused
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -26,7 +27,8 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.hw.config import SocSpec
-from cann.lowering.common import ND, NC1HWC0, DevTensor, KernelBuilder, Lowering, narrow, unsupported
+from cann.lowering import small_cin
+from cann.lowering.common import ND, NC1HWC0, NC1HWC0_C04, DevTensor, KernelBuilder, Lowering, narrow, unsupported
 
 
 def _ceil(a: int, b: int) -> int:
@@ -74,15 +76,17 @@ class _CubeTiles:
     """Buffers and epilogue shared by the conv and gemm kernels."""
 
     def __init__(self, lw: Lowering, kb: KernelBuilder, k_tile: int, n_tile: int, m_tile: int, l1_extra: int,
-                 epi: Epilogue | None = None, l1_k: int | None = None, ub_n: int | None = None):
+                 epi: Epilogue | None = None, l1_k: int | None = None, ub_n: int | None = None,
+                 l0b_k: int | None = None):
         """``l1_k``: K rows of the L1 weight tile (default ``k_tile``); ``ub_n``: columns of the UB
-        output tiles (default ``n_tile``: the epilogue of a wider tile runs in column chunks)."""
+        output tiles (default ``n_tile``: the epilogue of a wider tile runs in column chunks);
+        ``l0b_k``: K rows of the L0B tile (default ``k_tile``; more: every K tile resident)."""
         dt = lw.dtype
         self.lw, self.kb, self.dt = lw, kb, dt
         self.k0 = lw.soc.cube.k0(dt.itemsize)
         self.l1_w = kb.alloc(Space.L1, (l1_k or k_tile) * n_tile, dt)
         self.l0a = kb.alloc(Space.L0A, m_tile * k_tile, dt)
-        self.l0b = kb.alloc(Space.L0B, k_tile * n_tile, dt)
+        self.l0b = kb.alloc(Space.L0B, (l0b_k or k_tile) * n_tile, dt)
         self.ub_bias = kb.alloc(Space.UB, (n_tile // 16) * lw.lanes, dt)
         ub_n = ub_n or n_tile
         self.ub_out = kb.alloc(Space.UB, ub_n * m_tile, dt)
@@ -222,13 +226,15 @@ class _ConvGeom:
     pl: int
     ho: int
     wo: int
+    c0: int = 16  # the map's C0: 16 (NC1HWC0) or 4 (NC1HWC0_C04, cann.lowering.small_cin)
+    resident: bool = False  # the weights are loaded once per core, not once per output tile
 
     def fm_bytes(self, taps: bool, c1: int, rows: int, cols: int, isz: int) -> int:
         """L1 bytes of a feature-map tile for ``rows`` x ``cols`` outputs and ``c1`` C1 blocks."""
         kh, kw = (1, 1) if taps else (self.kh, self.kw)
         fh = min(self.h, (rows - 1) * self.sh + self.dh * (kh - 1) + 1)
         fw = min(self.w, (cols - 1) * self.sw + self.dw * (kw - 1) + 1)
-        return c1 * fh * fw * 16 * isz
+        return c1 * fh * fw * self.c0 * isz
 
 
 def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
@@ -240,20 +246,25 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
     groups = g.kh * g.kw if taps else 1
-    kk = 16 if taps else g.kh * g.kw * 16
+    kk = 16 if taps else g.kh * g.kw * g.c0
     tiles = math.ceil(math.ceil(g.ho / rows) * math.ceil(g.wo / cols) / m_blocks)
     loads = groups * math.ceil(g.c1in / c1)
     fm = g.fm_bytes(taps, g.c1in, rows, cols, isz) * groups  # every channel of every group's window
     fm_cycles = (1 if loads == 1 else rounds) * (fm / gm_bw + loads * lat.mte_startup)
     k_tiles = loads * math.ceil(c1 * kk / k_t)
-    k_all = groups * g.c1in * kk
+    k_all = _ceil(groups * g.c1in * kk, cube.k0(isz))
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
-    per_round = (k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
-                 + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
+    weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
+    per_round = (weights + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
                  + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
                  + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+    if g.resident:  # one channel tile, weights loaded once: the tiles pipeline (load, img2col, mmad, write)
+        stages = (fm_cycles, k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a,
+                  k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate,
+                  m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+        return weights + sum(stages) + (tiles - 1) * max(stages)
     return tiles * (fm_cycles + rounds * per_round)
 
 
@@ -343,7 +354,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         CannError: a weight shape that does not match the input channels and ``group``, or a pinned
             tiling beyond the buffers' capacities.
     """
-    x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
+    c04 = small_cin.use_c04(x, w.shape[2], w.shape[3], lw.soc.cube.k0(lw.dtype.itemsize),
+                            {**(pins or {}), **lw.tiling_overrides.get(lw.next_name(kernel_hint), {})})
+    x = lw.as_format(x, NC1HWC0_C04 if c04 else NC1HWC0, lw.dtype, loc)
+    c0in = small_cin.C04 if c04 else 16  # the input's C0
     if epilogue is not None:
         epilogue.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epilogue.residuals]
     n_, cin, h_, w_ = x.shape
@@ -366,24 +380,33 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     ja, jb = _used_taps(kw_, dw, sw, pl, w_, wo_)
     w = w[:, :, ia:ib, ja:jb]
     kh_, kw_ = ib - ia, jb - ja
-    geo = _ConvGeom(x.c1, h_, w_, kh_, kw_, sh, sw, dh, dw, pt - ia * dh, pl - ja * dw, ho_, wo_)
+    geo = _ConvGeom(x.c1, h_, w_, kh_, kw_, sh, sw, dh, dw, pt - ia * dh, pl - ja * dw, ho_, wo_, c0in)
     c1in = x.c1
-    kdim = c1in * kh_ * kw_ * 16
+    kdim = small_cin.c04_k(c1in, kh_, kw_, k0) if c04 else c1in * kh_ * kw_ * 16
     n1 = math.ceil(cout / 16)
     np_ = n1 * 16
 
     m_t, n_t, k_t = _default_tiles(lw, ho_ * wo_, n1, kdim, k0)
+    if c04:  # few K columns: every output channel in one tile, the cores split the output positions
+        n_t, k_t = small_cin.c04_tiles(lw, n1, kdim, m_t, k0)
     kb = lw.kernel(kernel_hint, loc, {"m": m_t, "n": n_t, "k": k_t}, pins)
     pins = dict(kb.tiling)
+    if c04:  # one load holds every C04 block: K is packed across them
+        pins.pop("c1", None)
+        pins["taps"] = 0
     m_t, n_t, k_t = kb.tiling["m"], kb.tiling["n"], kb.tiling["k"]
     n_tiles = _n_tiles(np_, n_t, loc)
     kb.partition(n_tiles)  # SPMD over output-channel tiles ...
     cores = kb.block_dim if "block_dim" in pins else min(lw.cores, n_tiles * max(1, lw.cores // n_tiles))
     m_cap = lw.usable("l0c") // (n_t * 4) // 16 * 16  # accumulator positions of one tile in L0C
-    l1_budget = lw.usable("l1") - k_t * n_t * isz
+    # C04: one channel tile whose every K tile fits L0B: the weights, bias and tables are loaded
+    # once per core, before the loops (every output tile of the core multiplies the same ones)
+    resident = c04 and n_tiles == 1 and kdim * n_t * isz <= lw.usable("l0b")
+    geo = dataclasses.replace(geo, resident=resident)
+    l1_budget = lw.usable("l1") - (kdim if resident else k_t) * n_t * isz
     # ... over groups of n_blocks cores (each core a channel tile per round) and m_blocks groups of
     # output tiles: fewer channel groups re-read the feature map less, more re-read the weights less
-    image = {"x": c1in * h_ * w_ * 16, "y": n1 * ho_ * wo_ * 16}  # elements of one image
+    image = {"x": c1in * h_ * w_ * c0in, "y": n1 * ho_ * wo_ * 16}  # elements of one image
 
     def split(budget: int, i_blocks: int):
         """(n_blocks, plan) of one image on ``budget`` cores, ``i_blocks`` images at a time."""
@@ -444,16 +467,22 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         kb.tiling["cols"] = cols
     if c1c < c1in or "c1" in pins:
         kb.tiling["c1"] = c1c
-    if taps or "taps" in pins:
+    if taps or ("taps" in pins and not c04):
         kb.tiling["taps"] = int(taps)
+    if c04:
+        kb.tiling["c04"] = 1
 
     # weight K order: (c1, kh, kw, c0) as img2col produces it, or per tap (kh, kw, c1, c0)
-    wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
-    wp[:cout, :cin] = w
-    order = (3, 4, 1, 2, 0) if taps else (1, 3, 4, 2, 0)
-    bmat = wp.reshape(np_, c1in, 16, kh_, kw_).transpose(order).reshape(kdim, np_)
+    if c04:  # (c1, kh, kw, c4), K padded to k0 by fractal_z
+        bmat = small_cin.c04_weight_matrix(w, np_)
+    else:
+        wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
+        wp[:cout, :cin] = w
+        order = (3, 4, 1, 2, 0) if taps else (1, 3, 4, 2, 0)
+        bmat = wp.reshape(np_, c1in, 16, kh_, kw_).transpose(order).reshape(kdim, np_)
     khg, kwg = (1, 1) if taps else (kh_, kw_)
-    kk = khg * kwg * 16  # K columns of one C1 block in one group
+    kk = khg * kwg * 16  # K columns of one C1 block in one group (NC1HWC0)
+    img2col_op = tile.Img2colC04Op if c04 else tile.Img2colOp
     groups = [(i * dh, j * dw) for i in range(kh_) for j in range(kw_)] if taps else [(0, 0)]
 
     wz = lw.constant(fractal_z(bmat, k0, dt), "FRACTAL_Z", (kdim, np_))
@@ -463,7 +492,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     kb.block_offset(wa, n_t * k0)
     kb.block_offset(ba, n_t // 16 * lw.lanes)
     kb.block_offset(ya, n_t // 16 * ho_ * wo_ * 16)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue)
+    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epilogue, l1_k=kdim if resident else None,
+                       l0b_k=kdim if resident else None)
     tiles.bind(n_t, n_t // 16 * ho_ * wo_ * 16, lw.lanes)
     l1_fm = kb.alloc(Space.L1, geo.fm_bytes(taps, c1c, rows, cols, isz) // isz, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * cols, 16) * n_t, np.dtype(np.float32))
@@ -476,21 +506,21 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 kb.emit(tile.BlockOffsetModOp(a, stride=-(v // n_blocks), modulo=n_blocks))
 
     def load_fm(ld) -> None:
-        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][16]."""
+        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0]."""
         _, (_, _, r0, r1), (_, _, q0, q1), ca, cb = ld
-        nr, nq, nc = r1 - r0, q1 - q0, cb - ca
-        src = (ca * h_ + r0) * w_ * 16 + q0 * 16
+        nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
+        src = (ca * h_ + r0) * w_ * c0 + q0 * c0
         if nq == w_:  # whole rows: one burst per C1 block
-            kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * 16, src_stride=h_ * w_ * 16,
-                    dst_stride=nr * w_ * 16)
+            kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
+                    dst_stride=nr * w_ * c0)
         elif nr <= nc:  # one copy per row, a burst per C1 block
             for r in range(nr):
-                kb.copy(xa, l1_fm, src_offset=src + r * w_ * 16, dst_offset=r * nq * 16, nburst=nc,
-                        burst=nq * 16, src_stride=h_ * w_ * 16, dst_stride=nr * nq * 16)
+                kb.copy(xa, l1_fm, src_offset=src + r * w_ * c0, dst_offset=r * nq * c0, nburst=nc,
+                        burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=nr * nq * c0)
         else:  # one copy per C1 block, a burst per row
             for c in range(nc):
-                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * 16, dst_offset=c * nr * nq * 16, nburst=nr,
-                        burst=nq * 16, src_stride=w_ * 16, dst_stride=nq * 16)
+                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * nr * nq * c0, nburst=nr,
+                        burst=nq * c0, src_stride=w_ * c0, dst_stride=nq * c0)
 
     out_tiles = [(ho0, wo0) for ho0 in range(0, ho_, rows) for wo0 in range(0, wo_, cols)]
     per_block = [len(out_tiles) // m_blocks + (i < len(out_tiles) % m_blocks) for i in range(m_blocks)]
@@ -521,28 +551,30 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb = ld
                 if not shared:
                     load_fm(ld)
-                kbase, kc = (gi * c1in + ca) * kk, (cb - ca) * kk
+                kbase, kc = ((0, kdim) if c04 else ((gi * c1in + ca) * kk, (cb - ca) * kk))
                 for kt0 in range(0, kc, k_t):
                     kt = min(k_t, kc - kt0)
-                    tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
+                    if not resident:
+                        tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
 
                     def subtile(s: int, kt0=kt0, kt=kt, init=init, ca=ca, cb=cb, rs=rs, re=re, r0=r0, r1=r1,
                                 qs=qs, qe=qe, q0=q0, q1=q1) -> None:
                         ms0 = s * m_t
                         ms = min(m_t, m_pad - ms0)
-                        kb.emit(tile.Img2colOp(
+                        kb.emit(img2col_op(
                             l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
                             pad_b=re - r1, pad_l=q0 - qs, pad_r=qe - q1, stride_h=sh, stride_w=sw,
                             kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
                             k_start=kt0, k_count=kt))
                         kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
-                                            init=init))
+                                            init=init, b_offset=kt0 * nt if resident else 0))
 
                     # the M subtiles: one hardware loop stepping m_start and the L0C offset
                     kb.roll(-(-m_pad // m_t), subtile)
                     init = 0
-            tiles.load_bias(ba, nt0, nt)
-            tiles.load_tables(nt0, nt)
+            if not resident:
+                tiles.load_bias(ba, nt0, nt)
+                tiles.load_tables(nt0, nt)
             n1t = nt // 16
 
             def out_subtile(s: int, nt0=nt0, nt=nt, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad) -> None:
@@ -564,6 +596,10 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
 
         kb.for_tiles(n_tiles, body, cores=n_blocks)  # the channel tiles over the group's cores, in rounds
 
+    if resident:
+        tiles.load_weights(wa, n1, 0, kdim, 0, n_t)
+        tiles.load_bias(ba, 0, n_t)
+        tiles.load_tables(0, n_t)
     with kb.loop(n_ // i_blocks, {a: v * i_blocks for a, v in per_image.items()}):
         for grp in range(m_blocks):  # group grp: blocks (grp*i_blocks + image group)*n_blocks + channel group
             size = n_blocks * i_blocks

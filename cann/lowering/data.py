@@ -14,7 +14,8 @@ import numpy as np
 from xdsl.ir import Attribute
 
 from cann.dialects.tile import Space
-from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.common import ND, NC1HWC0, NC1HWC0_C04, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.small_cin import trans_data_c04
 
 
 def _cast_chunk(kb, src_buf, dst_buf, n: int) -> None:
@@ -22,7 +23,9 @@ def _cast_chunk(kb, src_buf, dst_buf, n: int) -> None:
 
 
 def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attribute | None) -> DevTensor:
-    """Convert ``t`` to ``fmt`` (ND or NC1HWC0) and ``dtype``; returns the new GM tensor."""
+    """Convert ``t`` to ``fmt`` (ND, NC1HWC0 or, from ND, NC1HWC0_C04) and ``dtype``; returns the new GM tensor."""
+    if fmt == NC1HWC0_C04:
+        return trans_data_c04(lw, t, dtype, loc)
     if fmt == NC1HWC0 and len(t.shape) != 4:
         raise unsupported(loc, f"NC1HWC0 needs a 4-D tensor, got shape {list(t.shape)}")
     out = lw.gm_tensor(t.shape, fmt, dtype)

@@ -27,7 +27,7 @@ from cann.dialects.tile import Space, space_of
 
 
 #: non-offset integer properties a ``tile.loop_step`` may advance, per op name
-_POSITION_FIELDS = {"tile.img2col": ("m_start", "k_start")}
+_POSITION_FIELDS = {"tile.img2col": ("m_start", "k_start"), "tile.img2col_c04": ("m_start", "k_start")}
 
 
 def _offset_fields(op: Operation) -> tuple[tuple[tuple[str, SSAValue], ...], tuple[str, ...]]:
@@ -113,7 +113,8 @@ def runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict[SSAValu
 
 
 #: properties only a clamped ``tile.loop_step`` may move (the window of a border tile), per op name
-_CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b")}
+_CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b"),
+                 "tile.img2col_c04": ("fm_h", "pad_t", "pad_b")}
 
 
 def _clamped_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:

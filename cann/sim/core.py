@@ -400,6 +400,8 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
                 raise _Fault(f"{m}: {self.spec.name} has no L0C -> UB path ({self.spec.core_type} cores; "
                              f"see docs/core-model.md)")
             return absent
+        if m == "img2col_c04":
+            return self._img2col_c04
         return {"nd2nz": self._nd2nz, "load2d": self._load2d, "img2col": self._img2col, "mmad": self._mmad,
                 "fixpipe": self._l0c_to_ub, "broadcast": self._vbrcb}[d.group]
 

@@ -166,14 +166,15 @@ class TransferUnit:
         if lay is not None:
             self._uni.mark(buf, dst, dst + repeat * f, rep)
 
-    def _img2col_geometry(self, v) -> tuple:
+    def _img2col_geometry(self, v, c0: int | None = None) -> tuple:
         """Checks img2col fields ``v`` (faults as the handler's) and returns what every run of them
         uses: ``(dt, src, src_hi, dst, nbytes, dst5 shape, dst5 strides, window)``; ``window`` is
-        None when no wanted row and column is inside the output, else the slab and gather geometry."""
+        None when no wanted row and column is inside the output, else the slab and gather geometry.
+        ``c0``: the map's channel size (None: NC1HWC0's 16; 4: ``img2col_c04``'s NC1HWC0_C04)."""
         (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
         dt = self._fdtype(code)
         isz = dt.itemsize
-        c0 = self._n0  # NC1HWC0 with C0 = 16 for both dtypes
+        c0 = c0 or self._n0  # NC1HWC0 with C0 = 16 for both dtypes
         k0 = self.spec.cube.k0(isz)
         self._positive(fm_c1=c1, fm_h=fh, fm_w=fw, stride_h=sh, stride_w=sw, kernel_h=kh, kernel_w=kw,
                        dil_h=dh, dil_w=dw, m_count=m_count, k_count=k_count)
@@ -229,8 +230,16 @@ class TransferUnit:
         g = self._geometry[v] = build(v)
         return g, False
 
-    def _img2col(self, v) -> None:
-        g, cached = self._geometry_of(v, self._img2col_geometry)
+    def _img2col_c04(self, v) -> None:
+        """``img2col_c04``: img2col over a [c1][h][w][4] map (its geometry cached apart from img2col's)."""
+        self._img2col(v, 4)
+
+    def _img2col(self, v, c0: int | None = None) -> None:
+        if c0 is None:
+            g, cached = self._geometry_of(v, self._img2col_geometry)
+        else:
+            v = (c0,) + v  # also the memo key below: a C04 matrix is not the img2col of the same fields
+            g, cached = self._geometry_of(v, lambda kv: self._img2col_geometry(kv[1:], kv[0]))
         if cached:  # (built: the destination check did this)
             self._stale("l0a", g[3], g[3] + g[4])
             self._memo.written("l0a", g[3], g[3] + g[4])

@@ -1,5 +1,5 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=FP32
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype tiling="{\"conv2d_0\": {\"c04\": 0}}"}' | filecheck %s --check-prefix=FP32
 
 // A 1x1 Conv + bias + Relu: input NCHW fp32 -> trans_data -> NC1HWC0 fp16, cube conv, vector relu,
 // trans_data back to NCHW fp32.
@@ -29,7 +29,8 @@
 // CHECK:        tile.launch @trans_data_1(
 // CHECK:        func.return
 
-// fp32 keeps float32 on the device; the fp32 cube fractal has K0 = 8, so K = 16 is two fractals.
+// fp32 keeps float32 on the device; the fp32 cube fractal has K0 = 8, so K = 16 is two fractals
+// (in NC1HWC0, pinned: unpinned, the 3 channels take NC1HWC0_C04, K = 8, small_cin.mlir).
 // FP32:       func.func @conv2d_0
 // FP32:         tile.alloc : memref<{{[0-9]+}}xf32, #tile<space l0a>>
 // FP32:         tile.mmad {{.*}}m = 16, k = 16, n = 16, init = 1
