@@ -1202,6 +1202,7 @@ class ConvTransposeOp(IRDLOperation):
 
 from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
 from cann.dialects.graph_int import GRAPH_INT_OPS  # noqa: E402  (comparisons, boolean logic, rounding)
+from cann.dialects.graph_layout import GRAPH_LAYOUT_OPS  # noqa: E402  (channel shuffle)
 
 Graph = Dialect(
     "graph",
@@ -1235,6 +1236,7 @@ Graph = Dialect(
         ResizeOp, ConvTransposeOp,
         GatherOp, WhereOp,
         *GRAPH_INT_OPS,
+        *GRAPH_LAYOUT_OPS,
     ],
     [],
 )

@@ -125,6 +125,12 @@ def _footprints(spec: SocSpec):
         code, dst, s0, _, repeat = v[:5]
         return ((_UB, s0, s0 + _isz(code), False), (_UB, dst, dst + repeat * rep_bytes, True)), 0, 0
 
+    def vtranspose(v, args):
+        code, dst, src, repeat, dr, sr = v
+        mat = 256 * _isz(code)
+        return ((_UB, src, src + (repeat - 1) * sr * bb + mat, False),
+                (_UB, dst, dst + (repeat - 1) * dr * bb + mat, True)), 0, 0
+
     def none(v, args):
         return (), 0, 0
 
@@ -174,7 +180,7 @@ def _footprints(spec: SocSpec):
             fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
                       "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none, "scalar": ld_idx,
                       "dma_reg": dma_reg, "select": vsel, "compare": vcmpv,
-                      "convert": vconv_round}[g]
+                      "convert": vconv_round, "transpose": vtranspose}[g]
     return fns
 
 

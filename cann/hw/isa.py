@@ -273,6 +273,13 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     # multiply-accumulate on the vector unit (depthwise convolution); appended: opcodes above are unchanged
     ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
      "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
+    # 16x16 lane transposes (layout changes in UB: channel shuffles, NCHW <-> NC1HWC0); appended
+    ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep"), "transpose",
+     "repeat 16x16 matrices of dtype elements (row-major, 16 * 16 * itemsize bytes each): matrix r read at "
+     "src + r*src_rep*32 and written transposed (dst[j][i] = src[i][j]) at dst + r*dst_rep*32; the source "
+     "and destination of a matrix must not overlap (HIVM hivm.hir.vtranspose, CCE vtranspose on 16x16 b16; "
+     "ASSUMPTION: any dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for "
+     "32-bit elements)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -288,6 +295,7 @@ _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
     "ld_idx": (("src", _UBF),), "copy_gm_to_ub_reg": (("dst", _UBF),),
     "vsel": (("dst", _UBF), ("cond", _UBF), ("src0", _UBF), ("src1", _UBF)),
     "vcmpv": (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)), "vconv": (("dst", _UBF), ("src0", _UBF)),
+    "vtranspose": (("dst", _UBF), ("src", _UBF)),
 }
 
 #: mnemonic -> its non-address fields a ``loop_step`` may advance (besides the on-chip addresses)

@@ -306,6 +306,10 @@ class _Converter:
             return data.reshape(lw, self.tensor(op.operands[0], loc), out_shape, loc)
         if name == "graph.transpose":
             return data.transpose(lw, self.tensor(op.operands[0], loc), _ints(op, "perm"), loc)
+        if name == "graph.channel_shuffle":
+            from cann.lowering.shuffle import channel_shuffle
+
+            return channel_shuffle(lw, self.tensor(op.x, loc), _int(op, "group"), loc)
         res = self.lower_math(op)
         if res is not None:
             return res

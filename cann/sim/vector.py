@@ -291,6 +291,25 @@ class VectorUnit:
         self._v("ub", dst, (n // isz,), (isz,), dt)[...] = self._v("ub", s0, (), (), dt)[:, None]
 
 
+    def _vtranspose(self, v) -> None:
+        code, dst, src, repeat, dr, sr = v
+        dt = self._dtype(code)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        if dr < 0 or sr < 0:
+            raise _Fault(f"vtranspose strides must be >= 0 (dst_rep {dr}, src_rep {sr})")
+        isz, bb = dt.itemsize, self._blk_bytes
+        mat = 16 * 16 * isz
+        self._onchip("ub", "src", src, (repeat - 1) * sr * bb + mat)
+        for r in range(repeat):  # a matrix must not overlap its own destination
+            s0, d0 = src + r * sr * bb, dst + r * dr * bb
+            if s0 < d0 + mat and d0 < s0 + mat:
+                raise _Fault(f"vtranspose matrix {r}: source [{s0}, {s0 + mat}) overlaps destination "
+                             f"[{d0}, {d0 + mat})")
+        a = self._v("ub", src, (repeat, 16, 16), (sr * bb, 16 * isz, isz), dt).copy()
+        self._onchip("ub", "dst", dst, (repeat - 1) * dr * bb + mat)
+        self._v("ub", dst, (repeat, 16, 16), (dr * bb, isz, 16 * isz), dt)[...] = a
+
     def _vsel(self, v) -> None:
         code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
         dt, lanes, e = self._vec_check(code, repeat, mask, "vsel")
