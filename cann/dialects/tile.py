@@ -241,9 +241,10 @@ SelectOp = _instr("select", ("dst", "cond", "src0", "src1"), ("dst_offset", "con
                       "0/1 in the data dtype.")
 
 TransposeBlocksOp = _instr("transpose_blocks", ("dst", "src"), ("dst_offset", "src_offset", "count", "dst_stride",
-                                                                 "src_stride"),
-                           doc="count 16x16 matrices (row-major, elements): matrix i at src_offset + i*src_stride "
-                               "is written transposed at dst_offset + i*dst_stride (vtranspose); UB only.")
+                                                                 "src_stride", "dst_row", "src_row"),
+                           doc="count 16x16 matrices (elements): row r of matrix i, at src_offset + i*src_stride + "
+                               "r*src_row, is written as column r of the matrix at dst_offset + i*dst_stride, whose "
+                               "rows are dst_row apart (vtranspose); UB only.")
 
 LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "

@@ -126,10 +126,10 @@ def _footprints(spec: SocSpec):
         return ((_UB, s0, s0 + _isz(code), False), (_UB, dst, dst + repeat * rep_bytes, True)), 0, 0
 
     def vtranspose(v, args):
-        code, dst, src, repeat, dr, sr = v
-        mat = 256 * _isz(code)
-        return ((_UB, src, src + (repeat - 1) * sr * bb + mat, False),
-                (_UB, dst, dst + (repeat - 1) * dr * bb + mat, True)), 0, 0
+        code, dst, src, repeat, dr, sr, drow, srow = v
+        row = 16 * _isz(code)
+        return ((_UB, src, src + (repeat - 1) * sr * bb + 15 * (srow * bb or row) + row, False),
+                (_UB, dst, dst + (repeat - 1) * dr * bb + 15 * (drow * bb or row) + row, True)), 0, 0
 
     def none(v, args):
         return (), 0, 0

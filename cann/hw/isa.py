@@ -274,12 +274,14 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
     ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
      "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
     # 16x16 lane transposes (layout changes in UB: channel shuffles, NCHW <-> NC1HWC0); appended
-    ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep"), "transpose",
-     "repeat 16x16 matrices of dtype elements (row-major, 16 * 16 * itemsize bytes each): matrix r read at "
-     "src + r*src_rep*32 and written transposed (dst[j][i] = src[i][j]) at dst + r*dst_rep*32; the source "
-     "and destination of a matrix must not overlap (HIVM hivm.hir.vtranspose, CCE vtranspose on 16x16 b16; "
-     "ASSUMPTION: any dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for "
-     "32-bit elements)"),
+    ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep", "dst_row", "src_row"),
+     "transpose",
+     "repeat 16x16 matrices of dtype elements: row i of matrix r (16 elements) is read at src + (r*src_rep + "
+     "i*src_row)*32 and element j of it written at dst + (r*dst_rep + j*dst_row)*32 + i*itemsize, i.e. dst[j][i] "
+     "= src[i][j] (strides in 32-byte blocks; a row stride of 0 means rows packed, 16*itemsize bytes apart); the "
+     "source and destination bytes of one instruction must not overlap (CCE scatter_vnchwconv_b16: 16 source "
+     "and 16 destination 32-byte row addresses, here equally spaced; HIVM hivm.hir.vtranspose. ASSUMPTION: any "
+     "dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for 32-bit elements)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)

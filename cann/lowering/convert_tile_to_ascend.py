@@ -288,14 +288,16 @@ class _Kernel:
         dst, src = op.operand("dst"), op.operand("src")
         isz, bb, maxr = self.isz(dst), self.vec.block_bytes, self.vec.max_repeat
         ds, ss = op.field("dst_stride") * isz, op.field("src_stride") * isz
-        if ds % bb or ss % bb:
-            raise self.error(f"tile.transpose_blocks needs 32-byte strides (dst {ds} B, src {ss} B)")
+        drow, srow = op.field("dst_row") * isz, op.field("src_row") * isz
+        if any(x % bb for x in (ds, ss, drow, srow)):
+            raise self.error(f"tile.transpose_blocks needs 32-byte strides (matrices {ds} / {ss} B, rows "
+                             f"{drow} / {srow} B)")
         total, i = op.field("count"), 0
         while i < total:
             rep = min(maxr, total - i)
             self.emit("vtranspose", dtype=self.code(dst), dst=self.byte(dst, op.field("dst_offset")) + i * ds,
                       src=self.byte(src, op.field("src_offset")) + i * ss, repeat=rep, dst_rep=ds // bb,
-                      src_rep=ss // bb)
+                      src_rep=ss // bb, dst_row=drow // bb, src_row=srow // bb)
             i += rep
 
     def _select(self, op) -> None:

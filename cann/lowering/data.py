@@ -2,7 +2,8 @@
 
 All of them stage data through UB with MTE2 (GM -> UB) and MTE3 (UB -> GM) burst copies; layout
 changes that move single elements (NCHW <-> NC1HWC0) use element-sized bursts, which the cost
-model charges per burst.
+model charges per burst. Channel concats at offsets inside a C0 block use the lane-moving channel
+gather of :mod:`cann.lowering.shuffle` instead.
 """
 
 from __future__ import annotations
@@ -117,8 +118,16 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
 
 
 def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[int, ...], loc) -> DevTensor:
-    """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D) or any axis of ND tensors."""
+    """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D: whole C0 blocks by DMA when every input
+    starts on a block, else the lane-moving channel gather of :mod:`cann.lowering.shuffle`) or any axis of
+    ND tensors."""
     if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs):
+        starts = np.cumsum([0] + [t.shape[1] for t in inputs[:-1]])
+        if any(s % 16 for s in starts):  # an input starting inside a C0 block: lanes move (shuffle.py)
+            from cann.lowering.shuffle import channel_gather
+
+            return channel_gather(lw, inputs, [(i, c) for i, t in enumerate(inputs) for c in range(t.shape[1])],
+                                  "concat", loc)
         ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
         out = lw.gm_tensor(out_shape, NC1HWC0)
         kb = lw.kernel("concat", loc)
@@ -132,22 +141,12 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
         for t in ins:
             src = kb.arg(t)
             c_, c1 = t.shape[1], t.c1
-            for n in range(n_):
-                if off % 16 == 0:  # whole C0 blocks: contiguous [C1][H][W][16] run
-                    total = c1 * hw * 16
-                    for p0 in range(0, total, chunk):
-                        p = min(chunk, total - p0)
-                        kb.copy(src, buf, src_offset=n * c1 * hw * 16 + p0, burst=p)
-                        kb.copy(buf, dst, dst_offset=(n * c1o + off // 16) * hw * 16 + p0, burst=p)
-                else:  # channel by channel
-                    for c in range(c_):
-                        oc = off + c
-                        for p0 in range(0, hw, chunk):
-                            p = min(chunk, hw - p0)
-                            kb.copy(src, buf, src_offset=((n * c1 + c // 16) * hw + p0) * 16 + c % 16,
-                                    nburst=p, burst=1, src_stride=16, dst_stride=1)
-                            kb.copy(buf, dst, dst_offset=((n * c1o + oc // 16) * hw + p0) * 16 + oc % 16,
-                                    nburst=p, burst=1, src_stride=1, dst_stride=16)
+            for n in range(n_):  # whole C0 blocks: contiguous [C1][H][W][16] runs
+                total = c1 * hw * 16
+                for p0 in range(0, total, chunk):
+                    p = min(chunk, total - p0)
+                    kb.copy(src, buf, src_offset=n * c1 * hw * 16 + p0, burst=p)
+                    kb.copy(buf, dst, dst_offset=(n * c1o + off // 16) * hw * 16 + p0, burst=p)
             off += c_
         lw.launch(kb)
         return out

@@ -1,18 +1,22 @@
-"""Channel shuffle (``graph.channel_shuffle``) in the NC1HWC0 layout, on the vector unit.
+"""Channel gathers in the NC1HWC0 layout on the vector unit: the channel shuffle
+(``graph.channel_shuffle``) and channel concats at offsets that are not whole C0 blocks.
 
-Output channel ``j`` is input channel ``s(j) = (j % g) * (C / g) + j // g``
-(:func:`cann.dialects.graph_layout.shuffle_source`). In NC1HWC0 a channel is a lane of the C0 = 16
-lanes of each position, so the shuffle moves lanes between positions' blocks; DMA would move single
-elements. The kernel instead, per tile of ``P`` positions (a multiple of 16, the cores splitting the
-H*W positions of every image):
+Output channel ``j`` of a gather is channel ``c`` of input ``i`` (``sources[j] = (i, c)``): for the
+shuffle ``c = (j % g) * (C / g) + j // g`` (:func:`cann.dialects.graph_layout.shuffle_source`), for a
+concat the inputs' channels one after another. In NC1HWC0 a channel is a lane of the C0 = 16 lanes of
+each position, so a gather moves lanes between blocks, which DMA could only do one element per burst.
+The kernel instead, per tile of ``P`` positions (a multiple of 16; the cores split the H*W positions of
+every image):
 
-1. loads the tile's C1 blocks, one burst of ``P*16`` elements each (one DMA);
-2. transposes every 16 positions x 16 lanes matrix (``vtranspose``) into a position-group-major
-   buffer ``T[q][c][16]``: row ``(q, c)`` holds channel ``c`` at the 16 positions of group ``q``;
-3. permutes the rows: for each residue ``r < g`` the output rows ``j = r, r + g, ...`` take the input
-   rows ``r*C/g, r*C/g + 1, ...``: one strided ``vmov`` of ``C/g`` 32-byte rows per (group, residue);
-   the output's padding channels (``C`` up to ``C1*16``) are zeroed (``vdup``);
-4. transposes back and stores the output C1 blocks, one burst each.
+1. loads each input's C1 blocks of the tile, one burst of ``P*16`` elements per block (one DMA per input);
+2. transposes every 16 positions x 16 lanes matrix (``vtranspose``) into a position-group-major buffer
+   ``T[q][row][16]``: row ``(q, base_i + c)`` holds channel ``c`` of input ``i`` at the 16 positions of
+   group ``q``;
+3. moves the rows to the output rows: a run of source channels ``c, c+1, ...`` of one input landing on
+   output channels ``j, j+d, j+2d, ...`` is one strided ``vmov`` of 32-byte rows per group (the shuffle
+   has ``g`` runs, a concat one per input); the output's padding channels (``C`` up to ``C1*16``) are
+   zeroed (``vdup``);
+4. transposes back and stores the output's C1 blocks, one burst each (one DMA).
 
 Every DMA burst is a whole run of ``P*16`` elements; the lane moves are vector work.
 """
@@ -20,80 +24,118 @@ Every DMA burst is a whole run of ``P*16`` elements; the lane moves are vector w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
-import numpy as np
 from xdsl.ir import Attribute
 
 from cann.dialects import tile
+from cann.dialects.graph_layout import shuffle_source
 from cann.dialects.tile import Space
-from cann.lowering import data
-from cann.lowering.common import NC1HWC0, DevTensor, Lowering
+from cann.lowering.common import NC1HWC0, DevTensor, Lowering, unsupported
 
-#: lanes per position block (C0) and positions per transposed matrix
+#: lanes per position block (C0), also the positions per transposed matrix
 C0 = 16
+MAT = C0 * C0
 
 
-def channel_shuffle(lw: Lowering, t: DevTensor, group: int, loc: Attribute | None) -> DevTensor:
-    """``graph.channel_shuffle`` of ``t`` ([N, C, H, W], C a multiple of ``group``) in NC1HWC0, in the
-    precision's dtype; other ranks go through an ND reshape, transpose and reshape.
+def transpose_blocks(kb, dst, src, count: int, *, dst_offset: int, src_offset: int, dst_stride: int = MAT,
+                     src_stride: int = MAT, dst_row: int = C0, src_row: int = C0) -> None:
+    """``count`` 16x16 transposes (``tile.transpose_blocks``; offsets, strides and row pitches in elements)."""
+    if count > 0:
+        kb.emit(tile.TransposeBlocksOp(dst, src, count=count, dst_offset=dst_offset, src_offset=src_offset,
+                                       dst_stride=dst_stride, src_stride=src_stride, dst_row=dst_row,
+                                       src_row=src_row))
 
-    Returns the shuffled tensor (NC1HWC0 for 4-D input)."""
-    shape = t.shape
-    if len(shape) != 4:
-        n, c = shape[0], shape[1]
-        split = data.reshape(lw, t, (n, group, c // group, *shape[2:]), loc)
-        moved = data.transpose(lw, split, (0, 2, 1, *range(3, len(shape) + 1)), loc)
-        return data.reshape(lw, moved, shape, loc)
-    t = lw.as_format(t, NC1HWC0, lw.dtype, loc)
-    n_, c_, h_, w_ = shape
-    hw, c1 = h_ * w_, t.c1
-    per = c_ // group
-    out = lw.gm_tensor(shape, NC1HWC0, lw.dtype)
+
+def _runs(sources: Sequence[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
+    """``sources`` as runs ``(input, first channel, first output, length, output step)``: consecutive
+    channels of one input landing on outputs ``j, j + d, j + 2d, ...`` (``d >= 1``)."""
+    order = sorted(range(len(sources)), key=lambda j: sources[j])
+    runs: list[list[int]] = []
+    for j in order:
+        i, c = sources[j]
+        if runs:
+            ri, rc, rj, n, d = runs[-1]
+            step = j - (rj + (n - 1) * d)
+            if ri == i and c == rc + n and step >= 1 and (n == 1 or step == d):
+                runs[-1] = [ri, rc, rj, n + 1, step]
+                continue
+        runs.append([i, c, j, 1, 1])
+    return [tuple(r) for r in runs]
+
+
+def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[tuple[int, int]], hint: str,
+                   loc: Attribute | None) -> DevTensor:
+    """The [N, len(sources), H, W] NC1HWC0 tensor whose channel ``j`` is channel ``sources[j][1]`` of
+    ``inputs[sources[j][0]]`` (4-D tensors of one N, H, W, converted to NC1HWC0 in the precision's
+    dtype); one kernel named ``<hint>_<i>``.
+
+    Raises:
+        CannError: inputs that are not 4-D or disagree in N, H, W (naming the node)."""
+    if any(len(t.shape) != 4 for t in inputs) or len({(t.shape[0], *t.shape[2:]) for t in inputs}) != 1:
+        raise unsupported(loc, f"a channel gather needs 4-D inputs of one N, H, W, got "
+                               f"{', '.join(str(list(t.shape)) for t in inputs)}")
+    ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
+    n_, _, h_, w_ = ins[0].shape
+    hw, c_out = h_ * w_, len(sources)
+    out = lw.gm_tensor((n_, c_out, h_, w_), NC1HWC0, lw.dtype)
+    c1o = out.c1
     dt = lw.dtype
     isz = dt.itemsize
-    kb = lw.kernel("channel_shuffle", loc)
-    src, dst = kb.arg(t), kb.arg(out)
-    # four UB buffers of c1 * pos * 16 elements: the load, the transposed, the permuted and the output tile
-    cap = max(C0, (lw.usable("ub") // (4 * c1 * C0 * isz)) // C0 * C0)
-    per_core = math.ceil(hw / lw.cores)
-    pos = min(cap, max(C0, math.ceil(per_core / C0) * C0))
-    pos = math.ceil(hw / math.ceil(hw / pos))  # even tiles
-    pos = math.ceil(pos / C0) * C0
+    base = [0]
+    for t in ins:
+        base.append(base[-1] + t.c1 * C0)
+    rows_in, rows_out = base[-1], c1o * C0
+    kb = lw.kernel(hint, loc)
+    srcs, dst = [kb.arg(t) for t in ins], kb.arg(out)
+    # UB: the loaded and the transposed input tiles, the permuted and the output tile
+    cap = max(C0, (lw.usable("ub") // (2 * (rows_in + rows_out) * isz)) // C0 * C0)
+    pos = min(cap, max(C0, math.ceil(math.ceil(hw / lw.cores) / C0) * C0))
+    pos = math.ceil(math.ceil(hw / math.ceil(hw / pos)) / C0) * C0  # even tiles
     tiles = math.ceil(hw / pos)
     kb.tiling["positions"] = pos
-    size = c1 * pos * C0
-    a = kb.alloc(Space.UB, size, dt)
-    tr = kb.alloc(Space.UB, size, dt)
-    pm = kb.alloc(Space.UB, size, dt)
-    b = kb.alloc(Space.UB, size, dt)
+    a = kb.alloc(Space.UB, rows_in * pos, dt)
+    tr = kb.alloc(Space.UB, rows_in * pos, dt)
+    pm = kb.alloc(Space.UB, rows_out * pos, dt)
+    b = kb.alloc(Space.UB, rows_out * pos, dt)
     kb.partition(tiles)
-    kb.block_offset(src, pos * C0)
+    for s in srcs:
+        kb.block_offset(s, pos * C0)
     kb.block_offset(dst, pos * C0)
-    pad = c1 * C0 - c_
+    runs = _runs(sources)
 
     def body(first: int, last: bool = False) -> None:
         p0 = first * pos
         p = hw - (tiles - 1) * pos if last else pos
         groups = math.ceil(p / C0)
-        with kb.loop(n_, {src: c1 * hw * C0, dst: c1 * hw * C0}):  # one image's code, looped
-            kb.copy(src, a, src_offset=p0 * C0, nburst=c1, burst=p * C0, src_stride=hw * C0, dst_stride=pos * C0)
-            for blk in range(c1):  # [blk][q*16 + i][lane] -> T[q][blk*16 + lane][i]
-                kb.emit(tile.TransposeBlocksOp(tr, a, count=groups, dst_offset=blk * C0 * C0,
-                                               src_offset=blk * pos * C0, dst_stride=c1 * C0 * C0,
-                                               src_stride=C0 * C0))
+        strides = {s: t.c1 * hw * C0 for s, t in zip(srcs, ins)}
+        with kb.loop(n_, {**strides, dst: c1o * hw * C0}):  # one image's code, looped
+            for s, t, r0 in zip(srcs, ins, base):
+                kb.copy(s, a, src_offset=p0 * C0, dst_offset=r0 * pos, nburst=t.c1, burst=p * C0,
+                        src_stride=hw * C0, dst_stride=pos * C0)
+            for r0, t in zip(base, ins):  # [blk][q*16 + i][lane] -> T[q][r0 + blk*16 + lane][i]
+                for blk in range(t.c1):
+                    transpose_blocks(kb, tr, a, groups, dst_offset=(r0 + blk * C0) * C0,
+                                     src_offset=(r0 + blk * C0) * pos, dst_stride=rows_in * C0)
             for q in range(groups):
-                row0 = q * c1 * C0 * C0
-                for r in range(group):
-                    kb.vec("mov", pm, tr, count=per, unit=C0, dst_offset=row0 + r * C0, src0_offset=row0 + r * per * C0,
-                           dst_stride=group * C0, src0_stride=C0)
-                if pad:
-                    kb.vec("dup", pm, count=pad * C0, dst_offset=row0 + c_ * C0, scalar=0.0)
-            for blk in range(c1):  # back: T[q][blk*16 + lane][i] -> [blk][q*16 + i][lane]
-                kb.emit(tile.TransposeBlocksOp(b, pm, count=groups, dst_offset=blk * pos * C0,
-                                               src_offset=blk * C0 * C0, dst_stride=C0 * C0,
-                                               src_stride=c1 * C0 * C0))
-            kb.copy(b, dst, dst_offset=p0 * C0, nburst=c1, burst=p * C0, src_stride=pos * C0, dst_stride=hw * C0)
+                for i, c, j, cnt, d in runs:
+                    kb.vec("mov", pm, tr, count=cnt, unit=C0, dst_offset=(q * rows_out + j) * C0,
+                           src0_offset=(q * rows_in + base[i] + c) * C0, dst_stride=d * C0, src0_stride=C0)
+                if rows_out > c_out:
+                    kb.vec("dup", pm, count=(rows_out - c_out) * C0, dst_offset=(q * rows_out + c_out) * C0,
+                           scalar=0.0)
+            for blk in range(c1o):  # back: T[q][blk*16 + lane][i] -> [blk][q*16 + i][lane]
+                transpose_blocks(kb, b, pm, groups, dst_offset=blk * pos * C0, src_offset=blk * MAT,
+                                 src_stride=rows_out * C0)
+            kb.copy(b, dst, dst_offset=p0 * C0, nburst=c1o, burst=p * C0, src_stride=pos * C0, dst_stride=hw * C0)
 
     kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     lw.launch(kb)
     return out
+
+
+def channel_shuffle(lw: Lowering, t: DevTensor, group: int, loc: Attribute | None) -> DevTensor:
+    """``graph.channel_shuffle`` of a 4-D ``t`` ([N, C, H, W], C a multiple of ``group``): the NC1HWC0
+    result of :func:`channel_gather` (kernel ``channel_shuffle_<i>``)."""
+    c = t.shape[1]
+    return channel_gather(lw, [t], [(0, shuffle_source(c, group, j)) for j in range(c)], "channel_shuffle", loc)

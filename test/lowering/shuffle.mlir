@@ -10,9 +10,9 @@
 // zeroed; the matrices transpose back and the three blocks store in one DMA. No element bursts.
 // CHECK:      func.func @channel_shuffle_0({{.*}}tile.tiling = {block_dim = 1 : i64, positions = 32 : i64}
 // CHECK:        tile.copy %0, %[[A:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 3, burst = 320, src_stride = 320, dst_stride = 512}
-// CHECK-NEXT:   tile.transpose_blocks %[[T:[0-9]+]], %[[A]] {dst_offset = 0, src_offset = 0, count = 2, dst_stride = 768, src_stride = 256}
-// CHECK-NEXT:   tile.transpose_blocks %[[T]], %[[A]] {dst_offset = 256, src_offset = 512, count = 2, dst_stride = 768, src_stride = 256}
-// CHECK-NEXT:   tile.transpose_blocks %[[T]], %[[A]] {dst_offset = 512, src_offset = 1024, count = 2, dst_stride = 768, src_stride = 256}
+// CHECK-NEXT:   tile.transpose_blocks %[[T:[0-9]+]], %[[A]] {dst_offset = 0, src_offset = 0, count = 2, dst_stride = 768, src_stride = 256, dst_row = 16, src_row = 16}
+// CHECK-NEXT:   tile.transpose_blocks %[[T]], %[[A]] {dst_offset = 256, src_offset = 512, count = 2, dst_stride = 768, src_stride = 256, dst_row = 16, src_row = 16}
+// CHECK-NEXT:   tile.transpose_blocks %[[T]], %[[A]] {dst_offset = 512, src_offset = 1024, count = 2, dst_stride = 768, src_stride = 256, dst_row = 16, src_row = 16}
 // CHECK-NEXT:   tile.vec %[[P:[0-9]+]], %[[T]], {{.*}} {dst_offset = 0, src0_offset = 0, {{.*}}count = 10, unit = 16, dst_stride = 64, src0_stride = 16, {{.*}}op = "mov"}
 // CHECK-NEXT:   tile.vec %[[P]], %[[T]], {{.*}} {dst_offset = 16, src0_offset = 160, {{.*}}count = 10, unit = 16, dst_stride = 64, src0_stride = 16, {{.*}}op = "mov"}
 // CHECK-NEXT:   tile.vec %[[P]], %[[T]], {{.*}} {dst_offset = 32, src0_offset = 320, {{.*}}op = "mov"}
@@ -21,9 +21,9 @@
 // CHECK-NEXT:   tile.vec %[[P]], %[[T]], {{.*}} {dst_offset = 768, src0_offset = 768, {{.*}}op = "mov"}
 // CHECK-COUNT-3: tile.vec %[[P]], %[[T]], {{.*}}op = "mov"}
 // CHECK-NEXT:   tile.vec %[[P]], {{.*}} {dst_offset = 1408, {{.*}}count = 128, unit = 1, {{.*}}op = "dup"}
-// CHECK-NEXT:   tile.transpose_blocks %[[B:[0-9]+]], %[[P]] {dst_offset = 0, src_offset = 0, count = 2, dst_stride = 256, src_stride = 768}
-// CHECK-NEXT:   tile.transpose_blocks %[[B]], %[[P]] {dst_offset = 512, src_offset = 256, count = 2, dst_stride = 256, src_stride = 768}
-// CHECK-NEXT:   tile.transpose_blocks %[[B]], %[[P]] {dst_offset = 1024, src_offset = 512, count = 2, dst_stride = 256, src_stride = 768}
+// CHECK-NEXT:   tile.transpose_blocks %[[B:[0-9]+]], %[[P]] {dst_offset = 0, src_offset = 0, count = 2, dst_stride = 256, src_stride = 768, dst_row = 16, src_row = 16}
+// CHECK-NEXT:   tile.transpose_blocks %[[B]], %[[P]] {dst_offset = 512, src_offset = 256, count = 2, dst_stride = 256, src_stride = 768, dst_row = 16, src_row = 16}
+// CHECK-NEXT:   tile.transpose_blocks %[[B]], %[[P]] {dst_offset = 1024, src_offset = 512, count = 2, dst_stride = 256, src_stride = 768, dst_row = 16, src_row = 16}
 // CHECK-NEXT:   tile.copy %[[B]], %{{[0-9]+}} {src_offset = 0, dst_offset = 0, nburst = 3, burst = 320, src_stride = 512, dst_stride = 320}
 // CHECK-NEXT:   func.return
 

@@ -74,3 +74,49 @@ def test_channel_shuffle_moves_no_single_elements():
     dma = [i for i in isa.decode(k.code) if i.defn.group == "dma"]
     assert dma and all(i.values[4] >= 32 * 16 for i in dma), [i.asm() for i in dma if i.values[4] < 512]
     assert any(i.defn.mnemonic == "vtranspose" for i in isa.decode(k.code))
+
+
+def concat_model(n, cs, h, w):
+    """Concat over channels of 1x1 Convs of one input [n, 8, h, w] (NC1HWC0 producers) with ``cs`` channels."""
+    rng = np.random.default_rng(1)
+    inits, nodes, outs = [], [], []
+    for k, c in enumerate(cs):
+        inits.append(numpy_helper.from_array((rng.standard_normal((c, 8, 1, 1)) / 3).astype(np.float32), f"w{k}"))
+        nodes.append(helper.make_node("Conv", ["x", f"w{k}"], [f"c{k}"]))
+        outs.append(f"c{k}")
+    nodes.append(helper.make_node("Concat", outs, ["y"], axis=1))
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 8, h, w])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, sum(cs), h, w])], inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("cs,n,h,w", [((136, 136), 1, 14, 14),  # ShuffleNet's stage 3
+                                      ((3, 20, 9), 2, 5, 7), ((16, 5, 32), 1, 6, 6)])
+def test_unaligned_concat_matches_onnxruntime(cs, n, h, w, precision_mode):
+    compiled, tilings = compile_checked(concat_model(n, cs, h, w), precision_mode, TOL[precision_mode])
+    assert tilings["concat_0"].get("positions"), tilings["concat_0"]  # the channel gather, not element bursts
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+def test_aligned_concat_stays_whole_blocks(precision_mode):
+    compiled, tilings = compile_checked(concat_model(1, (16, 32, 7), 5, 5), precision_mode, TOL[precision_mode])
+    assert "positions" not in tilings["concat_0"], tilings["concat_0"]
+
+
+def test_rank3_channel_shuffle_goes_through_nd():
+    import onnx  # noqa: F401
+
+    inits = [numpy_helper.from_array(np.array([2, 3, 4, 5], np.int64), "s1"),
+             numpy_helper.from_array(np.array([2, 12, 5], np.int64), "s2")]
+    nodes = [helper.make_node("Reshape", ["x", "s1"], ["a"]),
+             helper.make_node("Transpose", ["a"], ["b"], perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["b", "s2"], ["y"])]
+    gr = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12, 5])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12, 5])], inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    _, tilings = compile_checked(m, "must_keep_origin_dtype", 0.0)
+    assert "transpose_0" in tilings and "channel_shuffle_0" not in tilings, tilings

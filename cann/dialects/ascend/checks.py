@@ -269,7 +269,7 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         elif g == "transpose":
             _dtype(v)
             _in(v, "repeat", 1, limits().max_repeat)
-            for n in ("dst_rep", "src_rep"):
+            for n in ("dst_rep", "src_rep", "dst_row", "src_row"):
                 _in(v, n, 0)
         elif defn.mnemonic in ("set_flag", "wait_flag"):
             _check_flag(v)
