@@ -310,8 +310,9 @@ class _Converter:
             from cann.lowering.shuffle import channel_shuffle
 
             x, grp = self.tensor(op.x, loc), _int(op, "group")
-            if len(out_shape) == 4:
-                return channel_shuffle(lw, x, grp, loc)
+            y = channel_shuffle(lw, x, grp, loc) if len(out_shape) == 4 else None
+            if y is not None:
+                return y
             n, c = out_shape[:2]
             split = data.reshape(lw, x, (n, grp, c // grp, *out_shape[2:]), loc)
             moved = data.transpose(lw, split, (0, 2, 1, *range(3, len(out_shape) + 1)), loc)

@@ -16,7 +16,7 @@ from xdsl.ir import Attribute
 
 from cann.dialects.tile import Space
 from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
-from cann.lowering.shuffle import channel_gather
+from cann.lowering.shuffle import block_concat, block_concat_fits, channel_gather, gather_fits
 from cann.lowering.transdata import nc1hwc0_to_nchw, nchw_to_nc1hwc0
 
 
@@ -86,35 +86,17 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
 
 def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[int, ...], loc) -> DevTensor:
     """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D: whole C0 blocks by DMA when every input
-    starts on a block, else the lane-moving channel gather of :mod:`cann.lowering.shuffle`) or any axis of
-    ND tensors."""
-    if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs):
+    starts on a block, else the lane-moving channel gather; both in :mod:`cann.lowering.shuffle`) or any
+    axis of ND tensors (also the channel concats whose NC1HWC0 tiles would not fit UB)."""
+    if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs) and \
+            all(t.shape[2:] == inputs[0].shape[2:] for t in inputs):
         starts = np.cumsum([0] + [t.shape[1] for t in inputs[:-1]])
-        if any(s % 16 for s in starts):  # an input starting inside a C0 block: lanes move (shuffle.py)
-            return channel_gather(lw, inputs, [(i, c) for i, t in enumerate(inputs) for c in range(t.shape[1])],
-                                  "concat", loc)
-        ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
-        out = lw.gm_tensor(out_shape, NC1HWC0)
-        kb = lw.kernel("concat", loc)
-        dst = kb.arg(out)
-        chunk = ub_chunk(lw, lw.dtype.itemsize)
-        kb.tiling["chunk"] = chunk
-        buf = kb.alloc(Space.UB, chunk, lw.dtype)
-        n_, _, h_, w_ = out_shape
-        hw, c1o = h_ * w_, out.c1
-        off = 0
-        for t in ins:
-            src = kb.arg(t)
-            c_, c1 = t.shape[1], t.c1
-            for n in range(n_):  # whole C0 blocks: contiguous [C1][H][W][16] runs
-                total = c1 * hw * 16
-                for p0 in range(0, total, chunk):
-                    p = min(chunk, total - p0)
-                    kb.copy(src, buf, src_offset=n * c1 * hw * 16 + p0, burst=p)
-                    kb.copy(buf, dst, dst_offset=(n * c1o + off // 16) * hw * 16 + p0, burst=p)
-            off += c_
-        lw.launch(kb)
-        return out
+        if any(s % 16 for s in starts):  # an input starting inside a C0 block: lanes move
+            if gather_fits(lw, inputs, out_shape[1]):
+                return channel_gather(lw, inputs, [(i, c) for i, t in enumerate(inputs) for c in range(t.shape[1])],
+                                      "concat", loc)
+        elif block_concat_fits(lw, out_shape[1]):
+            return block_concat(lw, inputs, loc)  # whole C0 blocks, positions over the cores
     # integer ND tensors of one dtype are moved as they are (DMA only); float ones in the precision's dtype
     dt = inputs[0].dtype
     if not (dt.kind in "iu" and all(t.dtype == dt and t.fmt == ND for t in inputs)):

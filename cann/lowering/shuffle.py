@@ -1,5 +1,6 @@
 """Channel gathers in the NC1HWC0 layout on the vector unit: the channel shuffle
-(``graph.channel_shuffle``) and channel concats at offsets that are not whole C0 blocks.
+(``graph.channel_shuffle``) and channel concats at offsets that are not whole C0 blocks; and
+(:func:`block_concat`) channel concats of whole blocks, DMA only, over the cores.
 
 Output channel ``j`` of a gather is channel ``c`` of input ``i`` (``sources[j] = (i, c)``): for the
 shuffle ``c = (j % g) * (C / g) + j // g`` (:func:`cann.dialects.graph_layout.shuffle_source`), for a
@@ -62,6 +63,17 @@ def _runs(sources: Sequence[tuple[int, int]]) -> list[tuple[int, int, int, int, 
                 continue
         runs.append([i, c, j, 1, 1])
     return [tuple(r) for r in runs]
+
+
+def gather_fits(lw: Lowering, inputs: Sequence[DevTensor], c_out: int) -> bool:
+    """Whether :func:`channel_gather`'s four UB tiles fit for 16 positions (else the caller goes through ND)."""
+    rows = sum(math.ceil(t.shape[1] / C0) for t in inputs) * C0 + math.ceil(c_out / C0) * C0
+    return 2 * rows * C0 * lw.dtype.itemsize <= lw.usable("ub")
+
+
+def block_concat_fits(lw: Lowering, c_out: int) -> bool:
+    """Whether :func:`block_concat`'s output tile fits for 16 positions."""
+    return math.ceil(c_out / C0) * C0 * C0 * lw.dtype.itemsize <= lw.usable("ub")
 
 
 def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[tuple[int, int]], hint: str,
@@ -134,8 +146,51 @@ def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[
     return out
 
 
-def channel_shuffle(lw: Lowering, t: DevTensor, group: int, loc: Attribute | None) -> DevTensor:
+def block_concat(lw: Lowering, inputs: Sequence[DevTensor], loc: Attribute | None) -> DevTensor:
+    """Channel concat of 4-D tensors that each start on a C0 block (every input but the last a whole
+    number of blocks): per tile of positions, each input's C1 blocks load straight into their place in
+    the output tile (one DMA per input, a burst of ``P*16`` elements per block) and the tile stores in
+    one DMA; the positions are split over the cores as in :func:`channel_gather` (kernel ``concat_<i>``).
+    The last input's padding lanes are the output's."""
+    ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
+    n_, _, h_, w_ = ins[0].shape
+    hw, c_out = h_ * w_, sum(t.shape[1] for t in ins)
+    out = lw.gm_tensor((n_, c_out, h_, w_), NC1HWC0, lw.dtype)
+    c1o, isz = out.c1, lw.dtype.itemsize
+    kb = lw.kernel("concat", loc)
+    srcs, dst = [kb.arg(t) for t in ins], kb.arg(out)
+    cap = max(C0, (lw.usable("ub") // (c1o * C0 * isz)) // C0 * C0)
+    pos = min(cap, max(4 * C0, math.ceil(math.ceil(hw / lw.cores) / C0) * C0))
+    pos = math.ceil(math.ceil(hw / math.ceil(hw / pos)) / C0) * C0
+    tiles = math.ceil(hw / pos)
+    kb.tiling["positions"] = pos
+    b = kb.alloc(Space.UB, c1o * C0 * pos, lw.dtype)
+    kb.partition(tiles)
+    for s in srcs:
+        kb.block_offset(s, pos * C0)
+    kb.block_offset(dst, pos * C0)
+
+    def body(first: int, last: bool = False) -> None:
+        p0 = first * pos
+        p = hw - (tiles - 1) * pos if last else pos
+        strides = {s: t.c1 * hw * C0 for s, t in zip(srcs, ins)}
+        with kb.loop(n_, {**strides, dst: c1o * hw * C0}):
+            blk = 0
+            for s, t in zip(srcs, ins):
+                kb.copy(s, b, src_offset=p0 * C0, dst_offset=blk * pos * C0, nburst=t.c1, burst=p * C0,
+                        src_stride=hw * C0, dst_stride=pos * C0)
+                blk += t.c1
+            kb.copy(b, dst, dst_offset=p0 * C0, nburst=c1o, burst=p * C0, src_stride=pos * C0, dst_stride=hw * C0)
+
+    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    lw.launch(kb)
+    return out
+
+
+def channel_shuffle(lw: Lowering, t: DevTensor, group: int, loc: Attribute | None) -> DevTensor | None:
     """``graph.channel_shuffle`` of a 4-D ``t`` ([N, C, H, W], C a multiple of ``group``): the NC1HWC0
-    result of :func:`channel_gather` (kernel ``channel_shuffle_<i>``)."""
+    result of :func:`channel_gather` (kernel ``channel_shuffle_<i>``); None when its tiles do not fit UB."""
     c = t.shape[1]
+    if not gather_fits(lw, [t], c):
+        return None
     return channel_gather(lw, [t], [(0, shuffle_source(c, group, j)) for j in range(c)], "channel_shuffle", loc)

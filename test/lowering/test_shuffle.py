@@ -101,9 +101,18 @@ def test_unaligned_concat_matches_onnxruntime(cs, n, h, w, precision_mode):
 
 
 @pytest.mark.parametrize("precision_mode", TOL)
-def test_aligned_concat_stays_whole_blocks(precision_mode):
-    compiled, tilings = compile_checked(concat_model(1, (16, 32, 7), 5, 5), precision_mode, TOL[precision_mode])
-    assert "positions" not in tilings["concat_0"], tilings["concat_0"]
+@pytest.mark.parametrize("cs,n,h,w", [((16, 32, 7), 1, 5, 5), ((112, 24), 2, 28, 28)])  # ShuffleNet's stage 2
+def test_aligned_concat_is_dma_only_over_the_cores(cs, n, h, w, precision_mode):
+    import cann
+
+    model = concat_model(n, cs, h, w)
+    compile_checked(model, precision_mode, TOL[precision_mode])
+    compiled = cann.compile(model, precision_mode=precision_mode)
+    k = next(k for k in compiled.om.kernels if k.name.startswith("concat"))
+    code = isa.decode(k.code)
+    assert not any(i.defn.group == "transpose" or i.defn.pipe == isa.Pipe.V for i in code)  # whole blocks
+    assert all(i.values[4] >= 16 * 16 for i in code if i.defn.group == "dma")
+    assert k.block_dim == (1 if h * w <= 64 else 13), k.block_dim  # 784 positions: 64 per core
 
 
 def test_rank3_channel_shuffle_goes_through_nd():
