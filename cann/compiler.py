@@ -75,7 +75,7 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
     from cann.passes.fusion_switch import PASSES, graph_pipeline
     from cann.passes.tile_search_kb import resolve
 
-    graph_passes = ["graph-fold-transposes"]
+    graph_passes = ["graph-channel-shuffle", "graph-fold-transposes"]
     if opt_level >= 1:
         graph_passes += graph_pipeline(fusion or {name: True for name in PASSES})
     user, shipped = resolve(kb if isinstance(kb, (bool, type(None))) else os.fspath(kb))

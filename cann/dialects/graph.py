@@ -1203,6 +1203,7 @@ class ConvTransposeOp(IRDLOperation):
 from cann.dialects.graph_fused import FusedOp, YieldOp  # noqa: E402  (UB fusion groups)
 from cann.dialects.graph_int import GRAPH_INT_OPS  # noqa: E402  (comparisons, boolean logic, rounding)
 from cann.dialects.graph_dist import HaloExchangeOp  # noqa: E402  (spatial partitioning, issue 15)
+from cann.dialects.graph_layout import GRAPH_LAYOUT_OPS  # noqa: E402  (channel shuffle)
 
 Graph = Dialect(
     "graph",
@@ -1237,6 +1238,7 @@ Graph = Dialect(
         GatherOp, WhereOp,
         *GRAPH_INT_OPS,
         HaloExchangeOp,
+        *GRAPH_LAYOUT_OPS,
     ],
     [],
 )

@@ -244,12 +244,18 @@ SelectOp = _instr("select", ("dst", "cond", "src0", "src1"), ("dst_offset", "con
                   doc="dst = cond != 0 ? src0 : src1 over count contiguous elements of each (vsel); cond holds "
                       "0/1 in the data dtype.")
 
+TransposeBlocksOp = _instr("transpose_blocks", ("dst", "src"), ("dst_offset", "src_offset", "count", "dst_stride",
+                                                                 "src_stride", "dst_row", "src_row"),
+                           doc="count 16x16 matrices (elements): row r of matrix i, at src_offset + i*src_stride + "
+                               "r*src_row, is written as column r of the matrix at dst_offset + i*dst_stride, whose "
+                               "rows are dst_row apart (vtranspose); UB only.")
+
 LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
                          "further on.")
 
 TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
-               LoadIndexOp, CopyIndexedOp, SelectOp)
+               LoadIndexOp, CopyIndexedOp, SelectOp, TransposeBlocksOp)
 
 
 @irdl_op_definition

@@ -128,6 +128,12 @@ def _footprints(spec: SocSpec):
         code, dst, s0, _, repeat = v[:5]
         return ((_UB, s0, s0 + _isz(code), False), (_UB, dst, dst + repeat * rep_bytes, True)), 0, 0
 
+    def vtranspose(v, args):
+        code, dst, src, repeat, dr, sr, drow, srow = v
+        row = 16 * _isz(code)
+        return ((_UB, src, src + (repeat - 1) * sr * bb + 15 * (srow * bb or row) + row, False),
+                (_UB, dst, dst + (repeat - 1) * dr * bb + 15 * (drow * bb or row) + row, True)), 0, 0
+
     def none(v, args):
         return (), 0, 0
 
@@ -179,7 +185,7 @@ def _footprints(spec: SocSpec):
             fns[m] = {"nd2nz": nd2nz, "load2d": load2d, "img2col": img2col, "mmad": mmad, "fixpipe": l0c_to_ub,
                       "reduce": reduce, "broadcast": vbrcb, "sync": none, "spmd": none, "scalar": ld_idx,
                       "dma_reg": dma_reg, "select": vsel, "compare": vcmpv,
-                      "convert": vconv_round}[g]
+                      "convert": vconv_round, "transpose": vtranspose}[g]
     return fns
 
 

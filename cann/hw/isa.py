@@ -281,6 +281,15 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "[m_count/16][k_count/k0][16][k0], K index = ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0 (four taps of "
      "four channels per 16-column fractal); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
      "ACLFORMAT; Ascend C LoadData3DParamsV2 channelSize 4; ASSUMPTION: the cost is img2col's, bytes written)"),
+    # 16x16 lane transposes (layout changes in UB: channel shuffles, NCHW <-> NC1HWC0); appended
+    ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep", "dst_row", "src_row"),
+     "transpose",
+     "repeat 16x16 matrices of dtype elements: row i of matrix r (16 elements) is read at src + (r*src_rep + "
+     "i*src_row)*32 and element j of it written at dst + (r*dst_rep + j*dst_row)*32 + i*itemsize, i.e. dst[j][i] "
+     "= src[i][j] (strides in 32-byte blocks; a row stride of 0 means rows packed, 16*itemsize bytes apart); the "
+     "source and destination bytes of one instruction must not overlap (CCE scatter_vnchwconv_b16: 16 source "
+     "and 16 destination 32-byte row addresses, here equally spaced; HIVM hivm.hir.vtranspose. ASSUMPTION: any "
+     "dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for 32-bit elements)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -297,6 +306,7 @@ _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
     "ld_idx": (("src", _UBF),), "copy_gm_to_ub_reg": (("dst", _UBF),),
     "vsel": (("dst", _UBF), ("cond", _UBF), ("src0", _UBF), ("src1", _UBF)),
     "vcmpv": (("dst", _UBF), ("src0", _UBF), ("src1", _UBF)), "vconv": (("dst", _UBF), ("src0", _UBF)),
+    "vtranspose": (("dst", _UBF), ("src", _UBF)),
 }
 
 #: mnemonic -> its non-address fields a ``loop_step`` may advance (besides the on-chip addresses)

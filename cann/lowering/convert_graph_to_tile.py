@@ -306,6 +306,17 @@ class _Converter:
             return data.reshape(lw, self.tensor(op.operands[0], loc), out_shape, loc)
         if name == "graph.transpose":
             return data.transpose(lw, self.tensor(op.operands[0], loc), _ints(op, "perm"), loc)
+        if name == "graph.channel_shuffle":  # NC1HWC0 (shuffle.py); other ranks: ND reshape, transpose, reshape
+            from cann.lowering.shuffle import channel_shuffle
+
+            x, grp = self.tensor(op.x, loc), _int(op, "group")
+            y = channel_shuffle(lw, x, grp, loc) if len(out_shape) == 4 else None
+            if y is not None:
+                return y
+            n, c = out_shape[:2]
+            split = data.reshape(lw, x, (n, grp, c // grp, *out_shape[2:]), loc)
+            moved = data.transpose(lw, split, (0, 2, 1, *range(3, len(out_shape) + 1)), loc)
+            return data.reshape(lw, moved, out_shape, loc)
         res = self.lower_math(op)
         if res is not None:
             return res

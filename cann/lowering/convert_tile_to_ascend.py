@@ -284,6 +284,22 @@ class _Kernel:
                   src_stride=op.field("src_stride") * e, dst_stride=op.field("dst_stride") * e,
                   reg=op.field("reg"), reg_stride=op.field("reg_stride") * e)
 
+    def _transpose_blocks(self, op) -> None:
+        dst, src = op.operand("dst"), op.operand("src")
+        isz, bb, maxr = self.isz(dst), self.vec.block_bytes, self.vec.max_repeat
+        ds, ss = op.field("dst_stride") * isz, op.field("src_stride") * isz
+        drow, srow = op.field("dst_row") * isz, op.field("src_row") * isz
+        if any(x % bb for x in (ds, ss, drow, srow)):
+            raise self.error(f"tile.transpose_blocks needs 32-byte strides (matrices {ds} / {ss} B, rows "
+                             f"{drow} / {srow} B)")
+        total, i = op.field("count"), 0
+        while i < total:
+            rep = min(maxr, total - i)
+            self.emit("vtranspose", dtype=self.code(dst), dst=self.byte(dst, op.field("dst_offset")) + i * ds,
+                      src=self.byte(src, op.field("src_offset")) + i * ss, repeat=rep, dst_rep=ds // bb,
+                      src_rep=ss // bb, dst_row=drow // bb, src_row=srow // bb)
+            i += rep
+
     def _select(self, op) -> None:
         dst, cond, s0, s1 = (op.operand(n) for n in ("dst", "cond", "src0", "src1"))
         isz = self.isz(dst)

@@ -1,8 +1,9 @@
 """Data-movement kernels: format/dtype conversion (``trans_data``), Concat, Transpose.
 
-All of them stage data through UB with MTE2 (GM -> UB) and MTE3 (UB -> GM) burst copies; layout
-changes that move single elements (NCHW <-> NC1HWC0) use element-sized bursts, which the cost
-model charges per burst.
+All of them stage data through UB with MTE2 (GM -> UB) and MTE3 (UB -> GM) burst copies. Layout
+changes that move lanes use 16x16 vector transposes in UB instead of element-sized DMA bursts:
+NCHW <-> NC1HWC0 (:mod:`cann.lowering.transdata`) and channel concats at offsets inside a C0 block
+(the channel gather of :mod:`cann.lowering.shuffle`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from xdsl.ir import Attribute
 
 from cann.dialects.tile import Space
 from cann.lowering.common import ND, NC1HWC0, NC1HWC0_C04, DevTensor, Lowering, ub_chunk, unsupported
+from cann.lowering.shuffle import block_concat, block_concat_fits, channel_gather, gather_fits
 from cann.lowering.small_cin import trans_data_c04
+from cann.lowering.transdata import nc1hwc0_to_nchw, nchw_to_nc1hwc0
 
 
 def _cast_chunk(kb, src_buf, dst_buf, n: int) -> None:
@@ -31,6 +34,10 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
     out = lw.gm_tensor(t.shape, fmt, dtype)
     cast = t.dtype != out.dtype
     kb = lw.kernel("trans_data", loc)
+    if t.fmt != out.fmt and t.shape[2] * t.shape[3] > 1:  # rows in, 16x16 vector transposes, blocks out
+        (nchw_to_nc1hwc0 if out.fmt == NC1HWC0 else nc1hwc0_to_nchw)(lw, kb, t, out)
+        lw.launch(kb)
+        return out
     src, dst = kb.arg(t), kb.arg(out)
     per_elem = t.dtype.itemsize + (out.dtype.itemsize * 2 if cast else 0) + out.dtype.itemsize
     chunk = ub_chunk(lw, per_elem)
@@ -64,96 +71,35 @@ def trans_data(lw: Lowering, t: DevTensor, fmt: str, dtype: np.dtype, loc: Attri
         if c_ % 16:  # the padding channels: written as zeros by one contiguous burst, before the real ones
             zero = kb.alloc(Space.UB, chunk, out.dtype)
             kb.vec("dup", zero, count=chunk, scalar=0.0)
-        if hw == 1:  # [N][C1][1][1][16] is [N][C1*16]: contiguous
-            with kb.loop(n_, {src: c_, dst: c1 * 16}):  # one image's code, looped
-                for c0 in range(0, c_, chunk):
-                    move(c0, c0, min(chunk, c_ - c0))
-                if zero is not None:
-                    kb.copy(zero, dst, dst_offset=c_, burst=c1 * 16 - c_)
-        else:  # SPMD over position chunks: every core converts all channels of its chunk, a C1 block
-            # with padding channels first zeroed whole (one burst), then each real channel scattered
-            # into its lane (element bursts): the padding costs no per-element bursts
-            per_core = max(math.ceil(hw / lw.cores), 256)  # >= 256 positions per burst train
-            cap = chunk // 16 if zero is not None else chunk  # positions of the zero tile
-            pos = math.ceil(per_core / math.ceil(per_core / cap))  # even rounds of at most cap positions
-            tiles = math.ceil(hw / pos)
-            kb.partition(tiles)
-            kb.block_offset(src, pos)
-            kb.block_offset(dst, pos * 16)
-
-            def body(first: int, last: bool = False) -> None:
-                p0 = first * pos
-                p = hw - (tiles - 1) * pos if last else pos
-                with kb.loop(n_, {src: c_ * hw, dst: c1 * hw * 16}):  # one image's code, looped
-                    for j in range(c1):
-                        lanes = min(16, c_ - 16 * j)
-                        if lanes < 16:
-                            kb.copy(zero, dst, dst_offset=(j * hw + p0) * 16, burst=p * 16)
-                        for c in range(16 * j, 16 * j + lanes):
-                            move(c * hw + p0, (j * hw + p0) * 16 + c % 16, p, dst_scatter=16)
-
-            kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+        # H*W == 1 (more positions: transdata.py, above): [N][C1][1][1][16] is [N][C1*16], contiguous
+        with kb.loop(n_, {src: c_, dst: c1 * 16}):  # one image's code, looped
+            for c0 in range(0, c_, chunk):
+                move(c0, c0, min(chunk, c_ - c0))
+            if zero is not None:
+                kb.copy(zero, dst, dst_offset=c_, burst=c1 * 16 - c_)
     else:  # NC1HWC0 -> ND (NCHW)
         n_, c_, h_, w_ = t.shape
         hw, c1 = h_ * w_, t.c1
-        if hw == 1:
-            with kb.loop(n_, {src: c1 * 16, dst: c_}):  # one image's code, looped
-                for c0 in range(0, c_, chunk):
-                    move(c0, c0, min(chunk, c_ - c0))
-        else:  # SPMD over position chunks, as above
-            pos = min(chunk, max(math.ceil(hw / lw.cores), 256))  # >= 256 positions per burst train
-            tiles = math.ceil(hw / pos)
-            kb.partition(tiles)
-            kb.block_offset(src, pos * 16)
-            kb.block_offset(dst, pos)
-
-            def body(first: int, last: bool = False) -> None:
-                p0 = first * pos
-                p = hw - (tiles - 1) * pos if last else pos
-                with kb.loop(n_, {src: c1 * hw * 16, dst: c_ * hw}):  # one image's code, looped
-                    for c in range(c_):
-                        move(((c // 16) * hw + p0) * 16 + c % 16, c * hw + p0, p, src_gather=16)
-
-            kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+        with kb.loop(n_, {src: c1 * 16, dst: c_}):  # H*W == 1, as above: contiguous
+            for c0 in range(0, c_, chunk):
+                move(c0, c0, min(chunk, c_ - c0))
     lw.launch(kb)
     return out
 
 
 def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[int, ...], loc) -> DevTensor:
-    """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D) or any axis of ND tensors."""
-    if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs):
-        ins = [lw.as_format(t, NC1HWC0, lw.dtype, loc) for t in inputs]
-        out = lw.gm_tensor(out_shape, NC1HWC0)
-        kb = lw.kernel("concat", loc)
-        dst = kb.arg(out)
-        chunk = ub_chunk(lw, lw.dtype.itemsize)
-        kb.tiling["chunk"] = chunk
-        buf = kb.alloc(Space.UB, chunk, lw.dtype)
-        n_, _, h_, w_ = out_shape
-        hw, c1o = h_ * w_, out.c1
-        off = 0
-        for t in ins:
-            src = kb.arg(t)
-            c_, c1 = t.shape[1], t.c1
-            for n in range(n_):
-                if off % 16 == 0:  # whole C0 blocks: contiguous [C1][H][W][16] run
-                    total = c1 * hw * 16
-                    for p0 in range(0, total, chunk):
-                        p = min(chunk, total - p0)
-                        kb.copy(src, buf, src_offset=n * c1 * hw * 16 + p0, burst=p)
-                        kb.copy(buf, dst, dst_offset=(n * c1o + off // 16) * hw * 16 + p0, burst=p)
-                else:  # channel by channel
-                    for c in range(c_):
-                        oc = off + c
-                        for p0 in range(0, hw, chunk):
-                            p = min(chunk, hw - p0)
-                            kb.copy(src, buf, src_offset=((n * c1 + c // 16) * hw + p0) * 16 + c % 16,
-                                    nburst=p, burst=1, src_stride=16, dst_stride=1)
-                            kb.copy(buf, dst, dst_offset=((n * c1o + oc // 16) * hw + p0) * 16 + oc % 16,
-                                    nburst=p, burst=1, src_stride=1, dst_stride=16)
-            off += c_
-        lw.launch(kb)
-        return out
+    """Concat: channel concat of NC1HWC0 tensors (axis 1 of 4-D: whole C0 blocks by DMA when every input
+    starts on a block, else the lane-moving channel gather; both in :mod:`cann.lowering.shuffle`) or any
+    axis of ND tensors (also the channel concats whose NC1HWC0 tiles would not fit UB)."""
+    if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs) and \
+            all(t.shape[2:] == inputs[0].shape[2:] for t in inputs):
+        starts = np.cumsum([0] + [t.shape[1] for t in inputs[:-1]])
+        if any(s % 16 for s in starts):  # an input starting inside a C0 block: lanes move
+            if gather_fits(lw, inputs, out_shape[1]):
+                return channel_gather(lw, inputs, [(i, c) for i, t in enumerate(inputs) for c in range(t.shape[1])],
+                                      "concat", loc)
+        elif block_concat_fits(lw, out_shape[1]):
+            return block_concat(lw, inputs, loc)  # whole C0 blocks, positions over the cores
     # integer ND tensors of one dtype are moved as they are (DMA only); float ones in the precision's dtype
     dt = inputs[0].dtype
     if not (dt.kind in "iu" and all(t.dtype == dt and t.fmt == ND for t in inputs)):

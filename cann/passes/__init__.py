@@ -15,6 +15,7 @@ _PASSES: dict[str, str] = {
     "convert-tile-to-ascend": "cann.lowering.convert_tile_to_ascend:ConvertTileToAscendPass",
     "ascend-insert-sync": "cann.passes.ascend_insert_sync:AscendInsertSyncPass",
     "graph-fold-transposes": "cann.passes.graph_fold_transposes:GraphFoldTransposesPass",
+    "graph-channel-shuffle": "cann.passes.graph_channel_shuffle:GraphChannelShufflePass",
     "graph-fold-batch-norm": "cann.passes.graph_fold_batch_norm:GraphFoldBatchNormPass",
     "graph-fuse-ub": "cann.passes.graph_fuse_ub:GraphFuseUbPass",
     "graph-recompose": "cann.passes.graph_recompose:GraphRecomposePass",

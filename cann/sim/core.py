@@ -395,6 +395,8 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
             return self._vcmpv
         if d.group == "convert":
             return self._vconv_round
+        if d.group == "transpose":
+            return self._vtranspose
         if d.group == "fixpipe" and self.spec.bandwidth.l0c_to_ub <= 0:
             def absent(v):
                 raise _Fault(f"{m}: {self.spec.name} has no L0C -> UB path ({self.spec.core_type} cores; "

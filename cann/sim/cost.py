@@ -28,6 +28,8 @@ divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/co
 * ``ld_idx`` (a scalar load of one index element from UB): ``latency.scalar``.
 * ``copy_gm_to_ub_reg``: the ``copy_gm_to_ub`` DMA formula (the register only moves the source address).
 * ``vsel``: ``vector_startup + repeat*cycles_per_repeat`` (a plain vector op).
+* ``vtranspose``: ``vector_startup + repeat*ceil(256*itemsize / repeat_bytes)*cycles_per_repeat`` (a
+  16x16 matrix costs the repeats of its bytes; ASSUMPTION, cann/hw/isa.py).
 """
 
 from __future__ import annotations
@@ -126,6 +128,9 @@ class CostModel:
         def vector_tr(v):
             return lat.vector_startup + v[4] * vec.cycles_per_repeat_transcendental
 
+        def transpose(v):  # vtranspose: dtype, dst, src, repeat; a 16x16 matrix is 16*16*itemsize bytes
+            return lat.vector_startup + v[3] * _cdiv(256 * _itemsize(v[0]), vec.repeat_bytes) * vec.cycles_per_repeat
+
         def sync(v):
             return lat.scalar
 
@@ -136,7 +141,7 @@ class CostModel:
                     "fixpipe": l0c_to_ub, "vector": vector, "vconv": vector, "reduce": vector,
                     "broadcast": vector, "sync": sync, "spmd": sync, "scalar": sync,
                     "dma_reg": dma(bw.gm_to_ub, None), "select": select,
-                    "compare": compare, "convert": convert}
+                    "compare": compare, "convert": convert, "transpose": transpose}
         self._fn: dict[str, Callable] = {}
         for d in isa.INSTRUCTIONS:
             if d.group == "dma":

@@ -20,7 +20,7 @@ _UB = BUFS.index("ub")  # the UB's index in the timing model's footprints
 def _written_dtype(ins: isa.Instr) -> np.dtype | None:
     """The dtype of what ``ins`` writes to UB, when it computes (DMA and compares: None)."""
     g, v = ins.defn.group, ins.values
-    if g in ("vector", "reduce", "broadcast", "select", "fixpipe"):
+    if g in ("vector", "reduce", "broadcast", "select", "fixpipe", "transpose"):
         return isa.DTYPES.get(v[0])
     if g == "vconv":
         return np.dtype(np.float16) if ins.defn.mnemonic == "vconv_f322f16" else _F32

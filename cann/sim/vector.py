@@ -291,6 +291,27 @@ class VectorUnit:
         self._v("ub", dst, (n // isz,), (isz,), dt)[...] = self._v("ub", s0, (), (), dt)[:, None]
 
 
+    def _vtranspose(self, v) -> None:
+        code, dst, src, repeat, dr, sr, drow, srow = v
+        dt = self._dtype(code)
+        if not 1 <= repeat <= self._max_repeat:
+            raise _Fault(f"repeat {repeat} outside [1, {self._max_repeat}]")
+        if min(dr, sr, drow, srow) < 0:
+            raise _Fault(f"vtranspose strides must be >= 0 (dst_rep {dr}, src_rep {sr}, dst_row {drow}, src_row {srow})")
+        isz, bb = dt.itemsize, self._blk_bytes
+        row = 16 * isz
+        drow, srow = drow * bb or row, srow * bb or row
+        if drow < row or srow < row:
+            raise _Fault(f"vtranspose row strides of {min(drow, srow)} B overlap {row}-byte rows")
+        s_hi = (repeat - 1) * sr * bb + 15 * srow + row
+        d_hi = (repeat - 1) * dr * bb + 15 * drow + row
+        if src < dst + d_hi and dst < src + s_hi:
+            raise _Fault(f"vtranspose: source [{src}, {src + s_hi}) overlaps destination [{dst}, {dst + d_hi})")
+        self._onchip("ub", "src", src, s_hi)
+        a = self._v("ub", src, (repeat, 16, 16), (sr * bb, srow, isz), dt).copy()
+        self._onchip("ub", "dst", dst, d_hi)
+        self._v("ub", dst, (repeat, 16, 16), (dr * bb, isz, drow), dt)[...] = a
+
     def _vsel(self, v) -> None:
         code, dst, cond, s0, s1, repeat, mask, db, cb, s0b, s1b, dr, cr, s0r, s1r = v
         dt, lanes, e = self._vec_check(code, repeat, mask, "vsel")

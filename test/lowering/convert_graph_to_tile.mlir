@@ -1,13 +1,13 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=must_keep_origin_dtype tiling="{\"conv2d_0\": {\"c04\": 0}}"}' | filecheck %s --check-prefix=FP32
 
-// A 1x1 Conv + bias + Relu: input NCHW fp32 -> trans_data -> NC1HWC0 fp16, cube conv, vector relu,
-// trans_data back to NCHW fp32.
+// A 1x1 Conv + bias + Relu: input NCHW fp32 -> trans_data (rows cast, then 16x16 transposed) ->
+// NC1HWC0 fp16, cube conv, vector relu, trans_data back to NCHW fp32.
 
 // CHECK:      builtin.module attributes {tile.soc = "Ascend910", tile.precision_mode = "force_fp16"}
 // CHECK:      func.func @trans_data_0(%{{.*}}: memref<48xf32, #tile<space gm>>, %{{.*}}: memref<256xf16, #tile<space gm>>)
 // CHECK:        tile.vec {{.*}} op = "cast"
-// CHECK:        tile.copy {{.*}}nburst = 16, burst = 1, src_stride = 1, dst_stride = 16
+// CHECK:        tile.transpose_blocks {{.*}}count = 1, dst_stride = 256, src_stride = 16, dst_row = 16, src_row = 16}
 // CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 1 : i64, tile.tiling = {block_dim = 1 : i64, k = 16 : i64, m = 16 : i64, n = 16 : i64, rows = {{[0-9]+}} : i64}}
 // CHECK-DAG:    %[[L1:.*]] = tile.alloc : memref<{{[0-9]+}}xf16, #tile<space l1>>
 // CHECK-DAG:    %[[L0A:.*]] = tile.alloc : memref<256xf16, #tile<space l0a>>

@@ -3,10 +3,13 @@
 
 // Tile ops become instructions with byte addresses; buffers are placed at aligned offsets.
 // CHECK:      ascend.kernel @trans_data_0 attributes {block_dim = 1 : i64, num_args = 2 : i64
-// CHECK:        ascend.vdup dtype=0, dst={{[0-9]+}}, {{.*}}repeat=198, mask=128
-// CHECK:        ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=1, burst=64
-// CHECK:        ascend.vconv_f322f16 {{.*}}repeat=1, mask=16
-// CHECK:        ascend.copy_ub_to_gm dst_arg=1, dst=0, src={{[0-9]+}}, nburst=16, burst=2, src_stride=2, dst_stride=32
+// CHECK-NEXT:   ascend.copy_gm_to_ub dst=0, src_arg=0, src=0, nburst=3, burst=64, src_stride=64, dst_stride=64
+// CHECK-NEXT:   ascend.vconv_f322f16 {{.*}}repeat=1, mask=48
+// CHECK-NEXT:   ascend.vdup dtype=0, dst=1120, {{.*}}repeat=1, mask=128
+// CHECK-NEXT:   ascend.vdup dtype=0, dst=1376, {{.*}}repeat=1, mask=80
+// The 16 channel rows (32 B apart) x 16 positions transpose into [16 positions][16 lanes].
+// CHECK-NEXT:   ascend.vtranspose dtype=0, dst=1536, src=1024, repeat=1, dst_rep=16, src_rep=1, dst_row=1, src_row=1
+// CHECK-NEXT:   ascend.copy_ub_to_gm dst_arg=1, dst=0, src=1536, nburst=1, burst=512, src_stride=512, dst_stride=512
 // CHECK:      ascend.kernel @conv2d_0 attributes {block_dim = 1 : i64, num_args = 4 : i64
 // CHECK:        ascend.copy_gm_to_l1 dst={{[0-9]+}}, src_arg=0, src=0, nburst=1, burst=512
 // CHECK:        ascend.load2d dst_space=2, dst=0, src=0, repeat=1, src_stride=512, dst_stride=512

@@ -67,15 +67,30 @@ builtin.module {
 }
 
 // -----
-// NCHW -> NC1HWC0 of a 3-channel image (3136 positions, 256 per core: 13 cores): the C1 block's 13
-// padding channels are one contiguous burst of zeros (256 x 16), then each real channel is cast
-// and scattered into its lane (256 element bursts, GM stride 16); no padding channel is scattered.
-// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 13 : i64, chunk = 25344 : i64}}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 4096,
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 0, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 1, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 2, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
-// CHECK-NOT:    dst_offset = 3, nburst = 256
+// NCHW -> NC1HWC0 of a 3-channel image (3136 positions, 112 per core: 28 cores; transdata.py): the
+// three channel rows of the core's positions load in one DMA (bursts of 112 elements), are cast, the
+// C1 block's 13 padding channels are zeroed rows in UB, seven 16x16 transposes (source rows 112
+// apart) make [112][16], stored in one burst. No element bursts.
+// CHECK:      func.func @trans_data_0({{.*}}tile.tiling = {block_dim = 28 : i64, blocks = 1 : i64, positions = 112 : i64}}
+// CHECK:        tile.block_offset %0 {stride = 112}
+// CHECK-NEXT:   tile.block_offset %1 {stride = 1792}
+// CHECK-NEXT:   tile.copy %0, %[[A:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 3, burst = 112, src_stride = 3136, dst_stride = 112}
+// CHECK-NEXT:   tile.vec %[[H:[0-9]+]], %[[A]], %[[A]] {{{.*}}count = 336, {{.*}}op = "cast"}
+// CHECK-NEXT:   tile.vec %[[H]], {{.*}}{dst_offset = 336, {{.*}}count = 1456, {{.*}}op = "dup"}
+// CHECK-NEXT:   tile.transpose_blocks %[[B:[0-9]+]], %[[H]] {dst_offset = 0, src_offset = 0, count = 7, dst_stride = 256, src_stride = 16, dst_row = 16, src_row = 112}
+// CHECK-NEXT:   tile.copy %[[B]], %1 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 1792, src_stride = 1792, dst_stride = 50176}
+// CHECK-NEXT:   func.return
+// And back (NC1HWC0 -> NCHW of 784 positions, 64 per core, the last core's 16 a guarded section):
+// transposes with destination rows 64 apart, the cast, the three real channel rows stored.
+// CHECK:      func.func @trans_data_1({{.*}}tile.tiling = {block_dim = 13 : i64, blocks = 1 : i64, positions = 64 : i64}}
+// CHECK:        tile.copy %0, %[[B:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 1, burst = 1024, src_stride = 12544, dst_stride = 1024}
+// CHECK-NEXT:   tile.transpose_blocks %[[A:[0-9]+]], %[[B]] {dst_offset = 0, src_offset = 0, count = 4, dst_stride = 16, src_stride = 256, dst_row = 64, src_row = 16}
+// CHECK-NEXT:   tile.vec %[[F:[0-9]+]], %[[A]], %[[A]] {{{.*}}count = 192, {{.*}}op = "cast"}
+// CHECK-NEXT:   tile.copy %[[F]], %1 {src_offset = 0, dst_offset = 0, nburst = 3, burst = 64, src_stride = 64, dst_stride = 784}
+// CHECK:        tile.block_if {lo = 12 : i64, hi = 13 : i64}
+// CHECK:        tile.copy %0, %[[B]] {src_offset = 0, dst_offset = 0, nburst = 1, burst = 256, src_stride = 12544, dst_stride = 1024}
+// CHECK-NEXT:   tile.transpose_blocks %[[A]], %[[B]] {dst_offset = 0, src_offset = 0, count = 1, dst_stride = 16, src_stride = 256, dst_row = 64, src_row = 16}
+// CHECK-NOT:    burst = 1,
 // CHECK:        func.return
 
 builtin.module {
@@ -86,10 +101,11 @@ builtin.module {
 }
 
 // -----
-// 16 channels fill the C1 block: no zero burst (must-not case), sixteen scattered channels.
+// 16 channels fill the C1 block: no padding rows to zero (must-not case).
 // CHECK:      func.func @trans_data_0(
-// CHECK-NOT:    burst = 4096,
-// CHECK:        tile.copy %{{.*}}, %1 {src_offset = 0, dst_offset = 15, nburst = 256, burst = 1, src_stride = 1, dst_stride = 16}
+// CHECK:        tile.copy %0, %[[A:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 16, burst = 112, src_stride = 3136, dst_stride = 112}
+// CHECK-NEXT:   tile.vec %[[H:[0-9]+]], %[[A]], %[[A]] {{{.*}}count = 1792, {{.*}}op = "cast"}
+// CHECK-NEXT:   tile.transpose_blocks
 // CHECK:        func.return
 
 builtin.module {

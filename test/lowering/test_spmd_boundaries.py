@@ -175,9 +175,15 @@ def test_data_movement_chunks(mode):
     for n in _around(1, c["gather"]):
         idx = numpy_helper.from_array(np.array([1, 0, 1], np.int64), "i")
         _check(_model("Gather", [[2, n]], [3, n], inits=[idx], axis=0), mode)
-    c = _chunk(_model("Concat", [[1, 5, 4, 64], [1, 16, 4, 64]], [1, 21, 4, 64], axis=1), mode, "concat")
-    for hw in _around(1, c // 16) + _around(1, c):  # whole C0 blocks per burst; channel by channel
+    # whole C0 blocks (block_concat): position tiles around a round of the cores
+    c = _chunk(_model("Concat", [[1, 16, 1, 4096], [1, 5, 1, 4096]], [1, 21, 1, 4096], axis=1), mode, "concat",
+               key="positions")
+    for hw in _around(CORES, c) + _around(1, 16):
         _check(_model("Concat", [[1, 16, 1, hw], [1, 5, 1, hw]], [1, 21, 1, hw], axis=1), mode)
+    # an input starting inside a C0 block: the channel gather (shuffle.py), tiles of positions
+    p = _chunk(_model("Concat", [[1, 5, 1, 4096], [1, 16, 1, 4096]], [1, 21, 1, 4096], axis=1), mode, "concat",
+               key="positions")
+    for hw in _around(CORES, p) + _around(1, 16):
         _check(_model("Concat", [[1, 5, 1, hw], [1, 16, 1, hw]], [1, 21, 1, hw], axis=1), mode)
 
 

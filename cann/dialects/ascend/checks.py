@@ -266,6 +266,11 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
             _check_dma_reg(v)
         elif g == "select":
             _check_select(v)
+        elif g == "transpose":
+            _dtype(v)
+            _in(v, "repeat", 1, limits().max_repeat)
+            for n in ("dst_rep", "src_rep", "dst_row", "src_row"):
+                _in(v, n, 0)
         elif defn.mnemonic in ("set_flag", "wait_flag"):
             _check_flag(v)
         elif defn.mnemonic == "pipe_barrier":

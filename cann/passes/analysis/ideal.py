@@ -69,7 +69,8 @@ SIMPLE = frozenset({
     "relu", "abs", "neg", "leaky_relu", "clip", "hard_sigmoid", "thresholded_relu", "shrink", "add", "sub",
     "mul", "max", "min", "where", "compare", "logical", "not", "round", "sign", "is_nan", "is_inf", "mod"})
 #: pure data movement: no vector operations
-MOVEMENT = frozenset({"reshape", "transpose", "concat", "slice", "pad", "gather", "expand", "constant"})
+MOVEMENT = frozenset({"reshape", "transpose", "concat", "slice", "pad", "gather", "expand", "constant",
+                      "channel_shuffle"})
 
 #: field order of a work record (= cann.codegen.om.LaunchWork)
 FIELDS = ("model_macs", "cube_itemsize", "vector_bytes", "vector_bytes_transcendental", "vector_bytes_int64",
