@@ -237,6 +237,38 @@ class _ConvGeom:
         return c1 * fh * fw * self.c0 * isz
 
 
+def _fm_copy(nr: int, nq: int, nc: int, w: int, c0: int, isz: int, align: int) -> str | None:
+    """How ``load_fm`` copies a ``[nc][nr][nq][c0]`` feature-map tile of a ``w``-wide map into L1 so that
+    every copy's L1 address is on an ``align``-byte boundary (the SoC's L1 alignment): ``"whole"``
+    (whole rows, one copy), ``"lines"`` (a copy per row), ``"blocks"`` (a copy per C1 block), or None
+    when no way keeps the addresses aligned (only an NC1HWC0_C04 map with several C1 blocks and a
+    partial row: its 4-channel pixels are 8 or 16 bytes; an NC1HWC0 pixel is 32 or 64)."""
+    if nq == w:
+        return "whole"
+    line, plane = nq * c0 * isz % align == 0, nr * nq * c0 * isz % align == 0
+    lines = "lines" if nr == 1 or line else None
+    blocks = "blocks" if nc == 1 or plane else None
+    if nr <= nc:
+        return lines or blocks
+    return blocks or lines
+
+
+def _fm_copies_aligned(g: _ConvGeom, rows: int, cols: int, c1: int, isz: int, align: int) -> bool:
+    """Whether every feature-map load of a whole-kernel tiling (``rows`` x ``cols`` output tiles, ``c1``
+    C1 blocks per load) has an aligned way to L1 (:func:`_fm_copy`)."""
+    if g.c0 * isz % align == 0:
+        return True
+    for ho0 in range(0, g.ho, rows):
+        _, _, r0, r1 = _window(ho0, min(g.ho, ho0 + rows), g.sh, g.pt, 0, g.dh, g.kh, g.h)
+        for wo0 in range(0, g.wo, cols):
+            _, _, q0, q1 = _window(wo0, min(g.wo, wo0 + cols), g.sw, g.pl, 0, g.dw, g.kw, g.w)
+            for ca in range(0, g.c1in, c1):
+                if r1 > r0 and q1 > q0 and _fm_copy(r1 - r0, q1 - q0, min(g.c1in, ca + c1) - ca, g.w, g.c0, isz,
+                                                    align) is None:
+                    return False
+    return True
+
+
 def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
                  m_t: int, rounds: int, m_blocks: int = 1, active: int = 1) -> float:
     """Estimated cycles of one image on the busiest core for a tiling (the SoC's bandwidths,
@@ -327,6 +359,10 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
                 refused = (f"Conv: tiling rows = {rows}, cols = {cols}, c1 = {c1} needs {_ceil(rows * cols, 16)} "
                            f"L0C positions ({m_cap} available) and {fm(c1, rows, cols)} bytes of L1 "
                            f"({l1_budget} available)")
+                continue
+            if not taps and not _fm_copies_aligned(g, rows, cols, c1, isz, soc.buffer("l1").align):
+                refused = (f"Conv: tiling rows = {rows}, cols = {cols}: an NC1HWC0_C04 feature-map load would "
+                           f"start off an L1 alignment boundary")
                 continue
             # groups only for tiles of at least one fractal's 16 positions (no padded M just to use cores)
             blocks = min(m_blocks_cap, math.ceil(g.ho / rows) * math.ceil(g.wo / cols)) if rows * cols >= 16 or \
@@ -505,15 +541,18 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             if n_blocks > 1:
                 kb.emit(tile.BlockOffsetModOp(a, stride=-(v // n_blocks), modulo=n_blocks))
 
+    l1_align = lw.soc.buffer("l1").align
+
     def load_fm(ld) -> None:
         """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0]."""
         _, (_, _, r0, r1), (_, _, q0, q1), ca, cb = ld
         nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
         src = (ca * h_ + r0) * w_ * c0 + q0 * c0
-        if nq == w_:  # whole rows: one burst per C1 block
+        how = _fm_copy(nr, nq, nc, w_, c0, isz, l1_align)  # the tiling chose only aligned ways (_conv_plan)
+        if how == "whole":  # whole rows: one burst per C1 block
             kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
                     dst_stride=nr * w_ * c0)
-        elif nr <= nc:  # one copy per row, a burst per C1 block
+        elif how == "lines":  # one copy per row, a burst per C1 block
             for r in range(nr):
                 kb.copy(xa, l1_fm, src_offset=src + r * w_ * c0, dst_offset=r * nq * c0, nburst=nc,
                         burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=nr * nq * c0)

@@ -56,6 +56,8 @@ def _conv_kernel(compiled):
     (6, 11, 9, 3, 2, 1, 1),    # two C04 blocks: K = 2*3*3*4 = 72 -> 80 (NC1HWC0: 144)
     (4, 16, 12, 3, 1, 1, 2),   # 192 positions (whole fractals): the input transposed by the cube, batch 2
     (1, 8, 10, 5, 1, 2, 1),    # 80 positions, one channel: cube transpose
+    (8, 32, 64, 3, 1, 1, 1),   # two C04 blocks, rows split in column chunks: each L1 copy starts 32-byte
+                               # aligned (a 33-pixel row of 8-byte pixels would not: the fcn8s 2x2 fault)
 ])
 def test_small_cin_conv_matches_onnxruntime(cin, h, w, k, stride, dil, batch, precision_mode):
     model = conv(cin, 40, h, w, k, stride, dil, batch=batch, relu=True)
