@@ -190,6 +190,13 @@ def halo_exchange_mpi(cart, ex: dict, grid, rank: int, block: np.ndarray) -> np.
     return np.ascontiguousarray(phase(3, rows_done, cols[c][0]))
 
 
+def on_every_rank(e: CannError) -> CannError:
+    """Mark ``e`` as raised alike by every rank (a check of the command line, the world size or an input
+    file that each rank makes): ``cann-run`` prints it on rank 0 only, one line rather than one per rank."""
+    e.every_rank = True
+    return e
+
+
 def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, comm=None) -> dict:
     """This rank's part of a distributed run: ``inputs`` model input name -> ``.npy`` path (memory-mapped,
     only this rank's block read), ``output`` a ``.npy`` path for a single-output model (created by rank 0,
@@ -206,8 +213,8 @@ def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, c
     head = load_bundle(bundle_path, blobs=set())
     R, C = head.grid
     if comm.size != R * C:
-        raise CannError(bundle_path, f"partitioned for a {R}x{C} grid: run it with mpiexec -n {R * C} "
-                                     f"(this run has {comm.size} rank{'s' if comm.size != 1 else ''})")
+        raise on_every_rank(CannError(bundle_path, f"partitioned for a {R}x{C} grid: run it with mpiexec -n {R * C} "
+                                     f"(this run has {comm.size} rank{'s' if comm.size != 1 else ''})"))
     rank = comm.rank
     mine = {st["run"] for st in head.manifest["ranks"][rank]["steps"] if "run" in st}
     bundle = load_bundle(bundle_path, blobs=mine)
@@ -216,8 +223,8 @@ def run_mpi_rank(bundle_path: str, inputs: dict[str, str], output: str | None, c
     for spec in bundle.manifest["inputs"]:
         arr = np.load(inputs[spec["name"]], mmap_mode="r")
         if list(arr.shape) != spec["shape"] or str(arr.dtype) != spec["dtype"]:
-            raise CannError(inputs[spec["name"]], f"input '{spec['name']}' is {arr.dtype} {list(arr.shape)}, the "
-                                                  f"model takes {spec['dtype']} {spec['shape']}")
+            raise on_every_rank(CannError(inputs[spec["name"]], f"input '{spec['name']}' is {arr.dtype} "
+                                          f"{list(arr.shape)}, the model takes {spec['dtype']} {spec['shape']}"))
         h0, h1, w0, w1 = own_block(spec["shape"][2:], (R, C), rank)
         own[spec["name"]] = np.ascontiguousarray(arr[:, :, h0:h1, w0:w1])
         del arr

@@ -66,8 +66,8 @@ def run_command(cmd: click.Command, argv: Sequence[str] | None, prog: str) -> No
 
 def _print_lines(lines: list[str]) -> None:
     sys.stdout.flush()
-    for line in lines:
-        print(line, file=sys.stderr)
+    # one write: ranks of an MPI run share stderr, and a line written in pieces interleaves with theirs
+    sys.stderr.write("".join(line + "\n" for line in lines))
 
 
 def _exit(code: int) -> NoReturn:

@@ -314,12 +314,43 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
 def _run_spatial(om: str, input_specs, output: str | None, unsupported: dict) -> int:
     """One rank of a spatially partitioned model (``cann-compile --spatial-split``) under ``mpiexec``: inputs and
     the output are memory-mapped ``.npy`` files, each rank reads and writes only its block; rank 0 prints the
-    simulated step time (cann.spatial.run)."""
+    simulated step time (cann.spatial.run). An error every rank meets alike (cann.spatial.run.on_every_rank)
+    is printed by rank 0 only; the other ranks exit with status 2 quietly."""
+    from cann.spatial.run import format_time
+
+    try:
+        rec, head = _spatial_rank(om, input_specs, output, unsupported)
+    except CannError as e:
+        if getattr(e, "every_rank", False):
+            from mpi4py import MPI
+
+            if MPI.COMM_WORLD.rank:
+                raise SystemExit(2) from None
+        raise
+    if rec["time"] is not None:
+        print(format_time(rec["time"], head.grid))
+        if output:
+            print(f"{output}: written by {head.ranks} devices")
+    return 0
+
+
+def _spatial_rank(om: str, input_specs, output: str | None, unsupported: dict):
+    """``_run_spatial``'s checks of the command line (the same on every rank), then this rank's run."""
+    from cann.spatial.run import on_every_rank, run_mpi_rank
+
+    try:
+        head = _spatial_checks(om, input_specs, output, unsupported)
+    except CannError as e:
+        raise on_every_rank(e) from None
+    return run_mpi_rank(om, head[1], output), head[0]
+
+
+def _spatial_checks(om: str, input_specs, output: str | None, unsupported: dict):
+    """(the bundle's header, input name -> .npy path) of a spatial run's command line."""
     for flag, value in unsupported.items():
         if value:
             raise CannError(f"--{flag.replace('_', '-')}", f"does not apply to {om}, a spatially partitioned model")
     from cann.spatial.bundle import load_bundle
-    from cann.spatial.run import format_time, run_mpi_rank
 
     head = load_bundle(om, blobs=set())
     names = [spec["name"] for spec in head.manifest["inputs"]]
@@ -345,12 +376,7 @@ def _run_spatial(om: str, input_specs, output: str | None, unsupported: dict) ->
             raise CannError(output, "a spatially partitioned model writes its single output to a .npy file")
         if not Path(output).parent.is_dir():
             raise CannError(output, f"cannot write: directory {Path(output).parent} does not exist")
-    rec = run_mpi_rank(om, inputs, output)
-    if rec["time"] is not None:
-        print(format_time(rec["time"], head.grid))
-        if output:
-            print(f"{output}: written by {head.ranks} devices")
-    return 0
+    return head, inputs
 
 
 def _simulate(om, model, fn, *args, **kw):

@@ -107,3 +107,34 @@ def test_cann_run_needs_the_grids_rank_count(tmp_path):
                    check=True, capture_output=True, cwd=tmp_path)
     y, ref = np.load(tmp_path / "y.npy"), np.load(tmp_path / "ref.npy")
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) < 1e-3  # force_fp16 both
+
+
+def test_an_error_every_rank_meets_is_one_line(tmp_path):
+    """A check every rank makes alike (the world size, an input's dtype, a flag that does not apply) is printed
+    by rank 0 only, on one whole line, exit status 2; before, each rank printed it and the lines interleaved."""
+    import subprocess
+
+    import numpy as np
+    import onnx
+
+    from test_device_memory import conv_model
+
+    onnx.save(conv_model(), tmp_path / "m.onnx")
+    np.save(tmp_path / "x64.npy", np.zeros((1, 3, 16, 16)))
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 16, 16), np.float32))
+    r = subprocess.run([sys.executable, "-m", "cann.tools.cann_compile", "m.onnx", "--spatial-split", "1x2", "-o",
+                        "big.om"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = [sys.executable, "-m", "cann.tools.cann_run", "big.om"]
+    cases = [(2, ["--input", "x64.npy", "--output", "y.npy"],
+              "error: x64.npy: input 'x' is float64 [1, 3, 16, 16], the model takes float32 [1, 3, 16, 16]"),
+             (3, ["--input", "x.npy", "--output", "y.npy"],
+              "error: big.om: partitioned for a 1x2 grid: run it with mpiexec -n 2 (this run has 3 ranks)"),
+             (2, ["--input", "x.npy", "--timing-only"],
+              "error: --timing-only: does not apply to big.om, a spatially partitioned model")]
+    for ranks, args, line in cases:
+        with pytest.raises(RuntimeError) as err:
+            run_mpi(ranks, run + args, timeout=120, cwd=tmp_path)
+        assert "exit 2;" in str(err.value)
+        assert str(err.value).split("stderr:\n", 1)[1].splitlines() == [line]
+    assert not (tmp_path / "y.npy").exists()
