@@ -12,6 +12,7 @@ model with them. A thin wrapper over
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import click
@@ -59,9 +60,10 @@ def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dic
               show_default=True)
 @click.option("--optimizer", type=click.Choice(["momentum", "adam"]), default="momentum", show_default=True,
               help="ONNX ai.onnx.preview.training Momentum (alpha 0.9, beta 1: PyTorch's SGD momentum) or Adam.")
-@click.option("--lr", type=float, default=None, help="Learning rate (default 0.01 for momentum, 0.001 for adam).")
+@click.option("--lr", type=float, default=None, help="Learning rate, a finite number >= 0 (default 0.01 for "
+              "momentum, 0.001 for adam).")
 @click.option("--steps", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--precision-mode", default="must_keep_origin_dtype", show_default=True,
+@click.option("--precision-mode", "--precision_mode", "precision_mode", default="must_keep_origin_dtype", show_default=True,
               help="As cann-compile's --precision_mode.")
 @click.option("--output", metavar="WEIGHTS.npz", help="Write the trained parameters (and BatchNorm's running "
               "statistics) by initializer name.")
@@ -74,6 +76,8 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
     from cann.tools.cann_run import _load_array_file
     from cann.training import Adam, Momentum, Trainer, build
 
+    if lr is not None and not (math.isfinite(lr) and lr >= 0):  # PyTorch's optimizers refuse lr < 0 too
+        raise CannError("--lr", f"the learning rate must be a finite number >= 0, got {lr!r}")
     for path in (output, output_model):
         if path:
             check_writable(path)

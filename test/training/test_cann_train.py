@@ -61,6 +61,12 @@ def test_trained_model_is_written_and_compiles(capsys, tmp_path):
     (("--data", FIXTURES / "train_gpt.npz"), "error: {gpt}: no array for image (it holds grad/embedding_1, grad/fc1.bias"),
     (("--data", FIXTURES / "train_cnn.npz", "--steps", "0"), "error: --steps: 0 is not in the range x>=1."),
     (("--data", FIXTURES / "train_cnn.npz", "--loss", "hinge"), "error: --loss: 'hinge' is not one of"),
+    (("--data", FIXTURES / "train_cnn.npz", "--lr", "-1"), "error: --lr: the learning rate must be a finite number "
+                                                           ">= 0, got -1.0"),
+    (("--data", FIXTURES / "train_cnn.npz", "--lr", "nan"), "error: --lr: the learning rate must be a finite number "
+                                                            ">= 0, got nan"),
+    (("--data", FIXTURES / "train_cnn.npz", "--precision-mode", "bogus"),
+     "error: --precision_mode: unknown precision mode 'bogus'"),  # the location is a spelling cann-train takes
 ])
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert run(FIXTURES / "train_cnn.onnx", *args) == 2
