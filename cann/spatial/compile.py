@@ -40,7 +40,7 @@ def compile_segment(module, opts, kb=None):
         if stage == "graph":
             annotate_work(module, opts.precision_mode)
     check_core_types(module)
-    return build_offline_model(module)
+    return build_offline_model(module, opts.gm_reuse)
 
 
 def partition_module(model, grid: str, depth: int = 1, *, input_shape=None, out_nodes=None, framework=None):
@@ -61,11 +61,11 @@ def partition_module(model, grid: str, depth: int = 1, *, input_shape=None, out_
 def compile_spatial(model: str | os.PathLike | onnx.ModelProto, grid: str, *, depth: int = 1,
                     soc_version: str | None = None, precision_mode: str | None = None, opt_level: int | None = None,
                     input_shape=None, out_nodes=None, framework=None, kb=None,
-                    device_memory: int | None = None) -> SpatialBundle:
+                    device_memory: int | None = None, gm_reuse: bool | str | None = None) -> SpatialBundle:
     """Compile ``model`` for an ``RxC`` device grid (``grid``, e.g. ``"2x2"``); ``depth`` window layers per
     halo exchange. Options as :func:`cann.compile`. ``device_memory``: bytes one device has (default the SoC's
     ``gm_bytes``): every device's peak (its largest segment's ``gm_size`` plus the tensors it holds between
-    segments) must fit.
+    segments) must fit. ``gm_reuse``: each segment's device memory plan, as :func:`cann.compile`'s.
 
     Raises:
         CannError: bad options or grid; an op needing the whole image (naming the node); a halo wider than a
@@ -78,7 +78,7 @@ def compile_spatial(model: str | os.PathLike | onnx.ModelProto, grid: str, *, de
     if depth < 1:
         raise CannError("--spatial-depth", f"{depth}: window layers per exchange, at least 1")
     opts = validate_options(soc_version=soc_version, precision_mode=precision_mode, opt_level=opt_level,
-                            input_shape=input_shape, out_nodes=out_nodes, framework=framework)
+                            input_shape=input_shape, out_nodes=out_nodes, framework=framework, gm_reuse=gm_reuse)
     module, (inputs, outputs) = partition_module(model, grid, depth, input_shape=opts.input_shape,
                                                  out_nodes=opts.out_nodes, framework=opts.framework)
     funcs = [f for f in module.ops if isinstance(f, func.FuncOp)]

@@ -151,7 +151,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     if depth is not None and not spatial_split:
         raise CannError("--spatial-depth", "applies to --spatial-split only")
     if spatial_split:
-        return _spatial(model, output, emit, spatial_split, depth or 1, capacity, options, kb,
+        return _spatial(model, output, emit, spatial_split, depth or 1, capacity, options, kb, gm_reuse,
                         dict(tune=tune, calibrate=calibrate, keep_dtype=keep_dtype, fusion_report=fusion_report,
                              fusion_switch_file=fusion_switch_file, first_load_segment=first_load_segment,
                              aicore_num=aicore_num))
@@ -243,7 +243,7 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
     return 0
 
 
-def _spatial(model, output, emit, grid, depth, capacity, options, kb, unsupported) -> int:
+def _spatial(model, output, emit, grid, depth, capacity, options, kb, gm_reuse, unsupported) -> int:
     """``--spatial-split``: the partitioned graph IR (``--emit graph``) or the bundle of per-device programs."""
     from cann.passes.graph_spatial_partition import parse_grid
 
@@ -286,7 +286,8 @@ def _spatial(model, output, emit, grid, depth, capacity, options, kb, unsupporte
 
     opts = {k: options[k] for k in ("soc_version", "precision_mode", "input_shape", "out_nodes", "opt_level",
                                     "framework")}
-    bundle = compile_spatial(model, f"{R}x{C}", depth=depth, kb=kb, device_memory=capacity, **opts)
+    bundle = compile_spatial(model, f"{R}x{C}", depth=depth, kb=kb, device_memory=capacity, gm_reuse=gm_reuse,
+                             **opts)
     bundle.save(output)
     peak = max(r["peak_bytes"] for r in bundle.manifest["ranks"])
     print(f"{output}: {R}x{C} devices, {len(bundle.models)} segments, {len(bundle.manifest['exchanges'])} halo "

@@ -75,3 +75,29 @@ def test_cann_run_bundle_flag_errors(model_dir):
         "error: y.npz: a spatially partitioned model writes its single output to a .npy file"]
     r = run("cann_run", "big.om", cwd=model_dir)
     assert r.returncode == 2 and "no .npy for model input(s): x" in r.stderr
+
+
+def test_spatial_split_honours_gm_reuse(tmp_path):
+    """--gm-reuse off (or ATC's --disable_reuse_memory 1) plans every segment without reuse: recorded in each
+    segment's .om and a larger peak; before, --spatial-split ignored the flag (the same bytes either way)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    ws = [numpy_helper.from_array(rng.standard_normal((8, c, 3, 3)).astype(np.float32), f"w{i}")
+          for i, c in enumerate((3, 8, 8))]
+    nodes = [n for i in range(3) for n in (
+        helper.make_node("Conv", ["x" if i == 0 else f"r{i - 1}", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", [f"c{i}"], [f"r{i}" if i < 2 else "y"]))]
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], initializer=ws)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "c.onnx")
+    peaks = {}
+    for name, flags in (("on", []), ("off", ["--gm-reuse", "off"]), ("atc", ["--disable_reuse_memory", "1"])):
+        r = run("cann_compile", "c.onnx", "--spatial-split", "1x2", "--spatial-depth", "3", *flags, "-o", f"{name}.om",
+                cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        b = load_bundle(tmp_path / f"{name}.om")
+        assert {m.gm_reuse for m in b.models} == {name == "on"}
+        peaks[name] = max(rk["peak_bytes"] for rk in b.manifest["ranks"])
+    assert (tmp_path / "off.om").read_bytes() == (tmp_path / "atc.om").read_bytes()
+    assert peaks["off"] > peaks["on"], peaks
