@@ -198,7 +198,8 @@ def _print_info(om) -> None:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("om", metavar="MODEL.om")
 @click.option("--input", "input_specs", multiple=True, metavar="NAME=FILE.npy | FILE.npz | FILE.npy",
-              help="Input values (repeatable). Default: seeded standard-normal inputs.")
+              help="Input values (repeatable). Default: seeded standard-normal inputs (a --spatial-split model: "
+              "required, .npy).")
 @click.option("--seed", type=int, callback=lambda c, p, v: _at_least(v, 0), default=0, show_default=True,
               help="Seed of the generated inputs (>= 0).")
 @click.option("--output", metavar="OUT.npz|OUT.npy", help="Write the outputs (.npz: keys = output names; .npy: the "
@@ -227,7 +228,10 @@ def _print_info(om) -> None:
               "tensor, status, kernel, launch, shape, max_abs_err, rel_l2_err, cosine_similarity) as CSV.")
 def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv, trace, sim_checks,
         timing_only, max_instructions, all_layers, info, layers_csv) -> int:
-    """Run MODEL.om on the simulated Ascend AI Core."""
+    """Run MODEL.om on the simulated Ascend AI Core.
+
+    A model compiled with --spatial-split RxC runs one device per MPI rank: mpiexec -n R*C cann-run
+    MODEL.om --input x.npy --output y.npy (existing .npy files, memory-mapped; docs/large-images.md)."""
     import cann
     from cann.spatial.bundle import is_bundle
 

@@ -101,3 +101,10 @@ def test_spatial_split_honours_gm_reuse(tmp_path):
         peaks[name] = max(rk["peak_bytes"] for rk in b.manifest["ranks"])
     assert (tmp_path / "off.om").read_bytes() == (tmp_path / "atc.om").read_bytes()
     assert peaks["off"] > peaks["on"], peaks
+
+
+def test_cann_run_help_says_how_to_run_a_bundle(tmp_path):
+    r = run("cann_run", "--help", cwd=tmp_path)
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "--spatial-split RxC runs one device per MPI rank: mpiexec -n R*C cann-run MODEL.om --input x.npy" in text
