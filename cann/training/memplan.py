@@ -80,22 +80,29 @@ def gb(nbytes: float) -> str:
     return f"{nbytes / GB:.1f} GB"
 
 
+def mb(nbytes: float) -> str:
+    """``nbytes`` in decimal MB (1e6 bytes) to one decimal: ``"10.5 MB"``."""
+    return f"{nbytes / 1e6:.1f} MB"
+
+
 def format_table(params: float, ranks: int, stages=STAGES, **kw) -> list[str]:
     """The report: a header line and one row per stage (weights, gradients, optimizer states,
-    activations when given, total per device)."""
+    activations when given, total per device), in decimal GB; in decimal MB when every total is below
+    0.1 GB (a small model, which GB would show as rows of 0.0)."""
     optimizer, precision = kw.get("optimizer", "adam"), kw.get("precision", "mixed")
     plans = [plan(params, ranks, s, **kw) for s in stages]
     w, g, k = BYTES_PER_PARAM[(precision, optimizer)]
+    unit, fmt = ("MB", mb) if max(p.total for p in plans) < 0.1 * GB else ("GB", gb)
     lines = [f"{params:,.0f} parameters on {ranks} data-parallel device{'s' if ranks != 1 else ''}, {optimizer} "
-             f"in {precision} precision ({w} + {g} + {k} bytes per parameter); per device, decimal GB:"]
+             f"in {precision} precision ({w} + {g} + {k} bytes per parameter); per device, decimal {unit}:"]
     cols = ["stage", "weights", "gradients", "optimizer", *(["activations"] if kw.get("activations") is not None else []),
             "total"]
     rows = []
     for p in plans:
-        row = [f"ZeRO-{p.stage}" if p.stage else "none", gb(p.weights), gb(p.gradients), gb(p.optimizer)]
+        row = [f"ZeRO-{p.stage}" if p.stage else "none", fmt(p.weights), fmt(p.gradients), fmt(p.optimizer)]
         if p.activations is not None:
-            row.append(gb(p.activations))
-        rows.append(row + [gb(p.total)])
+            row.append(fmt(p.activations))
+        rows.append(row + [fmt(p.total)])
     widths = [max(len(r[i]) for r in [cols, *rows]) for i in range(len(cols))]
     for r in [cols, *rows]:
         lines.append("  ".join(c.rjust(wd) if i else c.ljust(wd) for i, (c, wd) in enumerate(zip(r, widths))).rstrip())

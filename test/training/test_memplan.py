@@ -84,7 +84,7 @@ def test_model_file_parameters_and_activations(capsys):
     model = str(FIXTURES / "resnext.onnx")
     assert memplan.model_parameters(model) == 17898
     full = memplan.activation_bytes(model, 4)
-    assert full == 2098688 == 4 * memplan.activation_bytes(model, 1)
+    assert full == 2000384 == 4 * memplan.activation_bytes(model, 1)  # input in NC1HWC0_C04 (3x32x32): 4, not 16 lanes
     assert memplan.activation_bytes(model, 4, recompute=True) == 1311232
     assert run("--model", model, "--batch", "4", "--ranks", "2", "--zero", "2", "--recompute") == 0
     out = capsys.readouterr().out.splitlines()
@@ -99,3 +99,12 @@ def test_console_script_entry_point():
     r = subprocess.run([sys.executable, "-m", "cann.tools.cann_memplan", "--params", "7.5e9", "--ranks", "64",
                         "--zero", "1"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.splitlines()[-1].split()[-2] == "31.4"
+
+
+def test_a_small_model_is_shown_in_mb(capsys):
+    """1M parameters (16 MB of states unsharded): decimal MB, not a table of 0.0 GB."""
+    assert run("--params", "1e6", "--ranks", "4") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("per device, decimal MB:")
+    assert out[2].split() == ["none", "2.0", "MB", "2.0", "MB", "12.0", "MB", "16.0", "MB"]
+    assert out[5].split() == ["ZeRO-3", "0.5", "MB", "0.5", "MB", "3.0", "MB", "4.0", "MB"]
