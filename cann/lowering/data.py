@@ -94,8 +94,9 @@ def concat(lw: Lowering, inputs: list[DevTensor], axis: int, out_shape: tuple[in
     if len(out_shape) == 4 and axis == 1 and all(len(t.shape) == 4 for t in inputs) and \
             all(t.shape[2:] == inputs[0].shape[2:] for t in inputs):
         starts = np.cumsum([0] + [t.shape[1] for t in inputs[:-1]])
+        distinct = len({id(t) for t in inputs}) == len(inputs)  # a tensor given twice (Tile): the ND path
         if any(s % 16 for s in starts):  # an input starting inside a C0 block: lanes move
-            if gather_fits(lw, inputs, out_shape[1]):
+            if distinct and gather_fits(lw, inputs, out_shape[1]):
                 return channel_gather(lw, inputs, [(i, c) for i, t in enumerate(inputs) for c in range(t.shape[1])],
                                       "concat", loc)
         elif block_concat_fits(lw, out_shape[1]):

@@ -89,7 +89,9 @@ def trans_data_c04(lw: Lowering, t: DevTensor, dtype: np.dtype, loc: Attribute |
         raise unsupported(loc, f"NC1HWC0_C04 needs a 4-D ND tensor, got {t.fmt} shape {list(t.shape)}")
     out = lw.gm_tensor(t.shape, NC1HWC0_C04, dtype)
     floats = (np.dtype(np.float16), np.dtype(np.float32))
-    if t.shape[1] <= C04 and t.dtype in floats and out.dtype in floats and (t.shape[2] * t.shape[3]) % 16 == 0:
+    # the cube transpose only where one core has both units (a separated SoC's AIV cores have no cube)
+    if t.shape[1] <= C04 and t.dtype in floats and out.dtype in floats and (t.shape[2] * t.shape[3]) % 16 == 0 \
+            and lw.soc.core_type == "coupled":
         return _c04_by_cube(lw, t, out, loc)
     cast = t.dtype != out.dtype
     n_, c_, h_, w_ = t.shape

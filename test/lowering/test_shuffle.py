@@ -129,3 +129,18 @@ def test_rank3_channel_shuffle_goes_through_nd():
     m.ir_version = 8
     _, tilings = compile_checked(m, "must_keep_origin_dtype", 0.0)
     assert "transpose_0" in tilings and "channel_shuffle_0" not in tilings, tilings
+
+
+def test_channel_concat_of_one_tensor_twice_matches():
+    """Regression (ONNX node test test_tile): Tile's Concat of the same tensor at channel offsets
+    inside a C0 block gave wrong values through the channel gather; it now takes the ND path."""
+    import cann
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 4, 5))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 9, 4, 5))
+    m = helper.make_model(helper.make_graph([helper.make_node("Concat", ["x", "x", "x"], ["y"], axis=1)], "g", [x], [y]),
+                          opset_imports=[helper.make_opsetid("", 13)])
+    a = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    out = cann.compile(m, precision_mode="must_keep_origin_dtype").run({"x": a})["y"]
+    np.testing.assert_array_equal(out, np.concatenate([a, a, a], axis=1))
