@@ -29,6 +29,7 @@ from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
+from cann.lowering.shuffle import channel_gather
 
 
 def _ceil(a: int, b: int) -> int:
@@ -53,6 +54,24 @@ def super_group(cin: int, cout: int, group: int) -> int | None:
     return s
 
 
+def super_group_weights(w: np.ndarray, group: int, s: int, k0: int, dt: np.dtype) -> list[np.ndarray]:
+    """Per super-group of ``s`` groups, the dense [wo*16, wi*16, KH, KW] block-diagonal block of ``w``
+    [Cout, Cin/group, KH, KW] as the Zn matrix (:func:`cann.lowering.cube.fractal_z`, K ordered
+    (c1, kh, kw, c0)) the kernel loads: ``[K/k0][wo][16][k0]`` each."""
+    cout, cin_g, kh_, kw_ = w.shape
+    cout_g = cout // group
+    wi, n_t = s * cin_g // 16, s * cout_g
+    mats = []
+    for sg in range(group // s):
+        dense = np.zeros((n_t, wi * 16, kh_, kw_), np.float32)
+        for gg in range(s):
+            o0, i0 = gg * cout_g, gg * cin_g
+            dense[o0:o0 + cout_g, i0:i0 + cin_g] = w[(sg * s + gg) * cout_g:(sg * s + gg + 1) * cout_g]
+        bmat = dense.reshape(n_t, wi, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(wi * 16 * kh_ * kw_, n_t)
+        mats.append(fractal_z(bmat, k0, dt))
+    return mats
+
+
 def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
                    group: int, out_shape: tuple[int, ...], loc, kernel_hint: str = "gconv2d",
                    epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor | None:
@@ -71,7 +90,8 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     cout, cin_g, kh_, kw_ = w.shape
     s = super_group(cin, cout, group)
     if s is None:
-        return None
+        return _padded_groups(lw, x, w, b, strides, pads, dilations, group, out_shape, loc, kernel_hint, epilogue,
+                              pins)
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     epi = epilogue or Epilogue()
     epi.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epi.residuals]
@@ -88,15 +108,7 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     kdim = wi * kh_ * kw_ * 16
     n_t = wob * 16
 
-    # weights: per super-group the dense [n_t, wi*16, kh, kw] block, K ordered (c1, kh, kw, c0)
-    mats = []
-    for sg in range(gp):
-        dense = np.zeros((n_t, wi * 16, kh_, kw_), np.float32)
-        for gg in range(s):
-            o0, i0 = gg * cout_g, gg * cin_g
-            dense[o0:o0 + cout_g, i0:i0 + cin_g] = w[(sg * s + gg) * cout_g:(sg * s + gg + 1) * cout_g]
-        bmat = dense.reshape(n_t, wi, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(kdim, n_t)
-        mats.append(fractal_z(bmat, k0, dt))
+    mats = super_group_weights(w, group, s, k0, dt)
     wz = np.ascontiguousarray(np.tile(np.stack(mats)[None], (n_, 1, 1, 1, 1, 1)))
     per_w = mats[0].size
 
@@ -212,3 +224,58 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
                 len(mine), lambda i: band_code(*mine[i]), clamp=True), cores=n_blocks)
     lw.launch(kb)
     return y
+
+
+def _pad_channels(v: np.ndarray, group: int, per: int, padded: int) -> np.ndarray:
+    """``v`` [group*per, ...] along axis 0 with each group's ``per`` rows padded with zeros to ``padded``."""
+    out = np.zeros((group, padded, *v.shape[1:]), np.float32)
+    out[:, :per] = v.reshape(group, per, *v.shape[1:])
+    return out.reshape(group * padded, *v.shape[1:])
+
+
+def _group_sources(group: int, per: int, padded: int) -> list[tuple[int, int] | None]:
+    """Gather sources (:func:`cann.lowering.shuffle.channel_gather`) of the group-padded layout: each
+    group's ``per`` channels, then ``padded - per`` zero channels."""
+    return [(0, g * per + c) if c < per else None for g in range(group) for c in range(padded)]
+
+
+def _padded_groups(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
+                   group: int, out_shape: tuple[int, ...], loc, kernel_hint: str, epilogue: Epilogue | None,
+                   pins: dict[str, int] | None) -> DevTensor | None:
+    """Grouped convolution whose groups do not fill whole C0 blocks (ShuffleNet's groups of 28, 34,
+    68, 136 channels; groups of 24): every group padded to whole blocks of its own, so no fractal is
+    all zero (each holds at least one real input and output channel of its group).
+
+    A channel gather (kernel ``group_pad_<i>``) places each group's ``Cin_g`` input channels at the
+    start of ``ceil(Cin_g/16)`` blocks of their own (zeros after); the super-group kernel runs on
+    the padded tensor with ``S = 1`` (K = ``ceil(Cin_g/16)*KH*KW*16`` per group, N =
+    ``ceil(Cout_g/16)*16``: ``ceil16(Cin_g)*ceil16(Cout_g) / (Cin_g*Cout_g)`` x the real MACs, not
+    ``group`` x), the epilogue's per-channel tables and residuals padded the same way; a gather
+    (kernel ``group_unpad_<i>``) drops the padding channels. Either gather is skipped when its
+    channels already fill whole blocks per group. None when a gather's tiles do not fit UB."""
+    n_, cin, h_, w_ = x.shape
+    cout, cin_g, kh_, kw_ = w.shape
+    cout_g = cout // group
+    cp, op_ = _ceil(cin_g, 16), _ceil(cout_g, 16)
+    epi = epilogue or Epilogue()
+    pad_in, pad_out = cp != cin_g, op_ != cout_g
+    def fits(c_in: int, c_out: int) -> bool:  # shuffle.gather_fits of a c_in -> c_out gather
+        return 2 * (_ceil(c_in, 16) + _ceil(c_out, 16)) * 16 * lw.dtype.itemsize <= lw.usable("ub")
+
+    if (pad_in and not fits(cin, group * cp)) or (pad_out and not fits(group * op_, cout)):
+        return None
+    xp = channel_gather(lw, [x], _group_sources(group, cin_g, cp), "group_pad", loc) if pad_in else x
+    wp = np.zeros((group, op_, cp, kh_, kw_), np.float32)
+    wp[:, :cout_g, :cin_g] = w.reshape(group, cout_g, cin_g, kh_, kw_)
+    wp = wp.reshape(group * op_, cp, kh_, kw_)
+    bp = None if b is None else _pad_channels(np.asarray(b, np.float32).reshape(-1), group, cout_g, op_)
+    epi_p = Epilogue(steps=epi.steps, tables=[_pad_channels(np.asarray(t, np.float32).reshape(-1), group, cout_g, op_)
+                                              for t in epi.tables],
+                     residuals=[channel_gather(lw, [r], _group_sources(group, cout_g, op_), "group_pad", loc)
+                                if pad_out else r for r in epi.residuals])
+    out_p = (n_, group * op_, *out_shape[2:])
+    yp = grouped_conv2d(lw, xp, wp, bp, strides, pads, dilations, group, out_p, loc, kernel_hint, epi_p, pins)
+    if yp is None or not pad_out:
+        return yp
+    return channel_gather(lw, [yp], [(0, g * op_ + c) for g in range(group) for c in range(cout_g)],
+                          "group_unpad", loc)

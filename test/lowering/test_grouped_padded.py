@@ -1,0 +1,97 @@
+"""Grouped convolutions whose groups do not fill whole C0 blocks (cann/lowering/grouped.py,
+``_padded_groups``): each group padded to blocks of its own, against onnxruntime (race checker on),
+no all-zero 16x16 weight fractal loaded, and the MACs executed are the per-group padding's, not
+``group`` x (ShuffleNet's group-3 / group-4 1x1 convolutions; groups of 24 and 28)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import cann
+from cann import testing
+from cann.lowering.grouped import _ceil, super_group, super_group_weights
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from conftest import compile_checked  # noqa: E402
+
+TOL = {"force_fp16": 1e-2, "must_keep_origin_dtype": 1e-4}
+
+
+def grouped_model(n, cin, cout, h, group, k, stride, relu_residual=False):
+    """Conv [n, cin, h, h] (k x k, padding k // 2, ``group``) -> y, optionally + x then Relu."""
+    rng = np.random.default_rng(1)
+    wt = (rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(cin * k * k / group)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    p = k // 2
+    ho = (h + 2 * p - k) // stride + 1
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if relu_residual else "y"], pads=[p] * 4,
+                              strides=[stride, stride], group=group)]
+    if relu_residual:
+        nodes += [helper.make_node("Add", ["c", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, cin, h, h])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, cout, ho, ho])],
+                          [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(b, "b")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
+CASES = [  # n, cin, cout, h, group, k, stride
+    (2, 204, 204, 8, 3, 1, 1),   # ShuffleNet group 3, 68 channels per group, batch 2
+    (1, 102, 204, 9, 3, 3, 2),   # 34 -> 68 per group, 3x3, stride 2
+    (2, 112, 112, 7, 4, 1, 1),   # group 4, 28 per group
+    (1, 112, 112, 10, 4, 3, 2),  # 28 per group, 3x3 stride 2
+    (2, 48, 48, 8, 2, 3, 1),     # group 2, 24 per group (cin a multiple of 16, blocks sharing no group)
+    (1, 24, 48, 8, 3, 1, 1),     # 8 -> 16 per group, cin not a multiple of 16
+]
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("n,cin,cout,h,group,k,stride", CASES)
+def test_padded_groups_match_onnxruntime(n, cin, cout, h, group, k, stride, precision_mode):
+    compiled, _ = compile_checked(grouped_model(n, cin, cout, h, group, k, stride), precision_mode,
+                                  TOL[precision_mode])
+    names = [kern.name for kern in compiled.last_run.kernels]
+    assert "gconv2d_0" in names and not any(nm.startswith("conv2d") for nm in names), names
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+def test_padded_groups_with_fused_residual_relu(precision_mode):
+    """The fused epilogue's residual is padded like the output (68 channels per group)."""
+    compiled, _ = compile_checked(grouped_model(2, 204, 204, 6, 3, 1, 1, relu_residual=True), precision_mode,
+                                  TOL[precision_mode])
+    names = [kern.name for kern in compiled.last_run.kernels]
+    assert "gconv2d_0" in names and not any(nm.startswith(("conv2d", "add", "relu")) for nm in names), names
+
+
+@pytest.mark.parametrize("cin,cout,group,k", [(204, 204, 3, 1), (136, 272, 4, 1), (112, 112, 4, 3),
+                                               (48, 48, 2, 3), (24, 48, 3, 1)])
+def test_no_all_zero_weight_fractal(cin, cout, group, k):
+    """The Zn weight the kernel loads for the padded groups (S = 1 after padding), float16: every
+    16x16 fractal holds a non-zero weight (all weights 1, so structural zeros only). (float32's
+    16x8 fractals can be all zero in a group's last C0 block: 68 = 4*16 + 4 channels leave lanes
+    8..15 of the fifth block empty.)"""
+    cin_g, cout_g = cin // group, cout // group
+    cp, op_ = _ceil(cin_g, 16), _ceil(cout_g, 16)
+    w = np.zeros((group, op_, cp, k, k), np.float32)
+    w[:, :cout_g, :cin_g] = 1.0
+    assert super_group(group * cp, group * op_, group) == 1
+    for z in super_group_weights(w.reshape(group * op_, cp, k, k), group, 1, 16, np.dtype(np.float16)):
+        assert z.shape == (cp * k * k // 16, op_ // 16, 16, 16)
+        assert np.all(np.abs(z.astype(np.float32)).sum(axis=(2, 3)) > 0)
+
+
+def test_padded_groups_execute_padding_macs_not_group_times():
+    """68 channels per group in 3 groups, 1x1 on 16x16 (rows of 16 positions: no M padding): (80*80)/(68*68) x the real MACs, where the
+    dense block-diagonal conv executed 3 x (and K, N padded from 204 to 208)."""
+    model = grouped_model(1, 204, 204, 16, 3, 1, 1)
+    compiled = cann.compile(model, precision_mode="force_fp16")
+    compiled.run(testing.random_inputs(model))
+    (kern,) = [kk for kk in compiled.last_run.kernels if kk.name.startswith("gconv2d")]
+    assert kern.work.model_macs == 204 * 68 * 256
+    assert kern.executed_macs == 3 * 80 * 80 * 256, (kern.executed_macs, kern.work.model_macs)
+    names = [kk.name for kk in compiled.last_run.kernels]
+    assert "group_pad_0" in names and "group_unpad_0" in names, names
