@@ -90,8 +90,10 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     cout, cin_g, kh_, kw_ = w.shape
     s = super_group(cin, cout, group)
     if s is None:
-        return _padded_groups(lw, x, w, b, strides, pads, dilations, group, out_shape, loc, kernel_hint, epilogue,
-                              pins)
+        from cann.lowering.grouped_runs import run_grouped_conv2d
+
+        return run_grouped_conv2d(lw, x, w, b, strides, pads, dilations, group, out_shape, loc, kernel_hint,
+                                  epilogue, pins)
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     epi = epilogue or Epilogue()
     epi.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epi.residuals]

@@ -5,7 +5,10 @@
 // Grouped Conv, 32 channels in 8 groups of 4 (grouped.py): 2 super-groups of 4 groups, each one
 // input C1 block to one output C1 block, so K = 1 block x 3x3 x 16 = 144 (not 2 blocks: 288) and
 // N = 16 per mmad; the second super-group is one plane further on (block / loop offsets).
-// Must-not: groups of 24 channels (48 in 2 groups) would pair blocks sharing no group: dense conv.
+// Groups of 24 channels (48 in 2 groups) would pair blocks sharing no group: each group is padded
+// to 2 blocks of its own (group_pad: channels 24..31 and 56..63 zero), S = 1 on the padded tensor
+// (K = 2 blocks x 3x3 x 16 = 288, N = 32), then group_unpad drops the padding channels.
+// Must-not: no dense block-diagonal conv2d (K = 432, N = 48), no padding of whole-block groups.
 // A ReduceMean over H and W is a GlobalAveragePool kernel, not a transpose and a reduction.
 
 // CHECK:      func.func @gconv2d_0({{.*}}tile.tiling = {block_dim = 1 : i64, k = {{[0-9]+}} : i64, m = {{[0-9]+}} : i64, m_blocks = 1 : i64, n_blocks = 1 : i64, rows = 8 : i64}
@@ -16,8 +19,17 @@
 // CHECK-NEXT:   tile.mmad {{.*}}m = 64, k = 144, n = 16, init = 1}
 // CHECK:        tile.copy_l0c_to_ub {{.*}}n1 = 1, m = 64, src_m = 64}
 // CHECK:        tile.loop_end
-// CHECK:      func.func @conv2d_0(
-// CHECK:        tile.mmad {{.*}}k = 432, n = 48
+// CHECK-NOT:  group_pad
+// CHECK:      func.func @trans_data_1(
+// CHECK:      func.func @group_pad_0(
+// CHECK:        tile.vec {{.*}}dst_offset = 0, src0_offset = 0, {{.*}}count = 24, unit = 16, {{.*}}op = "mov"}
+// CHECK-NEXT:   tile.vec {{.*}}dst_offset = 512, src0_offset = 384, {{.*}}count = 24, unit = 16, {{.*}}op = "mov"}
+// CHECK-NEXT:   tile.vec {{.*}}dst_offset = 384, {{.*}}count = 128, unit = 1, {{.*}}op = "dup"}
+// CHECK:      func.func @gconv2d_1(
+// CHECK:        tile.img2col {{.*}}fm_c1 = 2,
+// CHECK-NEXT:   tile.mmad {{.*}}k = 288, n = 32, init = 1}
+// CHECK:      func.func @group_unpad_0(
+// CHECK-NOT:  func.func @conv2d
 // CHECK:      func.func @global_avg_pool_0(
 // CHECK-NOT:  func.func @reduce
 

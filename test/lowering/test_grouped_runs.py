@@ -1,7 +1,8 @@
-"""Grouped convolutions whose groups do not fill whole C0 blocks (cann/lowering/grouped.py,
-``_padded_groups``): each group padded to blocks of its own, against onnxruntime (race checker on),
-no all-zero 16x16 weight fractal loaded, and the MACs executed are the per-group padding's, not
-``group`` x (ShuffleNet's group-3 / group-4 1x1 convolutions; groups of 24 and 28)."""
+"""Grouped convolutions whose groups do not fill whole C0 blocks (cann/lowering/grouped_runs.py):
+per run of output blocks over the input blocks their groups read, against onnxruntime (race
+checker on; batch 2, 1x1 and 3x3, stride 2, fp16 / fp32, fused residual + ReLU), no all-zero 16x16
+weight fractal loaded, and the MACs executed are the runs' block pairs, not ``group`` x
+(ShuffleNet's group-3 / group-4 1x1 convolutions; groups of 24 and 28)."""
 
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import cann
 from cann import testing
-from cann.lowering.grouped import _ceil, super_group, super_group_weights
+from cann.lowering.grouped_runs import run_weights, runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import compile_checked  # noqa: E402
@@ -51,7 +52,7 @@ CASES = [  # n, cin, cout, h, group, k, stride
 
 @pytest.mark.parametrize("precision_mode", TOL)
 @pytest.mark.parametrize("n,cin,cout,h,group,k,stride", CASES)
-def test_padded_groups_match_onnxruntime(n, cin, cout, h, group, k, stride, precision_mode):
+def test_runs_match_onnxruntime(n, cin, cout, h, group, k, stride, precision_mode):
     compiled, _ = compile_checked(grouped_model(n, cin, cout, h, group, k, stride), precision_mode,
                                   TOL[precision_mode])
     names = [kern.name for kern in compiled.last_run.kernels]
@@ -59,8 +60,8 @@ def test_padded_groups_match_onnxruntime(n, cin, cout, h, group, k, stride, prec
 
 
 @pytest.mark.parametrize("precision_mode", TOL)
-def test_padded_groups_with_fused_residual_relu(precision_mode):
-    """The fused epilogue's residual is padded like the output (68 channels per group)."""
+def test_runs_with_fused_residual_relu(precision_mode):
+    """The fused epilogue's residual is read per run's output blocks (68 channels per group)."""
     compiled, _ = compile_checked(grouped_model(2, 204, 204, 6, 3, 1, 1, relu_residual=True), precision_mode,
                                   TOL[precision_mode])
     names = [kern.name for kern in compiled.last_run.kernels]
@@ -68,30 +69,33 @@ def test_padded_groups_with_fused_residual_relu(precision_mode):
 
 
 @pytest.mark.parametrize("cin,cout,group,k", [(204, 204, 3, 1), (136, 272, 4, 1), (112, 112, 4, 3),
-                                               (48, 48, 2, 3), (24, 48, 3, 1)])
+                                               (48, 48, 2, 3), (24, 48, 3, 1), (544, 544, 4, 1)])
 def test_no_all_zero_weight_fractal(cin, cout, group, k):
-    """The Zn weight the kernel loads for the padded groups (S = 1 after padding), float16: every
-    16x16 fractal holds a non-zero weight (all weights 1, so structural zeros only). (float32's
-    16x8 fractals can be all zero in a group's last C0 block: 68 = 4*16 + 4 channels leave lanes
-    8..15 of the fifth block empty.)"""
-    cin_g, cout_g = cin // group, cout // group
-    cp, op_ = _ceil(cin_g, 16), _ceil(cout_g, 16)
-    w = np.zeros((group, op_, cp, k, k), np.float32)
-    w[:, :cout_g, :cin_g] = 1.0
-    assert super_group(group * cp, group * op_, group) == 1
-    for z in super_group_weights(w.reshape(group * op_, cp, k, k), group, 1, 16, np.dtype(np.float16)):
-        assert z.shape == (cp * k * k // 16, op_ // 16, 16, 16)
-        assert np.all(np.abs(z.astype(np.float32)).sum(axis=(2, 3)) > 0)
+    """The Zn weights the kernel loads, per run of output blocks, float16: every 16x16 fractal holds
+    a real weight (all weights 1, so only structural zeros). (float32's 16x8 fractals can be all
+    zero: a block straddling two groups has 8 lanes of the other group only.)"""
+    w = np.ones((cout, cin // group, k, k), np.float32)
+    mats = run_weights(w, group, 16, np.dtype(np.float16))
+    assert len(mats) == len(runs(cin, cout, group))
+    for (lo, wi, jo, wo), z in zip(runs(cin, cout, group), mats):
+        assert z.shape == (wi * k * k, wo, 16, 16)
+        assert np.all(np.abs(z.astype(np.float32)).sum(axis=(2, 3)) > 0), (lo, wi, jo, wo)
+    # fewer block pairs than the dense block-diagonal conv multiplies
+    assert sum(wi * wo for _, wi, _, wo in runs(cin, cout, group)) < -(-cin // 16) * -(-cout // 16)
 
 
-def test_padded_groups_execute_padding_macs_not_group_times():
-    """68 channels per group in 3 groups, 1x1 on 16x16 (rows of 16 positions: no M padding): (80*80)/(68*68) x the real MACs, where the
-    dense block-diagonal conv executed 3 x (and K, N padded from 204 to 208)."""
+def test_runs_of_shufflenet_group_3():
+    """3 groups of 68: blocks 0-3 read input blocks 0-4, block 4 (channels 64-79, groups 0 and 1)
+    blocks 0-8, ...: 73 block pairs, against 13 x 13 = 169 dense."""
+    assert runs(204, 204, 3) == [(0, 5, 0, 4), (0, 9, 4, 1), (4, 5, 5, 3), (4, 9, 8, 1), (8, 5, 9, 4)]
+
+
+def test_runs_execute_their_block_pairs_not_group_times():
+    """68 channels per group in 3 groups, 1x1 on 16x16 (rows of 16 positions: no M padding): 73
+    block pairs of 16x16 per position, where the dense block-diagonal conv did 169 (13 x 13)."""
     model = grouped_model(1, 204, 204, 16, 3, 1, 1)
     compiled = cann.compile(model, precision_mode="force_fp16")
     compiled.run(testing.random_inputs(model))
     (kern,) = [kk for kk in compiled.last_run.kernels if kk.name.startswith("gconv2d")]
     assert kern.work.model_macs == 204 * 68 * 256
-    assert kern.executed_macs == 3 * 80 * 80 * 256, (kern.executed_macs, kern.work.model_macs)
-    names = [kk.name for kk in compiled.last_run.kernels]
-    assert "group_pad_0" in names and "group_unpad_0" in names, names
+    assert kern.executed_macs == 73 * 16 * 16 * 256, (kern.executed_macs, kern.work.model_macs)
