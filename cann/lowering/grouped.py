@@ -9,7 +9,8 @@ weight inside it: K = ``wi*KH*KW*16`` instead of ``C1in*KH*KW*16``, so the MACs 
 ``Cin_g``-wide groups padded to 16 channels (``16/Cin_g`` x the real MACs when ``Cin_g < 16``, 1x
 from 16 on) instead of ``group`` x. When some (input block, output block) pair of a super-group
 shares no group (e.g. groups of 24 channels), its fractals would be all zero: :func:`grouped_conv2d`
-returns None and the caller keeps the dense block-diagonal convolution.
+runs :func:`cann.lowering.grouped_runs.run_grouped_conv2d` instead (runs of output blocks over the
+input blocks their groups read).
 
 Work split: the ``N * G'`` super-group planes over ``n_blocks`` cores (GM pointers moved by one
 super-group: input, output, weights and tables are uniform in it), output row bands over
@@ -29,7 +30,7 @@ from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
-from cann.lowering.shuffle import channel_gather
+from cann.lowering.grouped_runs import run_grouped_conv2d
 
 
 def _ceil(a: int, b: int) -> int:
@@ -77,7 +78,9 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
                    epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor | None:
     """Grouped 2-D convolution of NC1HWC0 ``x`` [N, Cin, H, W] by constant ``w`` [Cout, Cin/group, KH,
     KW], bias ``b`` [Cout] or None, then the fused ``epilogue``: NC1HWC0 ``out_shape`` [N, Cout, Ho,
-    Wo] in the device dtype; None when super-group packing does not apply (:func:`super_group`).
+    Wo] in the device dtype; where super-group packing does not apply (:func:`super_group`), that of
+    :func:`cann.lowering.grouped_runs.run_grouped_conv2d` (None when it does not fit: the caller keeps
+    the dense convolution).
 
     Tiling (``tile.tiling``, pinnable): ``rows`` output rows per band, ``n_blocks`` cores over the
     super-group planes, ``m_blocks`` groups of cores over the bands, ``m`` / ``k`` the L0A tile.
@@ -90,8 +93,6 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     cout, cin_g, kh_, kw_ = w.shape
     s = super_group(cin, cout, group)
     if s is None:
-        from cann.lowering.grouped_runs import run_grouped_conv2d
-
         return run_grouped_conv2d(lw, x, w, b, strides, pads, dilations, group, out_shape, loc, kernel_hint,
                                   epilogue, pins)
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
@@ -227,57 +228,3 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     lw.launch(kb)
     return y
 
-
-def _pad_channels(v: np.ndarray, group: int, per: int, padded: int) -> np.ndarray:
-    """``v`` [group*per, ...] along axis 0 with each group's ``per`` rows padded with zeros to ``padded``."""
-    out = np.zeros((group, padded, *v.shape[1:]), np.float32)
-    out[:, :per] = v.reshape(group, per, *v.shape[1:])
-    return out.reshape(group * padded, *v.shape[1:])
-
-
-def _group_sources(group: int, per: int, padded: int) -> list[tuple[int, int] | None]:
-    """Gather sources (:func:`cann.lowering.shuffle.channel_gather`) of the group-padded layout: each
-    group's ``per`` channels, then ``padded - per`` zero channels."""
-    return [(0, g * per + c) if c < per else None for g in range(group) for c in range(padded)]
-
-
-def _padded_groups(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
-                   group: int, out_shape: tuple[int, ...], loc, kernel_hint: str, epilogue: Epilogue | None,
-                   pins: dict[str, int] | None) -> DevTensor | None:
-    """Grouped convolution whose groups do not fill whole C0 blocks (ShuffleNet's groups of 28, 34,
-    68, 136 channels; groups of 24): every group padded to whole blocks of its own, so no fractal is
-    all zero (each holds at least one real input and output channel of its group).
-
-    A channel gather (kernel ``group_pad_<i>``) places each group's ``Cin_g`` input channels at the
-    start of ``ceil(Cin_g/16)`` blocks of their own (zeros after); the super-group kernel runs on
-    the padded tensor with ``S = 1`` (K = ``ceil(Cin_g/16)*KH*KW*16`` per group, N =
-    ``ceil(Cout_g/16)*16``: ``ceil16(Cin_g)*ceil16(Cout_g) / (Cin_g*Cout_g)`` x the real MACs, not
-    ``group`` x), the epilogue's per-channel tables and residuals padded the same way; a gather
-    (kernel ``group_unpad_<i>``) drops the padding channels. Either gather is skipped when its
-    channels already fill whole blocks per group. None when a gather's tiles do not fit UB."""
-    n_, cin, h_, w_ = x.shape
-    cout, cin_g, kh_, kw_ = w.shape
-    cout_g = cout // group
-    cp, op_ = _ceil(cin_g, 16), _ceil(cout_g, 16)
-    epi = epilogue or Epilogue()
-    pad_in, pad_out = cp != cin_g, op_ != cout_g
-    def fits(c_in: int, c_out: int) -> bool:  # shuffle.gather_fits of a c_in -> c_out gather
-        return 2 * (_ceil(c_in, 16) + _ceil(c_out, 16)) * 16 * lw.dtype.itemsize <= lw.usable("ub")
-
-    if (pad_in and not fits(cin, group * cp)) or (pad_out and not fits(group * op_, cout)):
-        return None
-    xp = channel_gather(lw, [x], _group_sources(group, cin_g, cp), "group_pad", loc) if pad_in else x
-    wp = np.zeros((group, op_, cp, kh_, kw_), np.float32)
-    wp[:, :cout_g, :cin_g] = w.reshape(group, cout_g, cin_g, kh_, kw_)
-    wp = wp.reshape(group * op_, cp, kh_, kw_)
-    bp = None if b is None else _pad_channels(np.asarray(b, np.float32).reshape(-1), group, cout_g, op_)
-    epi_p = Epilogue(steps=epi.steps, tables=[_pad_channels(np.asarray(t, np.float32).reshape(-1), group, cout_g, op_)
-                                              for t in epi.tables],
-                     residuals=[channel_gather(lw, [r], _group_sources(group, cout_g, op_), "group_pad", loc)
-                                if pad_out else r for r in epi.residuals])
-    out_p = (n_, group * op_, *out_shape[2:])
-    yp = grouped_conv2d(lw, xp, wp, bp, strides, pads, dilations, group, out_p, loc, kernel_hint, epi_p, pins)
-    if yp is None or not pad_out:
-        return yp
-    return channel_gather(lw, [yp], [(0, g * op_ + c) for g in range(group) for c in range(cout_g)],
-                          "group_unpad", loc)

@@ -127,26 +127,42 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
            if _ceil(r * wo_, 16) <= l0c_pos and wi_max * fm_rows(r) * w_ * 16 * isz <= l1_budget]
     if not fit:
         return None
-    rows = min(pins.get("rows", fit[-1]), fit[-1])
-    if "rows" not in pins:  # (band, run) items for every group of cores, bands as even as possible
-        rows = max(1, min(rows, math.ceil(ho_ / math.ceil(m_cap / len(rs_)))))
-        rows = math.ceil(ho_ / math.ceil(ho_ / rows))
-    bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
-    items = [(r0, r1, ri) for r0, r1 in bands for ri in range(len(rs_))]
-    m_blocks = min(m_cap, len(items))
-    # items over the groups of cores, longest first onto the least loaded (cost: block pairs and
-    # output blocks per 16 positions); each group's items in band, run order
-    load = [0] * m_blocks
-    mine: list[list[tuple[int, int, int]]] = [[] for _ in range(m_blocks)]
+    bw, lat, cube = lw.soc.bandwidth, lw.soc.latency, lw.soc.cube
+    rate = cube.fp32_rate_divisor if isz == 4 else 1
 
-    def cost(it):
-        _, wi, _, wo = rs_[it[2]]
-        return (wi * kh_ * kw_ + 2) * wo * math.ceil((it[1] - it[0]) * wo_ / 16)
+    def item_cycles(r0: int, r1: int, ri: int, active: int) -> float:
+        """Estimated cycles of one (band, run) item (the shape of cube._conv_cycles, no overlap)."""
+        _, wi, _, wo = rs_[ri]
+        gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
+        kdim, nt = _ceil(wi * kh_ * kw_ * 16, k0), wo * 16
+        m_pad = _ceil((r1 - r0) * wo_, 16)
+        m_sub, k_tiles = math.ceil(m_pad / m_t), math.ceil(kdim / k_t)
+        fm = wi * fm_rows(r1 - r0) * w_ * 16 * isz
+        return (fm / gm_bw + lat.mte_startup + k_tiles * 2 * lat.mte_startup + kdim * nt * isz / gm_bw
+                + m_sub * k_tiles * (lat.cube_startup + lat.mte_startup) + m_pad * kdim * isz / bw.l1_to_l0a
+                + m_pad / cube.m0 * kdim / k0 * nt / cube.n0 * rate
+                + m_pad * nt * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
 
-    for it in sorted(items, key=lambda it: (-cost(it), it)):
-        g = min(range(m_blocks), key=lambda i: (load[i], i))
-        load[g] += cost(it)
-        mine[g].append(it)
+    def plan(rows: int):
+        """(makespan, items per group of cores): (band, run) items longest first onto the least
+        loaded of up to ``m_cap`` groups."""
+        bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
+        items = [(r0, r1, ri) for r0, r1 in bands for ri in range(len(rs_))]
+        groups = min(m_cap, len(items))
+        cost = {it: item_cycles(*it, groups * n_blocks) for it in items}
+        load, mine = [0.0] * groups, [[] for _ in range(groups)]
+        for it in sorted(items, key=lambda it: (-cost[it], it)):
+            g = min(range(groups), key=lambda i: (load[i], i))
+            load[g] += cost[it]
+            mine[g].append(it)
+        return max(load), [sorted(m) for m in mine]
+
+    if "rows" in pins:
+        rows = min(pins["rows"], fit[-1])
+    else:  # the band height of the cheapest plan (fewer rows: more items for the cores, more loads)
+        rows = min(fit, key=lambda r: (plan(r)[0], -r))
+    mine = plan(rows)[1]
+    m_blocks = len(mine)
     kb.block_dim = n_blocks * m_blocks
     kb.tiling.update(rows=rows, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
     if m_blocks > 1:
@@ -218,7 +234,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
         kb.roll(-(-m_pad // m_t), out_subtile)
 
     for grp in range(m_blocks):
-        its = sorted(mine[grp])
+        its = mine[grp]
         with kb.core_group(grp * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
             kb.for_tiles(n_, lambda first, last=False, its=its: kb.roll(
                 len(its), lambda i: run_code(*its[i]), clamp=True), cores=n_blocks)

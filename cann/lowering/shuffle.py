@@ -51,7 +51,7 @@ def transpose_blocks(kb, dst, src, count: int, *, dst_offset: int, src_offset: i
 def _runs(sources: Sequence[tuple[int, int]]) -> list[tuple[int, int, int, int, int]]:
     """``sources`` as runs ``(input, first channel, first output, length, output step)``: consecutive
     channels of one input landing on outputs ``j, j + d, j + 2d, ...`` (``d >= 1``)."""
-    order = sorted((j for j in range(len(sources)) if sources[j] is not None), key=lambda j: sources[j])
+    order = sorted(range(len(sources)), key=lambda j: sources[j])
     runs: list[list[int]] = []
     for j in order:
         i, c = sources[j]
@@ -76,24 +76,11 @@ def block_concat_fits(lw: Lowering, c_out: int) -> bool:
     return math.ceil(c_out / C0) * C0 * C0 * lw.dtype.itemsize <= lw.usable("ub")
 
 
-def _zero_runs(sources: Sequence[tuple[int, int] | None], rows_out: int) -> list[tuple[int, int]]:
-    """``(first output channel, count)`` runs of the output rows that are zero: ``None`` sources and
-    the padding channels ``len(sources)`` up to ``rows_out``."""
-    zero = [j for j in range(rows_out) if j >= len(sources) or sources[j] is None]
-    runs: list[list[int]] = []
-    for j in zero:
-        if runs and runs[-1][0] + runs[-1][1] == j:
-            runs[-1][1] += 1
-        else:
-            runs.append([j, 1])
-    return [tuple(r) for r in runs]
-
-
-def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[tuple[int, int] | None], hint: str,
+def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[tuple[int, int]], hint: str,
                    loc: Attribute | None) -> DevTensor:
     """The [N, len(sources), H, W] NC1HWC0 tensor whose channel ``j`` is channel ``sources[j][1]`` of
-    ``inputs[sources[j][0]]``, or zero where ``sources[j]`` is None (4-D tensors of one N, H, W,
-    converted to NC1HWC0 in the precision's dtype); one kernel named ``<hint>_<i>``.
+    ``inputs[sources[j][0]]`` (4-D tensors of one N, H, W, converted to NC1HWC0 in the precision's
+    dtype); one kernel named ``<hint>_<i>``.
 
     Raises:
         CannError: inputs that are not 4-D or disagree in N, H, W (naming the node)."""
@@ -128,7 +115,6 @@ def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[
         kb.block_offset(s, pos * C0)
     kb.block_offset(dst, pos * C0)
     runs = _runs(sources)
-    zeros = _zero_runs(sources, rows_out)
 
     def body(first: int, last: bool = False) -> None:
         p0 = first * pos
@@ -147,8 +133,9 @@ def channel_gather(lw: Lowering, inputs: Sequence[DevTensor], sources: Sequence[
                 for i, c, j, cnt, d in runs:
                     kb.vec("mov", pm, tr, count=cnt, unit=C0, dst_offset=(q * rows_out + j) * C0,
                            src0_offset=(q * rows_in + base[i] + c) * C0, dst_stride=d * C0, src0_stride=C0)
-                for j, cnt in zeros:
-                    kb.vec("dup", pm, count=cnt * C0, dst_offset=(q * rows_out + j) * C0, scalar=0.0)
+                if rows_out > c_out:
+                    kb.vec("dup", pm, count=(rows_out - c_out) * C0, dst_offset=(q * rows_out + c_out) * C0,
+                           scalar=0.0)
             for blk in range(c1o):  # back: T[q][blk*16 + lane][i] -> [blk][q*16 + i][lane]
                 transpose_blocks(kb, b, pm, groups, dst_offset=blk * pos * C0, src_offset=blk * MAT,
                                  src_stride=rows_out * C0)

@@ -1,14 +1,15 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=32 tiling="{\"gconv2d_0\": {\"rows\": 2, \"n_blocks\": 2, \"m_blocks\": 4}}"}' | filecheck %s --check-prefix=PIN
+// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=32 tiling="{\"gconv2d_0\": {\"rows\": 2, \"n_blocks\": 2, \"m_blocks\": 4}, \"gconv2d_1\": {\"rows\": 4, \"m_blocks\": 2}}"}' | filecheck %s --check-prefix=PIN
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"gconv2d_0\": {\"n_blocks\": 3}}"}' 2>&1 | filecheck %s --check-prefix=ERR
 
 // Grouped Conv, 32 channels in 8 groups of 4 (grouped.py): 2 super-groups of 4 groups, each one
 // input C1 block to one output C1 block, so K = 1 block x 3x3 x 16 = 144 (not 2 blocks: 288) and
 // N = 16 per mmad; the second super-group is one plane further on (block / loop offsets).
-// Groups of 24 channels (48 in 2 groups) would pair blocks sharing no group: each group is padded
-// to 2 blocks of its own (group_pad: channels 24..31 and 56..63 zero), S = 1 on the padded tensor
-// (K = 2 blocks x 3x3 x 16 = 288, N = 32), then group_unpad drops the padding channels.
-// Must-not: no dense block-diagonal conv2d (K = 432, N = 48), no padding of whole-block groups.
+// Groups of 24 channels (48 in 2 groups) would pair blocks sharing no group (grouped_runs.py): runs
+// of output blocks over the input blocks their groups read: block 0 (group 0) reads input blocks
+// 0-1 (K = 2 x 3x3 x 16 = 288), block 1 (channels 16-31, groups 0 and 1) blocks 0-2 (K = 432),
+// block 2 (group 1) blocks 1-2, each run's weights and bias at their own offsets, N = 16.
+// Must-not: no dense block-diagonal conv2d (K = 432, N = 48), no channel gathers.
 // A ReduceMean over H and W is a GlobalAveragePool kernel, not a transpose and a reduction.
 
 // CHECK:      func.func @gconv2d_0({{.*}}tile.tiling = {block_dim = 1 : i64, k = {{[0-9]+}} : i64, m = {{[0-9]+}} : i64, m_blocks = 1 : i64, n_blocks = 1 : i64, rows = 8 : i64}
@@ -19,21 +20,29 @@
 // CHECK-NEXT:   tile.mmad {{.*}}m = 64, k = 144, n = 16, init = 1}
 // CHECK:        tile.copy_l0c_to_ub {{.*}}n1 = 1, m = 64, src_m = 64}
 // CHECK:        tile.loop_end
-// CHECK-NOT:  group_pad
-// CHECK:      func.func @trans_data_1(
-// CHECK:      func.func @group_pad_0(
-// CHECK:        tile.vec {{.*}}dst_offset = 0, src0_offset = 0, {{.*}}count = 24, unit = 16, {{.*}}op = "mov"}
-// CHECK-NEXT:   tile.vec {{.*}}dst_offset = 512, src0_offset = 384, {{.*}}count = 24, unit = 16, {{.*}}op = "mov"}
-// CHECK-NEXT:   tile.vec {{.*}}dst_offset = 384, {{.*}}count = 128, unit = 1, {{.*}}op = "dup"}
-// CHECK:      func.func @gconv2d_1(
-// CHECK:        tile.img2col {{.*}}fm_c1 = 2,
-// CHECK-NEXT:   tile.mmad {{.*}}k = 288, n = 32, init = 1}
-// CHECK:      func.func @group_unpad_0(
 // CHECK-NOT:  func.func @conv2d
+// CHECK:      func.func @gconv2d_1(
+// CHECK:        tile.copy %0, %{{[0-9]+}} {src_offset = 0, dst_offset = 0, nburst = 2, burst = 1024,
+// CHECK-NEXT:   tile.copy %1, %{{[0-9]+}} {src_offset = 0, dst_offset = 0, nburst = 1, burst = 4608,
+// CHECK:        tile.img2col {{.*}}fm_c1 = 2,
+// CHECK-NEXT:   tile.mmad {{.*}}m = 64, k = 288, n = 16, init = 1}
+// CHECK:        tile.copy %0, %{{[0-9]+}} {src_offset = 0, dst_offset = 0, nburst = 3, burst = 1024,
+// CHECK-NEXT:   tile.copy %1, %{{[0-9]+}} {src_offset = 4608, dst_offset = 0, nburst = 1, burst = 6912,
+// CHECK:        tile.img2col {{.*}}fm_c1 = 3,
+// CHECK-NEXT:   tile.mmad {{.*}}m = 64, k = 432, n = 16, init = 1}
+// CHECK:        tile.copy %2, %{{[0-9]+}} {src_offset = 128,
+// CHECK:        tile.copy %{{[0-9]+}}, %3 {src_offset = 0, dst_offset = 1024, nburst = 1, burst = 1024,
+// CHECK:        tile.copy %0, %{{[0-9]+}} {src_offset = 1024, dst_offset = 0, nburst = 2, burst = 1024,
+// CHECK-NEXT:   tile.copy %1, %{{[0-9]+}} {src_offset = 11520,
+// CHECK:        tile.mmad {{.*}}m = 64, k = 288, n = 16, init = 1}
+// CHECK-NOT:  func.func @conv2d
+// CHECK-NOT:  group_pad
 // CHECK:      func.func @global_avg_pool_0(
 // CHECK-NOT:  func.func @reduce
 
 // PIN:        func.func @gconv2d_0({{.*}}tile.block_dim = 8 : i64, tile.tiling = {block_dim = 8 : i64, {{.*}}m_blocks = 4 : i64, n_blocks = 2 : i64, rows = 2 : i64}
+
+// PIN:        func.func @gconv2d_1({{.*}}tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, n_blocks = 1 : i64, rows = 4 : i64}
 
 // ERR:        error: grouped Conv: tiling n_blocks = 3: 1 to 2 (the planes, at most the cores)
 
