@@ -13,15 +13,18 @@ groups). The MACs executed are about those of padding each group to whole blocks
 groups of 68: 73 block pairs per tap where padded groups take 75 and the dense block-diagonal
 convolution 169), without moving channels.
 
-Work split: images over ``n_blocks`` cores, the (output row band, run) items over ``m_blocks``
-groups of cores (longest first onto the least loaded group). Per item: the run's input rows into L1, img2col (from the
-run's first block) + mmad over K chunks, the bias and fused epilogue per M subtile, one write of
-the run's output blocks to GM.
+Work split: images over ``n_blocks`` cores, the items (output row band, run, chunk of ``n1`` of the
+run's output blocks) over ``m_blocks`` groups of cores, longest first onto the least loaded group;
+the band height and chunk width are those of the least estimated makespan (small maps: narrower
+chunks, re-reading the run's input; large maps: more bands, re-reading its weights). Per item:
+the run's input rows into L1, img2col (from the run's first block) + mmad over K chunks, the bias
+and fused epilogue per M subtile, one write of the chunk's output blocks to GM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 
 import numpy as np
@@ -77,8 +80,10 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     (:func:`runs`): NC1HWC0 ``out_shape`` [N, Cout, Ho, Wo] in the device dtype; None when one output
     row of the widest run does not fit L0C / L1 (the caller keeps the dense convolution).
 
-    Tiling (``tile.tiling``, pinnable): ``rows`` output rows per band, ``n_blocks`` cores over the
-    images, ``m_blocks`` groups of cores over the (band, run) items, ``m`` / ``k`` the L0A tile.
+    Tiling (``tile.tiling``, pinnable): ``rows`` output rows per band, ``n1`` output blocks per
+    chunk of a run, ``n_blocks`` cores over the images, ``m_blocks`` groups of cores over the (band,
+    run, chunk) items, ``m`` / ``k`` the L0A tile. Unpinned, ``rows`` and ``n1`` are those of the
+    least estimated makespan (an estimate from the SoC's bandwidths, latencies and cube rate).
 
     Raises:
         CannError: the fused epilogue's tiles do not fit UB, or a pinned tiling beyond the cores or buffers.
@@ -130,11 +135,11 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     bw, lat, cube = lw.soc.bandwidth, lw.soc.latency, lw.soc.cube
     rate = cube.fp32_rate_divisor if isz == 4 else 1
 
-    def item_cycles(r0: int, r1: int, ri: int, active: int) -> float:
-        """Estimated cycles of one (band, run) item (the shape of cube._conv_cycles, no overlap)."""
-        _, wi, _, wo = rs_[ri]
+    def item_cycles(r0: int, r1: int, ri: int, c0: int, cn: int, active: int) -> float:
+        """Estimated cycles of one item (the shape of cube._conv_cycles, no overlap)."""
+        wi = rs_[ri][1]
         gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
-        kdim, nt = _ceil(wi * kh_ * kw_ * 16, k0), wo * 16
+        kdim, nt = _ceil(wi * kh_ * kw_ * 16, k0), cn * 16
         m_pad = _ceil((r1 - r0) * wo_, 16)
         m_sub, k_tiles = math.ceil(m_pad / m_t), math.ceil(kdim / k_t)
         fm = wi * fm_rows(r1 - r0) * w_ * 16 * isz
@@ -143,28 +148,35 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
                 + m_pad / cube.m0 * kdim / k0 * nt / cube.n0 * rate
                 + m_pad * nt * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
 
-    def plan(rows: int):
-        """(makespan, items per group of cores): (band, run) items longest first onto the least
-        loaded of up to ``m_cap`` groups."""
+    def plan(rows: int, n1: int):
+        """(makespan, items per group of cores): the items (output row band, run, chunk of at most
+        ``n1`` of the run's output blocks) longest first onto the least loaded of up to ``m_cap``
+        groups of cores, each group's items in band, run, chunk order."""
         bands = [(r0, min(ho_, r0 + rows)) for r0 in range(0, ho_, rows)]
-        items = [(r0, r1, ri) for r0, r1 in bands for ri in range(len(rs_))]
+        items = [(r0, r1, ri, c0, min(n1, r[3] - c0)) for r0, r1 in bands for ri, r in enumerate(rs_)
+                 for c0 in range(0, r[3], n1)]
         groups = min(m_cap, len(items))
         cost = {it: item_cycles(*it, groups * n_blocks) for it in items}
-        load, mine = [0.0] * groups, [[] for _ in range(groups)]
+        heap = [(0.0, g) for g in range(groups)]
+        mine = [[] for _ in range(groups)]
         for it in sorted(items, key=lambda it: (-cost[it], it)):
-            g = min(range(groups), key=lambda i: (load[i], i))
-            load[g] += cost[it]
+            load, g = heapq.heappop(heap)
             mine[g].append(it)
-        return max(load), [sorted(m) for m in mine]
+            heapq.heappush(heap, (load + cost[it], g))
+        return max(h[0] for h in heap), [sorted(m) for m in mine]
 
-    if "rows" in pins:
-        rows = min(pins["rows"], fit[-1])
-    else:  # the band height of the cheapest plan (fewer rows: more items for the cores, more loads)
-        rows = min(fit, key=lambda r: (plan(r)[0], -r))
-    mine = plan(rows)[1]
+    wo_max = n_t // 16
+    # the band heights of distinct band counts (evenest bands) that fit, chunk widths of 1/1 .. 1/8 run
+    heights = ([min(pins["rows"], fit[-1])] if "rows" in pins
+               else sorted({math.ceil(ho_ / nb) for nb in range(1, ho_ + 1)} & set(fit)))
+    widths = [pins["n1"]] if "n1" in pins else sorted({math.ceil(wo_max / d) for d in (1, 2, 4, 8)})
+    if not 1 <= widths[0] <= wo_max:
+        raise unsupported(loc, f"grouped Conv: tiling n1 = {widths[0]}: 1 to {wo_max} output blocks")
+    rows, n1 = min(((r, c) for r in heights for c in widths), key=lambda rc: (plan(*rc)[0], -rc[0], -rc[1]))
+    mine = plan(rows, n1)[1]
     m_blocks = len(mine)
     kb.block_dim = n_blocks * m_blocks
-    kb.tiling.update(rows=rows, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
+    kb.tiling.update(rows=rows, n1=n1, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
     if m_blocks > 1:
         kb.block_modulo = n_blocks
 
@@ -186,8 +198,9 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
     cw = _window(0, wo_, sw, pl, 0, dw, kw_, w_)
 
-    def run_code(r0: int, r1: int, ri: int) -> None:
-        lo, wi, jo, wo = rs_[ri]
+    def run_code(r0: int, r1: int, ri: int, c0: int, cn: int) -> None:
+        lo, wi, jo, wo_run = rs_[ri]
+        jo, wo = jo + c0, cn
         nt, kdim = wo * 16, _ceil(wi * kh_ * kw_ * 16, k0)
         m_valid = (r1 - r0) * wo_
         m_pad = _ceil(m_valid, 16)
@@ -200,7 +213,12 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
             for kt0 in range(0, kdim, k_t):
                 kt = min(k_t, kdim - kt0)
                 k1t = kt // k0
-                kb.copy(wa, tiles.l1_w, src_offset=offs[ri] + (kt0 // k0) * wo * 16 * k0, burst=k1t * wo * 16 * k0)
+                src = offs[ri] + ((kt0 // k0) * wo_run + c0) * 16 * k0
+                if cn == wo_run:  # the whole run: one burst
+                    kb.copy(wa, tiles.l1_w, src_offset=src, burst=k1t * wo * 16 * k0)
+                else:
+                    kb.copy(wa, tiles.l1_w, src_offset=src, nburst=k1t, burst=wo * 16 * k0, src_stride=wo_run * 16 * k0,
+                            dst_stride=wo * 16 * k0)
                 kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, count=k1t * wo, src_stride=16 * k0,
                                       dst_stride=16 * k0))
 

@@ -1,6 +1,7 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=32 tiling="{\"gconv2d_0\": {\"rows\": 2, \"n_blocks\": 2, \"m_blocks\": 4}, \"gconv2d_1\": {\"rows\": 4, \"m_blocks\": 2}}"}' | filecheck %s --check-prefix=PIN
+// RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=32 tiling="{\"gconv2d_0\": {\"rows\": 2, \"n_blocks\": 2, \"m_blocks\": 4}, \"gconv2d_1\": {\"rows\": 4, \"n1\": 1, \"m_blocks\": 2}}"}' | filecheck %s --check-prefix=PIN
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"gconv2d_0\": {\"n_blocks\": 3}}"}' 2>&1 | filecheck %s --check-prefix=ERR
+// RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"gconv2d_1\": {\"n1\": 2}}"}' 2>&1 | filecheck %s --check-prefix=ERR-N1
 
 // Grouped Conv, 32 channels in 8 groups of 4 (grouped.py): 2 super-groups of 4 groups, each one
 // input C1 block to one output C1 block, so K = 1 block x 3x3 x 16 = 144 (not 2 blocks: 288) and
@@ -42,7 +43,9 @@
 
 // PIN:        func.func @gconv2d_0({{.*}}tile.block_dim = 8 : i64, tile.tiling = {block_dim = 8 : i64, {{.*}}m_blocks = 4 : i64, n_blocks = 2 : i64, rows = 2 : i64}
 
-// PIN:        func.func @gconv2d_1({{.*}}tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, n_blocks = 1 : i64, rows = 4 : i64}
+// PIN:        func.func @gconv2d_1({{.*}}tile.block_dim = 2 : i64, tile.tiling = {block_dim = 2 : i64, {{.*}}m_blocks = 2 : i64, n1 = 1 : i64, n_blocks = 1 : i64, rows = 4 : i64}
+
+// ERR-N1:     error: grouped Conv: tiling n1 = 2: 1 to 1 output blocks
 
 // ERR:        error: grouped Conv: tiling n_blocks = 3: 1 to 2 (the planes, at most the cores)
 
