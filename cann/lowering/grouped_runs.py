@@ -163,7 +163,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
             load, g = heapq.heappop(heap)
             mine[g].append(it)
             heapq.heappush(heap, (load + cost[it], g))
-        return max(h[0] for h in heap), [sorted(m) for m in mine]
+        return max(h[0] for h in heap), [sorted(m, key=lambda it: (it[2], it[3], it[0])) for m in mine]
 
     wo_max = n_t // 16
     # the band heights of distinct band counts (evenest bands) that fit, chunk widths of 1/1 .. 1/8 run
@@ -198,7 +198,13 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
     cw = _window(0, wo_, sw, pl, 0, dw, kw_, w_)
 
-    def run_code(r0: int, r1: int, ri: int, c0: int, cn: int) -> None:
+    def real_band(r0: int, r1: int) -> bool:
+        _, _, flo, fhi = _window(r0, r1, sh, pt, 0, dh, kh_, h_)
+        return fhi > flo and cw[3] > cw[2]
+
+    def run_code(r0: int, r1: int, ri: int, c0: int, cn: int, resident: bool = False) -> None:
+        """One item; ``resident``: its weights are already in L0B (the core's previous item had the
+        same run and chunk, K in one tile)."""
         lo, wi, jo, wo_run = rs_[ri]
         jo, wo = jo + c0, cn
         nt, kdim = wo * 16, _ceil(wi * kh_ * kw_ * 16, k0)
@@ -214,13 +220,16 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
                 kt = min(k_t, kdim - kt0)
                 k1t = kt // k0
                 src = offs[ri] + ((kt0 // k0) * wo_run + c0) * 16 * k0
-                if cn == wo_run:  # the whole run: one burst
+                if resident and kdim <= k_t:
+                    pass
+                elif cn == wo_run:  # the whole run: one burst
                     kb.copy(wa, tiles.l1_w, src_offset=src, burst=k1t * wo * 16 * k0)
                 else:
                     kb.copy(wa, tiles.l1_w, src_offset=src, nburst=k1t, burst=wo * 16 * k0, src_stride=wo_run * 16 * k0,
                             dst_stride=wo * 16 * k0)
-                kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, count=k1t * wo, src_stride=16 * k0,
-                                      dst_stride=16 * k0))
+                if not (resident and kdim <= k_t):
+                    kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, count=k1t * wo, src_stride=16 * k0,
+                                          dst_stride=16 * k0))
 
                 def subtile(i: int, kt0=kt0, kt=kt, init=init) -> None:
                     ms0 = i * m_t
@@ -255,6 +264,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
         its = mine[grp]
         with kb.core_group(grp * n_blocks, n_blocks) if m_blocks > 1 else contextlib.nullcontext():
             kb.for_tiles(n_, lambda first, last=False, its=its: kb.roll(
-                len(its), lambda i: run_code(*its[i]), clamp=True), cores=n_blocks)
+                len(its), lambda i: run_code(*its[i], resident=i > 0 and its[i - 1][2:] == its[i][2:]
+                                             and real_band(*its[i - 1][:2])), clamp=True), cores=n_blocks)
     lw.launch(kb)
     return y

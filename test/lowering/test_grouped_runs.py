@@ -102,10 +102,13 @@ def test_runs_execute_their_block_pairs_not_group_times():
 
 
 @pytest.mark.parametrize("precision_mode", TOL)
-@pytest.mark.parametrize("pins", [{"n1": 1, "rows": 3}, {"n1": 3, "m_blocks": 2}, {"n1": 2, "rows": 7, "m_blocks": 1}])
-def test_pinned_chunks_and_bands_match(pins, precision_mode):
+@pytest.mark.parametrize("k,pins", [(3, {"n1": 1, "rows": 3}), (3, {"n1": 3, "m_blocks": 2}),
+                                    (3, {"n1": 2, "rows": 7, "m_blocks": 1}),
+                                    (1, {"n1": 4, "rows": 1, "m_blocks": 1})])  # the last: weights kept in L0B
+def test_pinned_chunks_and_bands_match(k, pins, precision_mode):
     """Runs split into chunks of n1 output blocks (weights read with a stride over K), bands, groups
-    of cores: the same values (3 groups of 68, batch 2, 3x3)."""
-    compiled, tilings = compile_checked(grouped_model(2, 204, 204, 7, 3, 3, 1), precision_mode, TOL[precision_mode],
+    of cores, a core's consecutive items of one chunk reusing its weights: the same values (3
+    groups of 68, batch 2, 3x3 and 1x1)."""
+    compiled, tilings = compile_checked(grouped_model(2, 204, 204, 7, 3, k, 1), precision_mode, TOL[precision_mode],
                                         {"gconv2d_0": pins})
     assert all(tilings["gconv2d_0"][k] == v for k, v in pins.items()), tilings["gconv2d_0"]
