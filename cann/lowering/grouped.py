@@ -9,7 +9,8 @@ weight inside it: K = ``wi*KH*KW*16`` instead of ``C1in*KH*KW*16``, so the MACs 
 ``Cin_g``-wide groups padded to 16 channels (``16/Cin_g`` x the real MACs when ``Cin_g < 16``, 1x
 from 16 on) instead of ``group`` x. When some (input block, output block) pair of a super-group
 shares no group (e.g. groups of 24 channels), its fractals would be all zero: :func:`grouped_conv2d`
-returns None and the caller keeps the dense block-diagonal convolution.
+runs :func:`cann.lowering.grouped_runs.run_grouped_conv2d` instead (runs of output blocks over the
+input blocks their groups read).
 
 Work split: the ``N * G'`` super-group planes over ``n_blocks`` cores (GM pointers moved by one
 super-group: input, output, weights and tables are uniform in it), output row bands over
@@ -29,6 +30,7 @@ from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
+from cann.lowering.grouped_runs import run_grouped_conv2d
 
 
 def _ceil(a: int, b: int) -> int:
@@ -53,12 +55,32 @@ def super_group(cin: int, cout: int, group: int) -> int | None:
     return s
 
 
+def super_group_weights(w: np.ndarray, group: int, s: int, k0: int, dt: np.dtype) -> list[np.ndarray]:
+    """Per super-group of ``s`` groups, the dense [wo*16, wi*16, KH, KW] block-diagonal block of ``w``
+    [Cout, Cin/group, KH, KW] as the Zn matrix (:func:`cann.lowering.cube.fractal_z`, K ordered
+    (c1, kh, kw, c0)) the kernel loads: ``[K/k0][wo][16][k0]`` each."""
+    cout, cin_g, kh_, kw_ = w.shape
+    cout_g = cout // group
+    wi, n_t = s * cin_g // 16, s * cout_g
+    mats = []
+    for sg in range(group // s):
+        dense = np.zeros((n_t, wi * 16, kh_, kw_), np.float32)
+        for gg in range(s):
+            o0, i0 = gg * cout_g, gg * cin_g
+            dense[o0:o0 + cout_g, i0:i0 + cin_g] = w[(sg * s + gg) * cout_g:(sg * s + gg + 1) * cout_g]
+        bmat = dense.reshape(n_t, wi, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(wi * 16 * kh_ * kw_, n_t)
+        mats.append(fractal_z(bmat, k0, dt))
+    return mats
+
+
 def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
                    group: int, out_shape: tuple[int, ...], loc, kernel_hint: str = "gconv2d",
                    epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor | None:
     """Grouped 2-D convolution of NC1HWC0 ``x`` [N, Cin, H, W] by constant ``w`` [Cout, Cin/group, KH,
     KW], bias ``b`` [Cout] or None, then the fused ``epilogue``: NC1HWC0 ``out_shape`` [N, Cout, Ho,
-    Wo] in the device dtype; None when super-group packing does not apply (:func:`super_group`).
+    Wo] in the device dtype; where super-group packing does not apply (:func:`super_group`), that of
+    :func:`cann.lowering.grouped_runs.run_grouped_conv2d` (None when it does not fit: the caller keeps
+    the dense convolution).
 
     Tiling (``tile.tiling``, pinnable): ``rows`` output rows per band, ``n_blocks`` cores over the
     super-group planes, ``m_blocks`` groups of cores over the bands, ``m`` / ``k`` the L0A tile.
@@ -71,7 +93,8 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     cout, cin_g, kh_, kw_ = w.shape
     s = super_group(cin, cout, group)
     if s is None:
-        return None
+        return run_grouped_conv2d(lw, x, w, b, strides, pads, dilations, group, out_shape, loc, kernel_hint,
+                                  epilogue, pins)
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     epi = epilogue or Epilogue()
     epi.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epi.residuals]
@@ -88,15 +111,7 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     kdim = wi * kh_ * kw_ * 16
     n_t = wob * 16
 
-    # weights: per super-group the dense [n_t, wi*16, kh, kw] block, K ordered (c1, kh, kw, c0)
-    mats = []
-    for sg in range(gp):
-        dense = np.zeros((n_t, wi * 16, kh_, kw_), np.float32)
-        for gg in range(s):
-            o0, i0 = gg * cout_g, gg * cin_g
-            dense[o0:o0 + cout_g, i0:i0 + cin_g] = w[(sg * s + gg) * cout_g:(sg * s + gg + 1) * cout_g]
-        bmat = dense.reshape(n_t, wi, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(kdim, n_t)
-        mats.append(fractal_z(bmat, k0, dt))
+    mats = super_group_weights(w, group, s, k0, dt)
     wz = np.ascontiguousarray(np.tile(np.stack(mats)[None], (n_, 1, 1, 1, 1, 1)))
     per_w = mats[0].size
 
@@ -212,3 +227,4 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
                 len(mine), lambda i: band_code(*mine[i]), clamp=True), cores=n_blocks)
     lw.launch(kb)
     return y
+

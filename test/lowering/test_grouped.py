@@ -1,5 +1,5 @@
 """Grouped convolution per packed super-group (cann/lowering/grouped.py) against onnxruntime, the
-MACs it executes, the dense fallback where packing would multiply all-zero fractals, and the
+MACs it executes, the per-run path where packing would multiply all-zero fractals, and the
 ReduceMean-over-H,W lowering that makes PyTorch's two ResNeXt exports cost the same."""
 
 import sys
@@ -53,9 +53,14 @@ def test_super_groups():
     assert super_group(24, 24, 2) is None  # channels not a multiple of 16: the dense path
 
 
-def test_groups_of_24_keep_the_dense_path():
-    tiling, compiled = check(conv_model(48, 48, 8, 8, 1, group=2), "force_fp16")
-    assert "conv2d_0" in [k.name for k in compiled.last_run.kernels]
+def test_groups_of_24_run_per_output_block_runs():
+    """Groups of 24 no longer keep the dense block-diagonal conv (test_grouped_runs.py): 7 block
+    pairs per tap (grouped_runs.runs) where the dense conv multiplied 9, two of them all zero."""
+    tiling, compiled = check(conv_model(48, 48, 16, 16, 1, group=2), "force_fp16")
+    names = [k.name for k in compiled.last_run.kernels]
+    assert "gconv2d_0" in names and "conv2d_0" not in names, names
+    (k,) = [k for k in compiled.last_run.kernels if k.name == "gconv2d_0"]
+    assert k.executed_macs == 7 * 16 * 16 * 9 * 256, k.executed_macs
 
 
 def test_reduce_mean_over_hw_is_global_average_pool():
