@@ -195,10 +195,13 @@ class DataParallelTrainer:
             if n % self.ranks:
                 raise CannError(f"input '{vi.name}'", f"batch {n} does not divide by {self.ranks} ranks")
             self.global_batch[vi.name] = n
-        for vi in [*proto.graph.input, *proto.graph.output]:
+        for vi in proto.graph.input:
+            if vi.name in self.global_batch:
+                vi.type.tensor_type.shape.dim[0].dim_value //= self.ranks
+        for vi in proto.graph.output:  # batch-leading outputs (the target has their shape)
             dims = vi.type.tensor_type.shape.dim
-            if vi.name in self.global_batch or (vi in proto.graph.output and dims and dims[0].dim_value):
-                dims[0].dim_value = dims[0].dim_value // self.ranks
+            if dims and dims[0].dim_value:
+                dims[0].dim_value //= self.ranks
         del proto.graph.value_info[:]
         module = import_model(proto)
         self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer or Momentum(),

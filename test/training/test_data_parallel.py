@@ -29,10 +29,11 @@ def batches():
 
 @pytest.fixture(scope="module")
 def one_device():
-    """STEPS steps of the single-device Trainer on the whole batch: losses, then weights and running stats."""
-    trainer = Trainer.from_model(str(CNN), optimizer=Momentum(**OPT))
+    """STEPS steps of the single-device Trainer on the whole batch: losses, then weights and running
+    stats, then the last step's gradients."""
+    trainer = Trainer.from_model(str(CNN), optimizer=Momentum(**OPT), gradients=True)
     losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
-    return losses, {**trainer.params, **trainer.buffers}
+    return losses, {**trainer.params, **trainer.buffers}, trainer.gradients
 
 
 RANK_SCRIPT = textwrap.dedent("""
@@ -58,7 +59,7 @@ def test_ranks_match_one_device_on_the_whole_batch(ranks, one_device, tmp_path):
     segment = 4096  # bytes: the 20 gradients (about 11 KB) go in several segments
     r = run_mpi(ranks, [sys.executable, script, tmp_path, segment, Path(__file__).parent], timeout=240)
     losses, cycles, seconds, nbytes = eval(r.stdout)
-    ref_losses, ref = one_device
+    ref_losses, ref, _ = one_device
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6)
     weights = [np.load(tmp_path / f"rank{i}.npz") for i in range(ranks)]
     assert sorted(weights[0].files) == sorted(ref) and len(ref) == 20 + 12  # parameters + running statistics
@@ -73,10 +74,13 @@ def test_ranks_match_one_device_on_the_whole_batch(ranks, one_device, tmp_path):
 
 
 def test_one_rank_is_the_single_device_program(one_device):
-    """The split program on one rank (no MPI peers) computes what the fused program does."""
-    trainer = DataParallelTrainer(str(CNN), optimizer=Momentum(**OPT))
+    """The split program on one rank (no MPI peers) computes what the fused program does, gradients too."""
+    trainer = DataParallelTrainer(str(CNN), optimizer=Momentum(**OPT), gradients=True)
     losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
-    ref_losses, ref = one_device
+    ref_losses, ref, grads = one_device
+    assert sorted(trainer.gradients) == sorted(grads) and len(grads) == 20
+    for k, g in grads.items():
+        assert np.linalg.norm(trainer.gradients[k] - g) / np.linalg.norm(g) <= 1e-6, k
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6)
     for k, v in ref.items():
         assert np.linalg.norm({**trainer.params, **trainer.buffers}[k] - v) / np.linalg.norm(v) <= 1e-6, k
