@@ -149,28 +149,37 @@ def _onnx_proto(model):
 
 def ring_allreduce_seconds(nbytes: int, ranks: int, cluster: str | None = None) -> float:
     """Ring allreduce of ``nbytes`` over ``ranks`` devices ``0..ranks-1`` of ``cluster`` (default
-    :data:`cann.hw.links.DEFAULT_CLUSTER`): ``2(p-1) alpha + 2(p-1)/p n beta`` on the ring's slowest link."""
+    :data:`cann.hw.links.DEFAULT_CLUSTER`), in seconds: ``2(p-1) alpha + 2(p-1)/p n beta`` (alpha the
+    latency, beta = 1 / bandwidth) of the ring's slowest link for this message (every step of the ring
+    waits for it)."""
     from cann.hw.links import DEFAULT_CLUSTER, load_cluster
 
     if ranks <= 1 or nbytes <= 0:
         return 0.0
     spec = load_cluster(cluster or DEFAULT_CLUSTER)
-    links = [spec.link_between(i, (i + 1) % ranks) for i in range(ranks)]
-    slow = max(links, key=lambda link: (link.latency + 1.0 / link.bandwidth, link.name))
-    return 2 * (ranks - 1) * slow.latency + 2 * (ranks - 1) / ranks * nbytes / slow.bandwidth
+    links = {spec.link_between(i, (i + 1) % ranks) for i in range(ranks)}
+    return max(2 * (ranks - 1) * link.latency + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth for link in links)
 
 
 class DataParallelTrainer:
     """A data-parallel training step on the ranks of ``comm`` (an mpi4py communicator; default
     ``MPI.COMM_WORLD``). ``step`` takes the **global** batch (the same on every rank) and trains on
-    the rank's shard of it; parameters, states and running statistics as :class:`Trainer`'s.
+    the rank's shard of it; parameters, states and running statistics as :class:`Trainer`'s (float32
+    numpy arrays by initializer name, the same bits on every rank after each step).
+
+    ``model``: an ONNX path or ``ModelProto`` whose inputs and output have a fixed leading batch
+    dimension; ``segment_bytes``: the allreduce segment size (bytes); ``cluster``: the link model's
+    cluster (``cann/hw/clusters``); ``gradients``: keep the last step's summed gradients in
+    :attr:`gradients`; the other options as :class:`Trainer`'s (``compile_options`` to :func:`cann.compile`).
+    After :meth:`step`, :attr:`cycles` holds its stages' simulated cycles, :attr:`comm_seconds` and
+    :attr:`comm_bytes` its allreduces' link time and bytes, :meth:`step_cycles` their total.
 
     Raises:
-        CannError: a batch whose leading axis does not divide by the number of ranks.
+        CannError: a batch whose leading axis does not divide by the number of ranks, or not fixed.
     """
 
     def __init__(self, model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
-                 batch: dict[str, int] | None = None, comm=None, segment_bytes: int = SEGMENT_BYTES,
+                 comm=None, segment_bytes: int = SEGMENT_BYTES,
                  cluster: str | None = None, gradients: bool = False, **compile_options):
         import cann
         from cann.compiler import import_model
@@ -181,6 +190,7 @@ class DataParallelTrainer:
             comm = MPI.COMM_WORLD
         self.comm, self.ranks, self.rank = comm, comm.Get_size(), comm.Get_rank()
         self.segment_bytes, self.cluster = segment_bytes, cluster
+        self.soc = compile_options.get("soc_version")
         if isinstance(model, ModuleOp):
             raise CannError("model", "data parallelism needs an ONNX model (its batch is re-shaped per shard)")
         proto = _onnx_proto(model)
@@ -288,4 +298,4 @@ class DataParallelTrainer:
         from cann.hw.config import load_soc
         from cann.options import DEFAULT_SOC
 
-        return self.cycles + self.comm_seconds * load_soc(DEFAULT_SOC).clock_mhz * 1e6
+        return self.cycles + self.comm_seconds * load_soc(self.soc or DEFAULT_SOC).clock_mhz * 1e6
