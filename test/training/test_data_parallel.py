@@ -13,7 +13,7 @@ import pytest
 from cann.errors import CannError
 from cann.hw.links import load_cluster
 from cann.testing import run_mpi
-from cann.training import Momentum, Trainer
+from cann.training import Adam, Momentum, Trainer
 from cann.training.data_parallel import DataParallelTrainer, ring_allreduce_seconds, split_program
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
@@ -22,18 +22,31 @@ STEPS = 2
 OPT = dict(lr=0.05, alpha=0.9, beta=1.0)
 
 
+def optimizer(name: str = "momentum"):
+    return Momentum(**OPT) if name == "momentum" else Adam(lr=1e-3)
+
+
 def batches():
     ref = np.load(FIXTURES / "train_cnn.npz")
     return [({"image": ref["image"][i]}, ref["target"][i]) for i in range(2)]
 
 
-@pytest.fixture(scope="module")
-def one_device():
+_ONE_DEVICE = {}
+
+
+def one_device_run(name: str):
     """STEPS steps of the single-device Trainer on the whole batch: losses, then weights and running
-    stats, then the last step's gradients."""
-    trainer = Trainer.from_model(str(CNN), optimizer=Momentum(**OPT), gradients=True)
-    losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
-    return losses, {**trainer.params, **trainer.buffers}, trainer.gradients
+    stats, then the last step's gradients (cached per optimizer)."""
+    if name not in _ONE_DEVICE:
+        trainer = Trainer.from_model(str(CNN), optimizer=optimizer(name), gradients=True)
+        losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
+        _ONE_DEVICE[name] = losses, {**trainer.params, **trainer.buffers}, trainer.gradients
+    return _ONE_DEVICE[name]
+
+
+@pytest.fixture
+def one_device():
+    return one_device_run("momentum")
 
 
 RANK_SCRIPT = textwrap.dedent("""
@@ -41,10 +54,9 @@ RANK_SCRIPT = textwrap.dedent("""
     import numpy as np
     from mpi4py import MPI
     sys.path.insert(0, sys.argv[3])
-    from test_data_parallel import CNN, OPT, STEPS, batches
-    from cann.training import Momentum
+    from test_data_parallel import CNN, STEPS, batches, optimizer
     from cann.training.data_parallel import DataParallelTrainer
-    trainer = DataParallelTrainer(str(CNN), optimizer=Momentum(**OPT), segment_bytes=int(sys.argv[2]))
+    trainer = DataParallelTrainer(str(CNN), optimizer=optimizer(sys.argv[4]), segment_bytes=int(sys.argv[2]))
     losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
     np.savez(f"{sys.argv[1]}/rank{trainer.rank}.npz", **trainer.params, **trainer.buffers)
     if trainer.rank == 0:
@@ -52,14 +64,14 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("ranks", [2, 4])
-def test_ranks_match_one_device_on_the_whole_batch(ranks, one_device, tmp_path):
+@pytest.mark.parametrize("ranks,opt", [(2, "momentum"), (4, "momentum"), (2, "adam")])
+def test_ranks_match_one_device_on_the_whole_batch(ranks, opt, tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(RANK_SCRIPT)
     segment = 4096  # bytes: the 20 gradients (about 11 KB) go in several segments
-    r = run_mpi(ranks, [sys.executable, script, tmp_path, segment, Path(__file__).parent], timeout=240)
+    r = run_mpi(ranks, [sys.executable, script, tmp_path, segment, Path(__file__).parent, opt], timeout=240)
     losses, cycles, seconds, nbytes = eval(r.stdout)
-    ref_losses, ref, _ = one_device
+    ref_losses, ref, _ = one_device_run(opt)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-6)
     weights = [np.load(tmp_path / f"rank{i}.npz") for i in range(ranks)]
     assert sorted(weights[0].files) == sorted(ref) and len(ref) == 20 + 12  # parameters + running statistics
@@ -75,7 +87,7 @@ def test_ranks_match_one_device_on_the_whole_batch(ranks, one_device, tmp_path):
 
 def test_one_rank_is_the_single_device_program(one_device):
     """The split program on one rank (no MPI peers) computes what the fused program does, gradients too."""
-    trainer = DataParallelTrainer(str(CNN), optimizer=Momentum(**OPT), gradients=True)
+    trainer = DataParallelTrainer(str(CNN), optimizer=optimizer(), gradients=True)
     losses = [trainer.step(*batches()[t % 2]) for t in range(STEPS)]
     ref_losses, ref, grads = one_device
     assert sorted(trainer.gradients) == sorted(grads) and len(grads) == 20
