@@ -22,10 +22,14 @@ from cann.errors import CannError
 from cann.tools._cli import run_command
 
 
-def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dict, np.ndarray]]:
+def _batches(data: dict[str, np.ndarray], program, where: str, ranks: int = 1) -> list[tuple[dict, np.ndarray]]:
+    """The batches of ``data`` for ``program`` (``ranks`` > 1: ``program`` is a data-parallel
+    shard's, the data holds the global batch, ``ranks`` times the shard's)."""
     fn = program.module.body.block.first_op
-    types = {d.data["graph.name"].data: t for d, t in zip(fn.arg_attrs.data, fn.function_type.inputs.data)}
+    shapes = {d.data["graph.name"].data: tuple(t.get_shape())
+              for d, t in zip(fn.arg_attrs.data, fn.function_type.inputs.data)}
     names = [*program.inputs, "target"]
+    shapes = {n: ((s[0] * ranks, *s[1:]) if n in names and s else s) for n, s in shapes.items()}
     missing = [n for n in names if n not in data]
     if missing:
         held = sorted(data)
@@ -33,7 +37,7 @@ def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dic
         raise CannError(where, f"no array for {', '.join(missing)} (it holds {listed or 'nothing'})")
     count = None
     for n in names:
-        rank, shape = len(types[n].get_shape()), tuple(types[n].get_shape())
+        rank, shape = len(shapes[n]), shapes[n]
         arr = data[n]
         k = 1 if arr.ndim == rank else arr.shape[0] if arr.ndim == rank + 1 else None
         if k is None or tuple(arr.shape[-rank:] if rank else ()) != shape:
@@ -47,8 +51,8 @@ def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dic
     pick = lambda a, rank, i: a if a.ndim == rank else a[i]  # noqa: E731
     out = []
     for i in range(count):
-        inputs = {n: pick(data[n], len(types[n].get_shape()), i) for n in program.inputs}
-        out.append((inputs, pick(data["target"], len(types["target"].get_shape()), i)))
+        inputs = {n: pick(data[n], len(shapes[n]), i) for n in program.inputs}
+        out.append((inputs, pick(data["target"], len(shapes["target"]), i)))
     return out
 
 
@@ -69,7 +73,13 @@ def _batches(data: dict[str, np.ndarray], program, where: str) -> list[tuple[dic
               "statistics) by initializer name.")
 @click.option("--output-model", metavar="TRAINED.onnx", help="Write MODEL.onnx with its initializers replaced by "
               "the trained values (compile it with cann-compile).")
-def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model) -> int:
+@click.option("--data-parallel", is_flag=True, help="Under mpiexec -n P: one simulated device per rank, each on its "
+              "1/P of the batch (SyncBatchNorm, gradients averaged by segmented allreduce); prints each step's "
+              "simulated cycles (compute + the link model's allreduce). Rank 0 prints and writes.")
+@click.option("--segment-bytes", type=click.IntRange(min=4), default=1 << 20, show_default=True,
+              help="With --data-parallel: the fixed size of the allreduce segments.")
+def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model, data_parallel,
+        segment_bytes) -> int:
     """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
     from cann.compiler import check_writable
     from cann.fileio import atomic_output
@@ -85,12 +95,29 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
     if not isinstance(arrays, dict):
         raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")
     opt = Adam(lr=lr if lr is not None else 0.001) if optimizer == "adam" else Momentum(lr=lr if lr is not None else 0.01)
-    program = build(model, loss=loss, optimizer=opt)
-    batches = _batches(arrays, program, data)
-    trainer = Trainer(program, precision_mode=precision_mode)
+    lead = True
+    if data_parallel:
+        from cann.training.data_parallel import DataParallelTrainer
+
+        trainer = DataParallelTrainer(model, loss=loss, optimizer=opt, segment_bytes=segment_bytes,
+                                      precision_mode=precision_mode)
+        batches = _batches(arrays, trainer.program, data, trainer.ranks)
+        lead = trainer.rank == 0
+    else:
+        program = build(model, loss=loss, optimizer=opt)
+        batches = _batches(arrays, program, data)
+        trainer = Trainer(program, precision_mode=precision_mode)
     for t in range(steps):
         inputs, target = batches[t % len(batches)]
-        print(f"step {t + 1}: loss {trainer.step(inputs, target):.6f}", flush=True)
+        value = trainer.step(inputs, target)
+        if data_parallel and lead:
+            print(f"step {t + 1}: loss {value:.6f} cycles {trainer.step_cycles():.0f} (compute {trainer.cycles:.0f}, "
+                  f"allreduce {trainer.step_cycles() - trainer.cycles:.0f} for {trainer.comm_bytes} bytes "
+                  f"over {trainer.ranks} ranks)", flush=True)
+        elif lead:
+            print(f"step {t + 1}: loss {value:.6f}", flush=True)
+    if not lead:
+        return 0
     trained = {**trainer.params, **trainer.buffers}
     if output:
         with atomic_output(output, "wb") as f:

@@ -1,6 +1,7 @@
 """Training: training-step programs (:mod:`cann.training.program`: a model + a loss + an optimizer
 -> one graph-dialect program; reverse-mode differentiation in :mod:`cann.training.autodiff`), their
-runner on the simulator (:mod:`cann.training.trainer`) and the per-device memory planner
+runner on the simulator (:mod:`cann.training.trainer`), data parallelism on MPI
+(:mod:`cann.training.data_parallel`, ``cann-train --data-parallel``) and the per-device memory planner
 (:mod:`cann.training.memplan`, ``cann-memplan``).
 
     from cann.training import Adam, Trainer
@@ -10,3 +11,4 @@ runner on the simulator (:mod:`cann.training.trainer`) and the per-device memory
 
 from cann.training.program import Adam, Momentum, TrainingProgram, build  # noqa: F401
 from cann.training.trainer import Trainer  # noqa: F401
+from cann.training.data_parallel import DataParallelTrainer  # noqa: F401

@@ -76,21 +76,35 @@ def gemm_as_matmul(b: GraphBuilder, op: graph.GemmOp):
 BN_MOMENTUM = 0.1
 
 
-def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp, running: list | None = None):
+def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp, running: list | None = None, ranks: int = 0):
     """Batch-statistics BatchNorm; appends to ``running`` (if given) ``(running_mean, running_var,
     new_mean, new_var)``: ``(1 - m) r + m batch`` with m = :data:`BN_MOMENTUM` and, as PyTorch, the
-    unbiased batch variance for the running variance."""
+    unbiased batch variance for the running variance.
+
+    ``ranks`` > 0: SyncBatchNorm over ``ranks`` data-parallel shards of equal size: the mean and the
+    (biased, two-pass) variance are the global batch's, from cross-rank sums of the per-shard sums
+    (:mod:`cann.training.collective`)."""
     x = op.x
     xs = shape(x)
     axes = [i for i in range(len(xs)) if i != 1]
     cshape = (xs[1],) + (1,) * (len(xs) - 2)
-    mean = b.reduce(x, "mean", axes, True)
-    xc = b.sub(x, mean)
-    var = b.reduce(b.mul(xc, xc), "mean", axes, True)
+    if ranks:
+        from cann.training.collective import cross_rank_sum
+
+        count = ranks
+        for a in axes:
+            count *= xs[a]
+        mean = b.scale(cross_rank_sum(b, b.reduce(x, "sum", axes, True)), 1.0 / count)
+        xc = b.sub(x, mean)
+        var = b.scale(cross_rank_sum(b, b.reduce(b.mul(xc, xc), "sum", axes, True)), 1.0 / count)
+    else:
+        mean = b.reduce(x, "mean", axes, True)
+        xc = b.sub(x, mean)
+        var = b.reduce(b.mul(xc, xc), "mean", axes, True)
     inv = b.div(b.scalar_like(x, 1.0), b.sqrt(b.add(var, b.scalar_like(x, float(op.epsilon.value.data)))))
     y = b.mul(b.mul(xc, inv), b.reshape(op.scale, cshape))
     if running is not None:
-        n = 1
+        n = max(ranks, 1)
         for a in axes:
             n *= xs[a]
         m = BN_MOMENTUM
@@ -104,10 +118,10 @@ def batch_norm_training(b: GraphBuilder, op: graph.BatchNormOp, running: list | 
 REWRITES = {"graph.conv2d": conv_as_matmul, "graph.gemm": gemm_as_matmul, "graph.batch_norm": batch_norm_training}
 
 
-def rewrite_for_training(block: Block, running: list | None = None) -> int:
+def rewrite_for_training(block: Block, running: list | None = None, ranks: int = 0) -> int:
     """Replace every op of :data:`REWRITES` in ``block`` by its training-mode form (in place);
     returns how many were rewritten. ``running``: collects BatchNorm's running-statistics updates
-    (:func:`batch_norm_training`)."""
+    (:func:`batch_norm_training`); ``ranks``: its SyncBatchNorm form (data parallelism)."""
     count = 0
     for op in list(block.ops):
         fn = REWRITES.get(op.name)
@@ -115,7 +129,7 @@ def rewrite_for_training(block: Block, running: list | None = None) -> int:
             continue
         name = op.location.desc.data if isinstance(op.location, graph.NameLoc) else op.name
         b = GraphBuilder(block, op, f"{name}/train")
-        y = batch_norm_training(b, op, running) if isinstance(op, graph.BatchNormOp) else fn(b, op)
+        y = batch_norm_training(b, op, running, ranks) if isinstance(op, graph.BatchNormOp) else fn(b, op)
         op.results[0].replace_all_uses_with(y)
         block.erase_op(op)
         count += 1

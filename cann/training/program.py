@@ -116,7 +116,7 @@ class TrainingProgram:
 
 def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
           input_shape: dict | None = None, params: list[str] | None = None,
-          gradients: bool = False) -> TrainingProgram:
+          gradients: bool = False, ranks: int = 0) -> TrainingProgram:
     """The training program of ``model`` (an ONNX path or ``ModelProto``, or a graph-dialect module)
     whose first output is trained against ``target`` by ``loss``:
 
@@ -128,6 +128,11 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
     ``params``: the parameter names to train (default :func:`find_parameters`). ``gradients``: with
     an optimizer, also output the gradients ``<param>.grad`` (after the states). The module is
     verified and at graph level (compile it with :func:`cann.compile`).
+
+    ``ranks`` > 0: the program of one of ``ranks`` data-parallel shards (the model's batch is the
+    shard's): the loss is the shard's share of the global mean (divided by ``ranks``), BatchNorm
+    is SyncBatchNorm and the gradients are summed over ranks, through ``train.cross_rank_sum`` ops
+    (:mod:`cann.training.collective`) that :mod:`cann.training.data_parallel` cuts the program at.
 
     Raises:
         CannError: an unknown loss or parameter name, an op without a gradient rule (naming the node).
@@ -172,12 +177,19 @@ def build(model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | A
         op.detach()
         block.add_op(op)
     running: list = []
-    rewrite_for_training(block, running)
+    rewrite_for_training(block, running, ranks)
     out = ret.operands[0]  # (after the rewrites, which may replace the output's op)
     block.erase_op(ret)
     b = GraphBuilder(block, None, "train")
     loss_v = _loss(b, out, target, loss)
+    if ranks:
+        loss_v = b.scale(loss_v, 1.0 / ranks)
     grads = differentiate(block, loss_v, pargs, GraphBuilder(block, None, "grad"))
+    if ranks:
+        from cann.training.collective import cross_rank_sum
+
+        s = GraphBuilder(block, None, "allreduce")
+        grads = [cross_rank_sum(s, g, "grad") for g in grads]
     results, rnames = [loss_v], ["loss"]
     if optimizer is None:
         results += grads

@@ -1,0 +1,301 @@
+"""Data-parallel training on MPI (issue 16 item 3): one simulated device per rank, each on its shard
+of the batch.
+
+    mpiexec -n 4 cann-train model.onnx --data batches.npz --data-parallel
+
+The shard's training program (:func:`cann.training.program.build` with ``ranks``) holds
+``train.cross_rank_sum`` ops (:mod:`cann.training.collective`) where values are summed over ranks:
+SyncBatchNorm's per-shard sums (forward) and their cotangents (backward), then every parameter's
+gradient. :func:`split_program` cuts it there into pieces (stages) compiled separately; a value
+crossing a cut is an output of one stage and an input of a later one (the host keeps it, as it
+keeps the parameters between steps). :class:`DataParallelTrainer` runs the stages in turn and sums
+each cut's values over ranks with non-blocking ``MPI.Iallreduce`` in fixed segments of at most
+``segment_bytes``; the gradients are reduced together after the whole backward pass, then the last
+stage applies the optimizer update, identically on every rank. Every rank ends each step with the
+same parameters, optimizer states and running statistics.
+
+Time is simulated only: a step's cycles are its stages' simulated cycles plus, per segment, the
+ring allreduce of the link model (:mod:`cann.hw.links`), ``2(p-1) alpha + 2(p-1)/p n beta`` on the
+slowest link of the ring ``0, 1, ..., p-1``, converted at the core clock; no wall-clock figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Region, SSAValue
+
+from cann.dialects import graph, main_function
+from cann.errors import CannError
+from cann.training.collective import CrossRankSumOp
+from cann.training.program import Adam, Momentum, TrainingProgram, build
+
+#: the fixed segmentation of the gradient allreduce (the adaptive split is issue 16 item 4)
+SEGMENT_BYTES = 1 << 20
+
+
+@dataclass
+class Stage:
+    """One piece of the split program: its module, input and output value names, and the cross-rank
+    sums ``(operand name, result name)`` run after it."""
+
+    module: ModuleOp | None
+    inputs: list[str]
+    outputs: list[str]
+    sums: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _attrs(names: list[str]) -> ArrayAttr:
+    return ArrayAttr([DictionaryAttr({"graph.name": StringAttr(n)}) for n in names])
+
+
+def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray], list[str]]:
+    """Cut ``module``'s ``@main`` at its ``train.cross_rank_sum`` ops (module docstring).
+
+    Returns the stages, the host-side values of constants that cross a cut (a zero gradient), and
+    the names of ``@main``'s results. Each op goes to the earliest stage its operands allow; a
+    ``stat`` sum runs after the stage producing its operand, all ``grad`` sums after the last stage
+    of the backward pass. Constants are copied into each stage using them.
+    """
+    fn = main_function(module, "<training program>")
+    block = fn.body.block
+    names: dict[SSAValue, str] = {a: d.data["graph.name"].data for a, d in zip(block.args, fn.arg_attrs.data)}
+    level: dict[SSAValue, int] = {a: 0 for a in block.args}
+    consts: dict[SSAValue, graph.ConstantOp] = {}
+    staged: dict[int, list] = {}
+    sums: dict[int, list[CrossRankSumOp]] = {}
+    grad_level = None
+    order: dict[SSAValue, tuple[int, int]] = {}
+    ret = block.last_op
+    for i, op in enumerate(block.ops):
+        if op is ret:
+            break
+        if isinstance(op, graph.ConstantOp):
+            consts[op.res] = op
+            names[op.res] = f"c{i}"
+            continue
+        lv = max((level[v] for v in op.operands if v not in consts), default=0)
+        if isinstance(op, CrossRankSumOp):
+            if op.kind.data == "grad":
+                if grad_level is None:
+                    grad_level = max(staged, default=0)
+                lv = grad_level
+            sums.setdefault(lv, []).append(op)
+            level[op.res] = lv + 1
+            names[op.res] = f"s{i}"
+            continue
+        staged.setdefault(lv, []).append(op)
+        for j, r in enumerate(op.results):
+            level[r] = lv
+            names[r] = f"v{i}" if len(op.results) == 1 else f"v{i}_{j}"
+            order[r] = (i, j)
+    used_later: dict[SSAValue, set[int]] = {}
+    for lv, ops in staged.items():
+        for op in ops:
+            for v in op.operands:
+                used_later.setdefault(v, set()).add(lv)
+    crossing = {op.x for ops in sums.values() for op in ops} | set(ret.operands)
+    host_consts = {names[v]: np.array(graph.constant_value(consts[v]), np.float32) for v in crossing if v in consts}
+    stages = []
+    for lv in range(max([*staged, *sums], default=0) + 1):
+        ops = staged.get(lv, [])
+        stage = Stage(None, [], [], [(names[s.x], names[s.res]) for s in sums.get(lv, [])])
+        stages.append(stage)
+        if not ops:
+            continue
+        mine = {r for op in ops for r in op.results}
+        ins = []
+        for op in ops:
+            for v in op.operands:
+                if v not in mine and v not in consts and v not in ins:
+                    ins.append(v)
+        outs = [r for r in mine if r in crossing or any(u != lv for u in used_later.get(r, ()))]
+        outs.sort(key=order.__getitem__)
+        new = Block(arg_types=[v.type for v in ins])
+        vmap: dict[SSAValue, SSAValue] = dict(zip(ins, new.args))
+        for op in ops:
+            for v in op.operands:
+                if v in consts and v not in vmap:
+                    c = consts[v].clone()
+                    new.add_op(c)
+                    vmap[v] = c.res
+            c = op.clone(value_mapper=vmap)
+            new.add_op(c)
+        new.add_op(func.ReturnOp(*[vmap[r] for r in outs]))
+        sfn = func.FuncOp("main", func.FunctionType.from_lists([v.type for v in ins], [r.type for r in outs]),
+                          Region(new))
+        stage.inputs, stage.outputs = [names[v] for v in ins], [names[r] for r in outs]
+        sfn.arg_attrs, sfn.res_attrs = _attrs(stage.inputs), _attrs(stage.outputs)
+        stage.module = ModuleOp([sfn])
+        for k, v in module.attributes.items():
+            stage.module.attributes[k] = v
+        stage.module.verify()
+    results = [names[v] for v in ret.operands]
+    return stages, host_consts, results
+
+
+def _onnx_proto(model):
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        out = onnx.ModelProto()
+        out.CopyFrom(model)
+        return out
+    return onnx.load(str(model))
+
+
+def ring_allreduce_seconds(nbytes: int, ranks: int, cluster: str | None = None) -> float:
+    """Ring allreduce of ``nbytes`` over ``ranks`` devices ``0..ranks-1`` of ``cluster`` (default
+    :data:`cann.hw.links.DEFAULT_CLUSTER`), in seconds: ``2(p-1) alpha + 2(p-1)/p n beta`` (alpha the
+    latency, beta = 1 / bandwidth) of the ring's slowest link for this message (every step of the ring
+    waits for it)."""
+    from cann.hw.links import DEFAULT_CLUSTER, load_cluster
+
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    spec = load_cluster(cluster or DEFAULT_CLUSTER)
+    links = {spec.link_between(i, (i + 1) % ranks) for i in range(ranks)}
+    return max(2 * (ranks - 1) * link.latency + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth for link in links)
+
+
+class DataParallelTrainer:
+    """A data-parallel training step on the ranks of ``comm`` (an mpi4py communicator; default
+    ``MPI.COMM_WORLD``). ``step`` takes the **global** batch (the same on every rank) and trains on
+    the rank's shard of it; parameters, states and running statistics as :class:`Trainer`'s (float32
+    numpy arrays by initializer name, the same bits on every rank after each step).
+
+    ``model``: an ONNX path or ``ModelProto`` whose inputs and output have a fixed leading batch
+    dimension; ``segment_bytes``: the allreduce segment size (bytes); ``cluster``: the link model's
+    cluster (``cann/hw/clusters``); ``gradients``: keep the last step's summed gradients in
+    :attr:`gradients`; the other options as :class:`Trainer`'s (``compile_options`` to :func:`cann.compile`).
+    After :meth:`step`, :attr:`cycles` holds its stages' simulated cycles, :attr:`comm_seconds` and
+    :attr:`comm_bytes` its allreduces' link time and bytes, :meth:`step_cycles` their total.
+
+    Raises:
+        CannError: a batch whose leading axis does not divide by the number of ranks, or not fixed.
+    """
+
+    def __init__(self, model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
+                 comm=None, segment_bytes: int = SEGMENT_BYTES,
+                 cluster: str | None = None, gradients: bool = False, **compile_options):
+        import cann
+        from cann.compiler import import_model
+
+        if comm is None:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+        self.comm, self.ranks, self.rank = comm, comm.Get_size(), comm.Get_rank()
+        self.segment_bytes, self.cluster = segment_bytes, cluster
+        self.soc = compile_options.get("soc_version")
+        if isinstance(model, ModuleOp):
+            raise CannError("model", "data parallelism needs an ONNX model (its batch is re-shaped per shard)")
+        proto = _onnx_proto(model)
+        self.global_batch = {}
+        for vi in proto.graph.input:
+            dims = vi.type.tensor_type.shape.dim
+            if vi.name in {i.name for i in proto.graph.initializer}:
+                continue
+            if not dims or not dims[0].dim_value:
+                raise CannError(f"input '{vi.name}'", "needs a fixed batch (leading) dimension for data parallelism")
+            n = dims[0].dim_value
+            if n % self.ranks:
+                raise CannError(f"input '{vi.name}'", f"batch {n} does not divide by {self.ranks} ranks")
+            self.global_batch[vi.name] = n
+        for vi in proto.graph.input:
+            if vi.name in self.global_batch:
+                vi.type.tensor_type.shape.dim[0].dim_value //= self.ranks
+        for vi in proto.graph.output:  # batch-leading outputs (the target has their shape)
+            dims = vi.type.tensor_type.shape.dim
+            if dims and dims[0].dim_value:
+                dims[0].dim_value //= self.ranks
+        del proto.graph.value_info[:]
+        module = import_model(proto)
+        self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer or Momentum(),
+                                              gradients=gradients, ranks=self.ranks)
+        compile_options.setdefault("precision_mode", "must_keep_origin_dtype")
+        self.stages, self.host_consts, self.results = split_program(self.program.module)
+        self.models = [cann.compile(s.module, **compile_options) if s.module is not None else None
+                       for s in self.stages]
+        p = self.program
+        self.params = {k: v.copy() for k, v in p.params.items()}
+        self.states = {n: np.zeros_like(self.params[n.rsplit(".", 1)[0]]) for n in p.state_names()}
+        self.buffers = {k: v.copy() for k, v in p.buffers.items()}
+        self.updates = 0
+        self.gradients: dict[str, np.ndarray] = {}
+        self.cycles = self.comm_seconds = 0.0
+        self.comm_bytes = 0
+
+    def _allreduce(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Sum ``arrays`` over ranks: one flat float32 buffer, Iallreduce per segment, then wait for all."""
+        from mpi4py import MPI
+
+        flat = np.concatenate([a.astype(np.float32).reshape(-1) for a in arrays])
+        out = np.empty_like(flat)
+        seg = max(1, self.segment_bytes // 4)
+        reqs = []
+        for lo in range(0, flat.size, seg):
+            reqs.append(self.comm.Iallreduce([flat[lo:lo + seg], MPI.FLOAT], [out[lo:lo + seg], MPI.FLOAT], MPI.SUM))
+            n = min(seg, flat.size - lo) * 4
+            self.comm_bytes += n
+            self.comm_seconds += ring_allreduce_seconds(n, self.ranks, self.cluster)
+        MPI.Request.Waitall(reqs)
+        parts, lo = [], 0
+        for a in arrays:
+            parts.append(out[lo:lo + a.size].reshape(a.shape))
+            lo += a.size
+        return parts
+
+    def step(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> float:
+        """One step on the global batch ``inputs``/``target``; returns the global loss before the update."""
+        p = self.program
+        missing = [n for n in p.inputs if n not in inputs]
+        if missing:
+            raise CannError("inputs", f"no value for model input(s): {', '.join(missing)}")
+        r, k = self.rank, self.ranks
+        vals: dict[str, np.ndarray] = dict(self.host_consts)
+        for n in p.inputs:
+            a = np.asarray(inputs[n])
+            if a.shape[0] != self.global_batch[n]:
+                raise CannError(f"input '{n}'", f"batch {a.shape[0]}, the program's is {self.global_batch[n]}")
+            m = a.shape[0] // k
+            vals[n] = np.ascontiguousarray(a[r * m:(r + 1) * m])
+        t = np.asarray(target, np.float32)
+        m = t.shape[0] // k
+        vals["target"] = np.ascontiguousarray(t[r * m:(r + 1) * m])
+        vals.update(self.params)
+        vals.update({n: np.full((1,), v, np.float32) for n, v in p.optimizer.scalars(self.updates).items()})
+        vals.update(self.states)
+        vals.update(self.buffers)
+        self.cycles = self.comm_seconds = 0.0
+        self.comm_bytes = 0
+        for stage, model in zip(self.stages, self.models):
+            if model is not None:
+                out = model.run({n: vals[n] for n in stage.inputs})
+                self.cycles += model.last_run.cycles
+                vals.update(out)
+            if stage.sums:
+                summed = self._allreduce([vals[a] for a, _ in stage.sums])
+                vals.update({res: v for (_, res), v in zip(stage.sums, summed)})
+        out = dict(zip(self.results, (vals[n] for n in self.results)))
+        named = dict(zip(p.outputs, (out[n] for n in self.results)))
+        for d in (self.params, self.states, self.buffers):
+            for n in d:
+                d[n] = named[n]
+        self.gradients = {n: named[n + ".grad"] for n in self.params if n + ".grad" in named}
+        self.updates += 1
+        from mpi4py import MPI
+
+        loss = np.empty(1, np.float32)
+        self.comm.Allreduce([named["loss"].reshape(-1).astype(np.float32), MPI.FLOAT], [loss, MPI.FLOAT], MPI.SUM)
+        return float(loss[0])  # (reported, not part of the step's time)
+
+    def step_cycles(self) -> float:
+        """The last step's simulated time in core cycles: the stages' cycles plus the allreduces' link time."""
+        from cann.hw.config import load_soc
+        from cann.options import DEFAULT_SOC
+
+        return self.cycles + self.comm_seconds * load_soc(self.soc or DEFAULT_SOC).clock_mhz * 1e6
