@@ -46,6 +46,7 @@ class Stage:
     inputs: list[str]
     outputs: list[str]
     sums: list[tuple[str, str]] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)  # each sum's kind: "stat" or "grad"
 
 
 def _attrs(names: list[str]) -> ArrayAttr:
@@ -102,7 +103,8 @@ def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray],
     stages = []
     for lv in range(max([*staged, *sums], default=0) + 1):
         ops = staged.get(lv, [])
-        stage = Stage(None, [], [], [(names[s.x], names[s.res]) for s in sums.get(lv, [])])
+        stage = Stage(None, [], [], [(names[s.x], names[s.res]) for s in sums.get(lv, [])],
+                      [s.kind.data for s in sums.get(lv, [])])
         stages.append(stage)
         if not ops:
             continue
@@ -172,7 +174,9 @@ class DataParallelTrainer:
     cluster (``cann/hw/clusters``); ``gradients``: keep the last step's summed gradients in
     :attr:`gradients`; the other options as :class:`Trainer`'s (``compile_options`` to :func:`cann.compile`).
     After :meth:`step`, :attr:`cycles` holds its stages' simulated cycles, :attr:`comm_seconds` and
-    :attr:`comm_bytes` its allreduces' link time and bytes, :meth:`step_cycles` their total.
+    :attr:`comm_bytes` its allreduces' link time and bytes, :meth:`step_cycles` their total, and
+    :attr:`memory` the bytes of model states the rank held (``weights``, ``gradients``: the summed
+    gradients, ``optimizer``: the states; the numpy arrays kept, as :class:`cann.training.zero.ShardedTrainer`'s).
 
     Raises:
         CannError: a batch whose leading axis does not divide by the number of ranks, or not fixed.
@@ -214,7 +218,9 @@ class DataParallelTrainer:
                 dims[0].dim_value //= self.ranks
         del proto.graph.value_info[:]
         module = import_model(proto)
-        self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer or Momentum(),
+        if self._with_update:
+            optimizer = optimizer or Momentum()
+        self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer,
                                               gradients=gradients, ranks=self.ranks)
         compile_options.setdefault("precision_mode", "must_keep_origin_dtype")
         self.stages, self.host_consts, self.results = split_program(self.program.module)
@@ -228,6 +234,10 @@ class DataParallelTrainer:
         self.gradients: dict[str, np.ndarray] = {}
         self.cycles = self.comm_seconds = 0.0
         self.comm_bytes = 0
+        self.memory: dict[str, int] = {}
+
+    #: build the program with its optimizer update (a subclass running its own update sets False)
+    _with_update = True
 
     def _allreduce(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Sum ``arrays`` over ranks: one flat float32 buffer, Iallreduce per segment, then wait for all."""
@@ -280,6 +290,10 @@ class DataParallelTrainer:
             if stage.sums:
                 summed = self._allreduce([vals[a] for a, _ in stage.sums])
                 vals.update({res: v for (_, res), v in zip(stage.sums, summed)})
+                if "grad" in stage.kinds:
+                    self.memory = {"weights": sum(a.nbytes for a in self.params.values()),
+                                   "gradients": sum(v.nbytes for v, kd in zip(summed, stage.kinds) if kd == "grad"),
+                                   "optimizer": sum(a.nbytes for a in self.states.values())}
         out = dict(zip(self.results, (vals[n] for n in self.results)))
         named = dict(zip(p.outputs, (out[n] for n in self.results)))
         for d in (self.params, self.states, self.buffers):
