@@ -78,8 +78,13 @@ def _batches(data: dict[str, np.ndarray], program, where: str, ranks: int = 1) -
               "simulated cycles (compute + the link model's allreduce). Rank 0 prints and writes.")
 @click.option("--segment-bytes", type=click.IntRange(min=4), default=1 << 20, show_default=True,
               help="With --data-parallel: the fixed size of the allreduce segments.")
+@click.option("--zero", type=click.Choice(["0", "1", "2", "3"]), default="0", show_default=True,
+              help="With --data-parallel: ZeRO sharding stage (1 optimizer states, 2 + gradients: reduce-scatter, "
+              "3 + weights: all-gathered per stage of the program); 0 none.")
+@click.option("--report-memory", is_flag=True, help="With --data-parallel: print the model-state bytes one rank held "
+              "in the last step (weights, gradients, optimizer states) beside cann-memplan's fp32 byte model.")
 def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model, data_parallel,
-        segment_bytes) -> int:
+        segment_bytes, zero, report_memory) -> int:
     """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
     from cann.compiler import check_writable
     from cann.fileio import atomic_output
@@ -95,8 +100,18 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
     if not isinstance(arrays, dict):
         raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")
     opt = Adam(lr=lr if lr is not None else 0.001) if optimizer == "adam" else Momentum(lr=lr if lr is not None else 0.01)
-    lead = True
-    if data_parallel:
+    lead, zero = True, int(zero)
+    for flag, given in (("--zero", zero), ("--report-memory", report_memory)):
+        if given and not data_parallel:
+            raise CannError(flag, "needs --data-parallel (sharding and its memory report are per MPI rank)")
+    if data_parallel and zero:
+        from cann.training.zero import ShardedTrainer
+
+        trainer = ShardedTrainer(model, zero=zero, loss=loss, optimizer=opt, segment_bytes=segment_bytes,
+                                 precision_mode=precision_mode)
+        batches = _batches(arrays, trainer.program, data, trainer.ranks)
+        lead = trainer.rank == 0
+    elif data_parallel:
         from cann.training.data_parallel import DataParallelTrainer
 
         trainer = DataParallelTrainer(model, loss=loss, optimizer=opt, segment_bytes=segment_bytes,
@@ -111,14 +126,18 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
         inputs, target = batches[t % len(batches)]
         value = trainer.step(inputs, target)
         if data_parallel and lead:
+            what = f"collectives (ZeRO-{zero})" if zero else "allreduce"
             print(f"step {t + 1}: loss {value:.6f} cycles {trainer.step_cycles():.0f} (compute {trainer.cycles:.0f}, "
-                  f"allreduce {trainer.step_cycles() - trainer.cycles:.0f} for {trainer.comm_bytes} bytes "
+                  f"{what} {trainer.step_cycles() - trainer.cycles:.0f} for {trainer.comm_bytes} bytes "
                   f"over {trainer.ranks} ranks)", flush=True)
         elif lead:
             print(f"step {t + 1}: loss {value:.6f}", flush=True)
+    trained = {**trainer.params, **trainer.buffers}  # (ZeRO-3 all-gathers the weights: every rank takes part)
+    if report_memory and lead:
+        for line in memory_report(trainer, zero, optimizer):
+            print(line)
     if not lead:
         return 0
-    trained = {**trainer.params, **trainer.buffers}
     if output:
         with atomic_output(output, "wb") as f:
             np.savez(f, **trained)
@@ -132,6 +151,25 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
         with atomic_output(output_model, "wb") as f:
             f.write(proto.SerializeToString())
     return 0
+
+
+def memory_report(trainer, zero: int, optimizer: str) -> list[str]:
+    """The lines of ``--report-memory``: the model-state bytes the rank held in the last step
+    (:attr:`DataParallelTrainer.memory`) beside :func:`cann.training.memplan.plan`'s fp32 bytes."""
+    from cann.training.memplan import plan
+
+    params = sum(v.size for v in trainer.params.values()) if zero < 3 else \
+        sum(math.prod(s) for s in trainer.shapes.values())
+    want = plan(params, trainer.ranks, zero, optimizer=optimizer, precision="fp32")
+    held = trainer.memory
+    lines = [f"memory per rank (ZeRO-{zero}, {trainer.ranks} ranks, {params:,} parameters, bytes held / memplan fp32):"]
+    for key, label in (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states")):
+        lines.append(f"  {label}: {held[key]:,} / {getattr(want, key):,.0f}")
+    if zero:
+        pad = trainer.size * trainer.ranks - params
+        lines.append(f"  (shards: {trainer.size:,} elements per rank, {pad:,} of padding over all ranks; "
+                     f"temporary buffers peak {held['temporary']:,})")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> None:

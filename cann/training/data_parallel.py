@@ -21,12 +21,13 @@ slowest link of the ring ``0, 1, ..., p-1``, converted at the core clock; no wal
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from cann.dialects import graph, main_function
 from cann.errors import CannError
@@ -53,17 +54,27 @@ def _attrs(names: list[str]) -> ArrayAttr:
     return ArrayAttr([DictionaryAttr({"graph.name": StringAttr(n)}) for n in names])
 
 
-def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray], list[str]]:
+def split_program(module: ModuleOp, recompute: Collection[str] = ()) -> tuple[list[Stage], dict[str, np.ndarray],
+                                                                               list[str]]:
     """Cut ``module``'s ``@main`` at its ``train.cross_rank_sum`` ops (module docstring).
 
     Returns the stages, the host-side values of constants that cross a cut (a zero gradient), and
     the names of ``@main``'s results. Each op goes to the earliest stage its operands allow; a
     ``stat`` sum runs after the stage producing its operand, all ``grad`` sums after the last stage
     of the backward pass. Constants are copied into each stage using them.
+
+    ``recompute``: input names (ZeRO-3's weights) whose derived values -- ops reading only them,
+    constants and such values, e.g. a weight's transpose for the backward pass -- are placed in no
+    stage but cloned into each stage using them, as constants are: no value computed from those
+    inputs crosses a cut (a stage reads the inputs themselves).
     """
     fn = main_function(module, "<training program>")
     block = fn.body.block
     names: dict[SSAValue, str] = {a: d.data["graph.name"].data for a, d in zip(block.args, fn.arg_attrs.data)}
+    derived: dict[SSAValue, Operation] = {}  # recomputed values -> their op
+    pinned = {v for op in block.ops if isinstance(op, CrossRankSumOp) for v in op.operands} | \
+        set(block.last_op.operands)  # (values a sum or the return reads stay in their stage)
+    leaves = {a for a in block.args if names[a] in set(recompute)}
     level: dict[SSAValue, int] = {a: 0 for a in block.args}
     consts: dict[SSAValue, graph.ConstantOp] = {}
     staged: dict[int, list] = {}
@@ -78,7 +89,14 @@ def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray],
             consts[op.res] = op
             names[op.res] = f"c{i}"
             continue
-        lv = max((level[v] for v in op.operands if v not in consts), default=0)
+        if leaves and op.operands and not isinstance(op, CrossRankSumOp) and \
+                not any(r in pinned for r in op.results) and \
+                all(v in consts or v in leaves or v in derived for v in op.operands):
+            for j, r in enumerate(op.results):
+                derived[r] = op
+                names[r] = f"v{i}" if len(op.results) == 1 else f"v{i}_{j}"
+            continue
+        lv = max((level[v] for v in op.operands if v not in consts and v not in derived), default=0)
         if isinstance(op, CrossRankSumOp):
             if op.kind.data == "grad":
                 if grad_level is None:
@@ -108,13 +126,14 @@ def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray],
         stages.append(stage)
         if not ops:
             continue
+        ops = _with_recomputed(ops, derived)
         mine = {r for op in ops for r in op.results}
         ins = []
         for op in ops:
             for v in op.operands:
                 if v not in mine and v not in consts and v not in ins:
                     ins.append(v)
-        outs = [r for r in mine if r in crossing or any(u != lv for u in used_later.get(r, ()))]
+        outs = [r for r in mine if r not in derived and (r in crossing or any(u != lv for u in used_later.get(r, ())))]
         outs.sort(key=order.__getitem__)
         new = Block(arg_types=[v.type for v in ins])
         vmap: dict[SSAValue, SSAValue] = dict(zip(ins, new.args))
@@ -137,6 +156,24 @@ def split_program(module: ModuleOp) -> tuple[list[Stage], dict[str, np.ndarray],
         stage.module.verify()
     results = [names[v] for v in ret.operands]
     return stages, host_consts, results
+
+
+def _with_recomputed(ops: list[Operation], derived: dict[SSAValue, Operation]) -> list[Operation]:
+    """``ops`` preceded by the recomputed ops they read (transitively), each once, in program order."""
+    need: list[Operation] = []
+    seen: set[int] = set()
+
+    def visit(op):
+        for v in op.operands:
+            d = derived.get(v)
+            if d is not None and id(d) not in seen:
+                seen.add(id(d))
+                visit(d)
+                need.append(d)
+
+    for op in ops:
+        visit(op)
+    return need + ops
 
 
 def _onnx_proto(model):
@@ -223,7 +260,7 @@ class DataParallelTrainer:
         self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer,
                                               gradients=gradients, ranks=self.ranks)
         compile_options.setdefault("precision_mode", "must_keep_origin_dtype")
-        self.stages, self.host_consts, self.results = split_program(self.program.module)
+        self.stages, self.host_consts, self.results = split_program(self.program.module, self._recomputed())
         self.models = [cann.compile(s.module, **compile_options) if s.module is not None else None
                        for s in self.stages]
         p = self.program
@@ -238,6 +275,10 @@ class DataParallelTrainer:
 
     #: build the program with its optimizer update (a subclass running its own update sets False)
     _with_update = True
+
+    def _recomputed(self) -> list[str]:
+        """Inputs whose derived values each stage recomputes (:func:`split_program`'s ``recompute``)."""
+        return []
 
     def _allreduce(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Sum ``arrays`` over ranks: one flat float32 buffer, Iallreduce per segment, then wait for all."""

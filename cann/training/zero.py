@@ -119,7 +119,7 @@ class ShardedTrainer(DataParallelTrainer):
             raise CannError("--zero", f"sharding stage must be 1, 2 or 3 (0: DataParallelTrainer), got {zero!r}")
         if gradients:
             raise CannError("gradients", "sharded training keeps only each rank's slice of the summed gradients")
-        self.zero = zero
+        self.zero = zero  # (before DataParallelTrainer.__init__: its split asks _recomputed)
         self.optimizer = optimizer or Momentum()
         # the program without the update: its results are the loss, the summed gradients, the running stats
         super().__init__(model, loss=loss, optimizer=None, comm=comm, segment_bytes=segment_bytes,
@@ -239,6 +239,11 @@ class ShardedTrainer(DataParallelTrainer):
 
     # -- the step -----------------------------------------------------------------------------
     _with_update = False
+
+    def _recomputed(self) -> list[str]:
+        # stage 3: a stage reads the gathered weights themselves, never a value derived from them in
+        # an earlier stage (a forward stage's transposed weight would be a full copy kept until backward)
+        return list(self.program.params) if self.zero == 3 else []
 
     @property
     def params(self) -> dict[str, np.ndarray]:
