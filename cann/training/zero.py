@@ -48,8 +48,6 @@ from cann.training.builder import GraphBuilder
 from cann.training.data_parallel import SEGMENT_BYTES, DataParallelTrainer, _attrs, ring_allreduce_seconds
 from cann.training.program import Adam, Momentum, _update
 
-STAGES = (0, 1, 2, 3)
-
 
 def ring_seconds(kind: str, nbytes: int, ranks: int, cluster: str | None = None) -> float:
     """A ring collective over ``ranks`` devices ``0..ranks-1`` of ``cluster`` moving an ``nbytes``
@@ -178,7 +176,8 @@ class ShardedTrainer(DataParallelTrainer):
         for n in names:
             c = self.cols[n]
             size = math.prod(self.shapes[n])
-            out[n] = np.ascontiguousarray(matrix[:, lo:lo + c]).reshape(-1)[:size].reshape(self.shapes[n])
+            flat = np.ascontiguousarray(matrix[:, lo:lo + c]).reshape(-1)
+            out[n] = (flat[:size].copy() if flat.size > size else flat).reshape(self.shapes[n])  # (no padding kept)
             lo += c
         return out
 
@@ -253,8 +252,9 @@ class ShardedTrainer(DataParallelTrainer):
         return self._gather(self.names)
 
     @params.setter
-    def params(self, value) -> None:  # DataParallelTrainer.__init__ assigns the initial weights
-        pass
+    def params(self, value) -> None:
+        if hasattr(self, "shapes"):  # (DataParallelTrainer.__init__ assigns the initial weights: taken from them)
+            raise CannError("params", "a ShardedTrainer's weights are its shards; they are not assigned")
 
     def step(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> float:
         """One step on the global batch ``inputs``/``target`` (as :meth:`DataParallelTrainer.step`);

@@ -112,9 +112,9 @@ def test_ring_collective_costs():
         ring_seconds("broadcast", n, 2)
 
 
-@pytest.mark.parametrize("zero", [1, 2, 3])
+@pytest.mark.parametrize("zero", [3])  # (stages 1-2 are checked on 2 and 4 ranks above; 3 has its own split)
 def test_one_rank_is_the_unsharded_step(zero):
-    """On one rank (no MPI peers) every stage gives the unsharded runner's bits, with Adam."""
+    """On one rank (no MPI peers) ZeRO-3 gives the unsharded runner's bits, with Adam."""
     from test_data_parallel import STEPS, batches, optimizer
 
     ref = _unsharded_adam()
