@@ -149,6 +149,10 @@ def test_stage_3_recomputes_what_it_derives_from_the_weights():
     reads = lambda ss: sum(len(set(s.inputs) & set(program.params)) for s in ss)  # noqa: E731
     assert reads(stages) > reads(plain) > 0
     assert sum(len(s.outputs) for s in stages) < sum(len(s.outputs) for s in plain)
+    # what ZeRO-3 gathers per stage: no stage needs half of the weights; forward + backward about 2 psi
+    total = sum(v.size for v in program.params.values())
+    gathered = [sum(program.params[n].size for n in s.inputs if n in program.params) for s in stages]
+    assert max(gathered) < total / 2 and total < sum(gathered) < 2 * total
 
 
 def _program():
