@@ -17,7 +17,9 @@ whose row ``r`` is rank ``r``'s shard vector.
 * stage 1: the gradients are summed with the segmented allreduce (as stage 0), each rank updates its
   shard (optimizer states: ``C`` elements per state), then an all-gather rebuilds the full weights;
 * stage 2: the local gradients are **reduce-scattered** (``MPI.Ireduce_scatter_block`` per segment of
-  the ``(P, C)`` matrix's columns): each rank keeps only its ``C`` summed elements; update; all-gather;
+  the ``(P, L)`` matrix's columns) as soon as a stage of the backward pass has completed them (and
+  no later stage reads them), then dropped: each rank keeps only its ``C`` summed elements; update;
+  all-gather;
 * stage 3: each rank stores only its weight shard; before each stage of the split program (one per
   SyncBatchNorm cut: the forward and the backward pass of a layer run in different stages) the full
   weights that stage reads are all-gathered, and freed after it.
@@ -129,6 +131,9 @@ class ShardedTrainer(DataParallelTrainer):
         self.grad_local = {n: sums.get(index[n + ".grad"], index[n + ".grad"]) for n in p.params}
         self.grad_sums = {index[n + ".grad"] for n in p.params}
         self.buffer_names = {n: index[n] for n in p.buffers}
+        # the last stage reading each local gradient (-1: none; a stage's own outputs it does not read)
+        self._last_read = {n: max([i for i, st in enumerate(self.stages) if self.grad_local[n] in st.inputs],
+                                  default=-1) for n in p.params}
         self.loss_name = index["loss"]
         k = self.ranks
         self.names = list(p.params)
@@ -220,6 +225,18 @@ class ShardedTrainer(DataParallelTrainer):
         self._temp(vector, out, *parts)
         return out
 
+    def _reduce_into(self, grad: np.ndarray, names: list[str], vals: dict[str, np.ndarray]) -> None:
+        """Reduce-scatter the local gradients of ``names`` into their places of the shard vector
+        ``grad``; their local arrays leave ``vals``."""
+        local = {n: vals.pop(self.grad_local[n]) for n in names}
+        row = self._reduce_scatter(self._matrix(local, names))
+        self._live_temp -= _bytes(*local.values())
+        lo = 0
+        for n in names:
+            c, o = self.cols[n], self.offsets[n]
+            grad[o:o + c] = row[lo:lo + c]
+            lo += c
+
     def _gather(self, names: list[str]) -> dict[str, np.ndarray]:
         """Stage 3: the full weights ``names`` from every rank's shard."""
         pieces = [self.shard[self.offsets[n]:self.offsets[n] + self.cols[n]] for n in names]
@@ -283,7 +300,9 @@ class ShardedTrainer(DataParallelTrainer):
         self.comm_bytes = 0
         self.memory, self._peak_temp, self._live_temp = {}, 0, 0
         self._model_states(0)
-        for stage, model in zip(self.stages, self.models):
+        grad = np.zeros(self.size, np.float32) if self.zero >= 2 else None
+        pending = list(self.names)
+        for i, (stage, model) in enumerate(zip(self.stages, self.models)):
             if model is not None:
                 feed = {n: vals[n] for n in stage.inputs if n in vals}
                 if self.zero == 3:
@@ -293,25 +312,28 @@ class ShardedTrainer(DataParallelTrainer):
                 out = model.run(feed)
                 self.cycles += model.last_run.cycles
                 vals.update(out)
-                local = [vals[g] for g in self.grad_local.values() if g in vals]
-                self._live_temp = _bytes(*local)
+                self._live_temp = _bytes(*[vals[g] for g in self.grad_local.values() if g in vals])
                 self._temp()
+            if self.zero >= 2:  # reduce-scatter the gradients this stage completed, then drop them
+                ready = [n for n in pending if self.grad_local[n] in vals and self._last_read[n] <= i]
+                if ready:
+                    self._reduce_into(grad, ready, vals)
+                    pending = [n for n in pending if n not in ready]
+                    self._model_states(grad.nbytes)
             stats = [(a, res) for a, res in stage.sums if res not in self.grad_sums]
             if stats:
                 vals.update({res: v for (_, res), v in zip(stats, self._allreduce([vals[a] for a, _ in stats]))})
-        local = {n: vals[g] for n, g in self.grad_local.items()}
         if self.zero == 1:
-            summed = dict(zip(self.names, self._allreduce([local[n] for n in self.names])))
+            summed = dict(zip(self.names, self._allreduce([vals[self.grad_local[n]] for n in self.names])))
+            for n in self.names:
+                vals.pop(self.grad_local[n], None)
             self._temp(*summed.values())
             self._model_states(_bytes(*summed.values()))
             grad = self._row(summed)
             del summed
-        else:
-            grad = self._reduce_scatter(self._matrix(local))
+        elif pending:
+            self._reduce_into(grad, pending, vals)
             self._model_states(grad.nbytes)
-        del local
-        for n in self.grad_local.values():
-            vals.pop(n, None)
         self._live_temp = 0
         x = self.shard if self.zero == 3 else self._row(self._full)
         feed = {"x": x, "g": grad}
