@@ -6,7 +6,9 @@
 shape: one-hot labels for ``softmax_cross_entropy``); arrays with one more leading axis than the
 model's input are a list of batches, used in turn. Prints the loss of each step (before its
 update); ``--output`` writes the trained parameters (by initializer name), ``--output-model`` the
-model with them. A thin wrapper over
+model with them. Under ``mpiexec -n P``, ``--data-parallel`` trains on P simulated devices and
+``--zero 1|2|3`` shards optimizer states, gradients and weights (:mod:`cann.training.zero`);
+``--report-memory`` prints the model-state bytes one rank held. A thin wrapper over
 :class:`cann.training.Trainer`. User mistakes print ``error: <location>: <message>`` and exit 2.
 """
 
