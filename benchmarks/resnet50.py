@@ -10,7 +10,9 @@ bound's share of the cycles (``ideal_pct``: Σ ideal ÷ Σ cycles over every lau
 executed MACs, the error of every output (the probabilities and the exposed logits) against
 onnxruntime, and ``run_seconds_vs_onnxruntime``: ``Model.run`` wall time over onnxruntime's
 ``InferenceSession.run`` (session creation excluded), the median of 3 runs of each, interleaved in
-this process (the simulation-speed target of the pipelining and AutoTune issues).
+this process (the simulation-speed target of the pipelining and AutoTune issues). The same runs'
+CPU seconds (``time.process_time``: every thread of the process) are printed too: on a loaded
+machine wall-clock time says more about the other processes than about either side.
 """
 
 from __future__ import annotations
@@ -65,17 +67,21 @@ def main() -> None:
     print(f"ideal_cycles: {run.ideal_cycles}")
     print(f"ideal_pct: {run.ideal_pct:.2f}")
     print(f"ideal_pct_conv_gemm: {run.ideal_pct_of(cube):.2f}")
-    sim_s, ort_s = [], []
+    sim_s, ort_s, sim_cpu, ort_cpu = [], [], [], []
     for _ in range(3):  # interleaved, so both see the same machine load
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         compiled.run(inputs)
         sim_s.append(time.perf_counter() - t)
-        t = time.perf_counter()
+        sim_cpu.append(time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
         sess.run(names, inputs)
         ort_s.append(time.perf_counter() - t)
+        ort_cpu.append(time.process_time() - c)
     print(f"run_seconds_median: {np.median(sim_s):.3f}")
     print(f"onnxruntime_run_seconds_median: {np.median(ort_s):.4f}")
     print(f"run_seconds_vs_onnxruntime: {np.median(sim_s) / np.median(ort_s):.1f}")
+    print(f"run_cpu_seconds_median: {np.median(sim_cpu):.3f}")
+    print(f"onnxruntime_run_cpu_seconds_median: {np.median(ort_cpu):.4f}")
     for out in model.graph.output:
         y = outputs[out.name].astype(np.float64).reshape(-1)
         r = reference[out.name].astype(np.float64).reshape(-1)
