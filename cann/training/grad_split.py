@@ -188,17 +188,18 @@ def mgwfbp(profile: StepProfile, comm: CommModel) -> list[list[int]]:
 
 
 def plan_auto(profile: StepProfile, comm: CommModel, max_segments: int | None = None) -> list[list[int]]:
-    """The contiguous segments (in backward order) minimizing the simulated iteration time.
+    """The contiguous segments (in backward order) minimizing the simulated iteration time, and among
+    those the fewest segments (fewer collectives; HCCL allows at most 8).
 
     Exact dynamic program: with ``r_i`` the time gradient ``i`` is produced and ``c(n)`` the
     allreduce of ``n`` bytes, the earliest end of the collectives covering gradients ``0..i`` with
     the last segment ``j+1..i`` is ``F[i] = min_j max(F[j], max r_{j+1..i}) + c(S(j+1..i))``
     (``F[-1] = 0``). The step simulation's FIFO stream gives exactly this recurrence for contiguous
     segments, and ``max(F[j], r)`` is nondecreasing in ``F[j]``, so keeping only the earliest end per
-    prefix loses nothing: ``F[L-1]`` is the least last-collective end, and the iteration time
-    ``max(compute end, F[L-1]) + update`` is minimal. ``max_segments``: at most that many segments
-    (``F[k][i]``, O(K L^2)); None: any number (O(L^2)). Ties go to fewer segments (with a bound),
-    then to the shorter last segment (deterministic).
+    prefix loses nothing: ``F[L-1]`` is the least last-collective end and ``max(compute end,
+    F[L-1]) + update`` the least iteration time (O(L^2)). The same recurrence with the number of
+    segments ``k`` as a second index (``F[k][i]``, O(L^2) per level) then finds the fewest segments
+    reaching that time; ``max_segments``: the best plan of at most that many segments.
     """
     ready = profile.ready_times()
     n = len(ready)
@@ -206,41 +207,39 @@ def plan_auto(profile: StepProfile, comm: CommModel, max_segments: int | None = 
     for b in profile.nbytes:
         prefix.append(prefix[-1] + b)
     inf = math.inf
+    floor = profile.compute_end  # a last collective ending by then gives the same iteration time
     if max_segments is None:
-        f, cut = [0.0] + [inf] * n, [-1] * (n + 1)
+        f = [0.0] + [inf] * n
         for i in range(1, n + 1):
             r = -inf
             for j in range(i - 1, -1, -1):  # last segment: gradients j..i-1
                 r = max(r, ready[j])
-                t = max(f[j], r) + comm.allreduce(prefix[i] - prefix[j])
-                if t < f[i]:
-                    f[i], cut[i] = t, j
-        segs, i = [], n
-        while i > 0:
-            segs.append(list(range(cut[i], i)))
-            i = cut[i]
-        return segs[::-1]
-    kmax = max(1, min(max_segments, n))
-    # best[k][i]: (end time, split j) for gradients 0..i-1 in k segments; i counts gradients
-    best = [[(inf, -1)] * (n + 1) for _ in range(kmax + 1)]
-    best[0][0] = (0.0, -1)
+                f[i] = min(f[i], max(f[j], r) + comm.allreduce(prefix[i] - prefix[j]))
+        goal = max(f[n], floor)
+        kmax = n
+    else:
+        goal, kmax = None, max(1, min(max_segments, n))
+    # levels[k][i]: (earliest end, split j) of gradients 0..i-1 in exactly k segments
+    levels = [[(0.0, -1)] + [(inf, -1)] * n]
     for k in range(1, kmax + 1):
-        prev, cur = best[k - 1], best[k]
+        prev, cur = levels[-1], [(inf, -1)] * (n + 1)
         for i in range(k, n + 1):
             r, top = -inf, (inf, -1)
-            for j in range(i - 1, k - 2, -1):  # last segment: gradients j..i-1
+            for j in range(i - 1, k - 2, -1):
                 r = max(r, ready[j])
-                f = prev[j][0]
-                if f == inf:
+                if prev[j][0] == inf:
                     continue
-                t = max(f, r) + comm.allreduce(prefix[i] - prefix[j])
+                t = max(prev[j][0], r) + comm.allreduce(prefix[i] - prefix[j])
                 if t < top[0]:
                     top = (t, j)
             cur[i] = top
-    k = min(range(1, kmax + 1), key=lambda k: (best[k][n][0], k))
-    segs, i = [], n
+        levels.append(cur)
+        if goal is not None and max(cur[n][0], floor) <= goal * (1 + 1e-12):
+            break
+    best = min(range(1, len(levels)), key=lambda k: (max(levels[k][n][0], floor), k))
+    segs, i, k = [], n, best
     while k > 0:
-        j = best[k][i][1]
+        j = levels[k][i][1]
         segs.append(list(range(j, i)))
         i, k = j, k - 1
     return segs[::-1]

@@ -83,7 +83,10 @@ class StepProfile:
     @property
     def compute_end(self) -> float:
         """Seconds from the step's start to the end of the backward pass."""
-        return self.forward + sum(t for t, _ in self.kernels)
+        t = self.forward
+        for dt, _ in self.kernels:  # (summed as ready_times and simulate sum: the same float)
+            t += dt
+        return t
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ the exact planner against exhaustive search, the baselines' rules and HCCL's --s
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 import random
 import re
 
@@ -101,8 +102,12 @@ def test_auto_equals_exhaustive_small(seed):
     p = _random_profile(rng, n)
     comm = CommModel(rng.choice([8, 64, 512]), rng.choice(["ring", "hierarchical"]))
     best = min(simulate(p, s, comm).iteration for s in _partitions(n))
-    auto = simulate(p, gs.plan_auto(p, comm), comm).iteration
+    plan = gs.plan_auto(p, comm)
+    auto = simulate(p, plan, comm).iteration
     assert auto == pytest.approx(best, rel=1e-12, abs=0)
+    # among the optimal splits, the fewest segments
+    fewest = min(len(s) for s in _partitions(n) if simulate(p, s, comm).iteration <= best * (1 + 1e-12))
+    assert len(plan) == fewest
     for s in gs.STRATEGIES:
         assert auto <= simulate(p, gs.plan(s, p, comm), comm).iteration * (1 + 1e-12)
     # with a bound on the number of segments: the best partition of at most k segments
@@ -188,3 +193,32 @@ def test_parse_bad(text, message):
     with pytest.raises(CannError, match=re.escape(message)) as e:
         gs.parse(text)
     assert "\n" not in str(e.value) and "--split-strategy" in str(e.value)
+
+
+def test_profile_from_the_simulator():
+    """A training program's launches: the gradients in backward order (the last layer's first), each produced
+    by the launch computing it; the forward and backward launches add up to the whole timing-only run."""
+    from cann.training.grad_profile import time_program, to_profile, update_seconds
+
+    cnn = Path(__file__).resolve().parent.parent / "fixtures" / "torch" / "train_cnn.onnx"
+    t = time_program(str(cnn), precision_mode="must_keep_origin_dtype")
+    p = to_profile(t, update=1e-6)
+    assert p.names[:2] == ("fc.bias", "fc.weight") and p.names[-1] == "stem.weight" and len(p.names) == 20
+    ready = p.ready_times()
+    assert ready == sorted(ready) and ready[0] > p.forward > 0 and ready[-1] <= p.compute_end
+    import cann
+    from cann.training import build
+
+    prog = build(str(cnn), optimizer=None)
+    assert dict(zip(p.names, p.nbytes)) == {k: v.size * 4 for k, v in prog.params.items()}
+    run = cann.compile(prog.module, precision_mode="must_keep_origin_dtype").time(sim_checks="off")
+    assert p.compute_end == pytest.approx(run.cycles / 1e6 / load_clock(), rel=1e-12)
+    u = update_seconds(1 << 16)
+    assert 0 < u < update_seconds(1 << 20) and update_seconds(0) == 0.0
+
+
+def load_clock():
+    from cann.hw.config import load_soc
+    from cann.options import DEFAULT_SOC
+
+    return load_soc(DEFAULT_SOC).clock_mhz
