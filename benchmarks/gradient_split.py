@@ -194,7 +194,13 @@ def probe(key: str, batch: int) -> LayerTiming:
     return time_program(model, loss="mse", params=params, precision_mode="force_fp16")
 
 
-def timings(keys, batch, cache_path, log):
+def timings(keys, batch, cache_path, log, probe_batches=None):
+    """Each probe's timing at ``batch``: simulated at that batch, or (``probe_batches`` (b1, b2) not holding it)
+    extrapolated per launch from b1 and b2 along the line through them (module docstring)."""
+    if probe_batches and batch not in probe_batches:
+        b1, b2 = probe_batches
+        lo, hi = timings(keys, b1, cache_path, log), timings(keys, b2, cache_path, log)
+        return {k: extrapolate(lo[k], hi[k], b1, b2, batch) for k in keys}
     cache = json.loads(Path(cache_path).read_text()) if cache_path and Path(cache_path).exists() else {}
     out = {}
     for key in keys:
@@ -210,6 +216,22 @@ def timings(keys, batch, cache_path, log):
         d = cache[ck]
         out[key] = LayerTiming(d["forward"], tuple((s, tuple(n)) for s, n in d["kernels"]), d["nbytes"])
     return out
+
+
+def extrapolate(lo: LayerTiming, hi: LayerTiming, b1: int, b2: int, batch: int) -> LayerTiming:
+    """Launch by launch, ``t(batch) = t(b1) + (t(b2) - t(b1)) (batch - b1) / (b2 - b1)`` (at least 0), when
+    both runs launch the same kernels producing the same gradients; else ``hi`` scaled by the totals' line."""
+    f = (batch - b1) / (b2 - b1)
+
+    def line(a, b):
+        return max(0.0, a + (b - a) * f)
+
+    if [n for _, n in lo.kernels] == [n for _, n in hi.kernels]:
+        kernels = tuple((line(a, b), n) for (a, n), (b, _) in zip(lo.kernels, hi.kernels))
+    else:
+        s1, s2 = sum(s for s, _ in lo.kernels), sum(s for s, _ in hi.kernels)
+        kernels = tuple((s * line(s1, s2) / s2, n) for s, n in hi.kernels)
+    return LayerTiming(line(lo.forward, hi.forward), kernels, hi.nbytes)
 
 
 def compose(layers, probes, update_s=None) -> StepProfile:
@@ -261,16 +283,19 @@ def main() -> None:
     ap.add_argument("--bert-batch", type=int, default=8, help="encoder sequences of 128 tokens per device (default 8)")
     ap.add_argument("--cache", help="a JSON file keeping the probes' simulated timings between runs")
     ap.add_argument("--skip-bert", action="store_true")
+    ap.add_argument("--probe-batches", default="1,4", help="simulate each layer at these two batches and extrapolate "
+                    "linearly to --batch / --bert-batch ('' : simulate at those batches; default 1,4)")
     args = ap.parse_args()
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
     layers = resnet50_layers()
-    probes = timings(sorted({k for _, k in layers}), args.batch, args.cache, log)
+    pb = tuple(int(b) for b in args.probe_batches.split(",")) if args.probe_batches else None
+    probes = timings(sorted({k for _, k in layers}), args.batch, args.cache, log, pb)
     rn = compose(layers, probes)
     assert len(rn.names) == 161, len(rn.names)
     checks = table(f"ResNet-50, {args.batch} images per device", rn, CONFIGS, print)
     if not args.skip_bert:
         layers = bert_layers()
-        probes = timings(sorted({k for _, k in layers}), args.bert_batch, args.cache, log)
+        probes = timings(sorted({k for _, k in layers}), args.bert_batch, args.cache, log, pb)
         bert = compose(layers, probes)
         checks += table(f"BERT-base-sized encoder, {args.bert_batch} x {SEQ} tokens per device", bert, CONFIGS, print)
     print(f"\nauto lowest everywhere: {'yes' if all(c[2] for c in checks) else 'NO'}; ResNet-50 8-device tail cut vs "
