@@ -85,8 +85,14 @@ def _batches(data: dict[str, np.ndarray], program, where: str, ranks: int = 1) -
               "3 + weights: all-gathered per stage of the program); 0 none.")
 @click.option("--report-memory", is_flag=True, help="With --data-parallel: print the model-state bytes one rank held "
               "in the last step (weights, gradients, optimizer states) beside cann-memplan's fp32 byte model.")
+@click.option("--split-strategy", metavar="STRATEGY", help="With --data-parallel: the gradient segments (instead of "
+              "--segment-bytes): auto (the split minimizing the simulated step), one, per-tensor, ddp, hccl, "
+              "mindspore, mgwfbp, or HCCL's forms idx:E1,E2,... (ascending end indices in backward order) and "
+              "size:P1,P2,... (percentages of the gradient bytes), at most 8 segments (docs/training.md).")
+@click.option("--link-model", type=click.Choice(["ring", "hierarchical"]), default="ring", show_default=True,
+              help="With --split-strategy: the allreduce cost model the plan and the step simulation use.")
 def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_model, data_parallel,
-        segment_bytes, zero, report_memory) -> int:
+        segment_bytes, zero, report_memory, split_strategy, link_model) -> int:
     """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
     from cann.compiler import check_writable
     from cann.fileio import atomic_output
@@ -101,11 +107,21 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
     arrays = _load_array_file(data)
     if not isinstance(arrays, dict):
         raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")
+    spec = None
+    if split_strategy is not None:
+        from cann.training.grad_split import parse
+
+        if not data_parallel:
+            raise CannError("--split-strategy", "only with --data-parallel")
+        spec = parse(split_strategy)
     opt = Adam(lr=lr if lr is not None else 0.001) if optimizer == "adam" else Momentum(lr=lr if lr is not None else 0.01)
     lead, zero = True, int(zero)
     for flag, given in (("--zero", zero), ("--report-memory", report_memory)):
         if given and not data_parallel:
             raise CannError(flag, "needs --data-parallel (sharding and its memory report are per MPI rank)")
+    if zero and spec is not None:
+        raise CannError("--split-strategy", "not with --zero (sharded training reduce-scatters in --segment-bytes "
+                        "segments)")
     if data_parallel and zero:
         from cann.training.zero import ShardedTrainer
 
@@ -117,9 +133,14 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
         from cann.training.data_parallel import DataParallelTrainer
 
         trainer = DataParallelTrainer(model, loss=loss, optimizer=opt, segment_bytes=segment_bytes,
-                                      precision_mode=precision_mode)
+                                      precision_mode=precision_mode, split_strategy=spec, link_model=link_model)
         batches = _batches(arrays, trainer.program, data, trainer.ranks)
         lead = trainer.rank == 0
+        if lead and trainer.segments is not None:
+            r = trainer.step_result
+            ends = [sum(len(s) for s in trainer.segments[:k + 1]) - 1 for k in range(len(trainer.segments))]
+            print(f"split {spec}: {len(ends)} segments, end indices {ends} (backward order); simulated step "
+                  f"{r.iteration * 1e6:.1f} us, communication tail {r.tail * 1e6:.1f} us", flush=True)
     else:
         program = build(model, loss=loss, optimizer=opt)
         batches = _batches(arrays, program, data)

@@ -11,7 +11,11 @@ crossing a cut is an output of one stage and an input of a later one (the host k
 keeps the parameters between steps). :class:`DataParallelTrainer` runs the stages in turn and sums
 each cut's values over ranks with non-blocking ``MPI.Iallreduce`` in fixed segments of at most
 ``segment_bytes``; the gradients are reduced together after the whole backward pass, then the last
-stage applies the optimizer update, identically on every rank. Every rank ends each step with the
+stage applies the optimizer update, identically on every rank. With ``split_strategy``
+(:mod:`cann.training.grad_split`: ``auto``, a baseline, or HCCL's ``idx:``/``size:`` forms) the
+gradients are instead allreduced one ``Iallreduce`` per segment of the plan, in backward order; the
+plan comes from the shard's step profile (:func:`cann.training.grad_profile.time_program`, one
+timing-only simulated run at start-up) and :attr:`step_result` holds the step simulation of it. Every rank ends each step with the
 same parameters, optimizer states and running statistics.
 
 Time is simulated only: a step's cycles are its stages' simulated cycles plus, per segment, the
@@ -214,6 +218,9 @@ class DataParallelTrainer:
     :attr:`comm_bytes` its allreduces' link time and bytes, :meth:`step_cycles` their total, and
     :attr:`memory` the bytes of model states the rank held (``weights``, ``gradients``: the summed
     gradients, ``optimizer``: the states; the numpy arrays kept, as :class:`cann.training.zero.ShardedTrainer`'s).
+    ``split_strategy`` (module docstring; ``link_model``: ``ring`` or ``hierarchical``,
+    :class:`cann.training.step_sim.CommModel`): :attr:`segments` holds the plan (parameter names per
+    segment, backward order) and :attr:`step_result` its simulated step (seconds).
 
     Raises:
         CannError: a batch whose leading axis does not divide by the number of ranks, or not fixed.
@@ -221,7 +228,8 @@ class DataParallelTrainer:
 
     def __init__(self, model, *, loss: str = "softmax_cross_entropy", optimizer: Momentum | Adam | None = None,
                  comm=None, segment_bytes: int = SEGMENT_BYTES,
-                 cluster: str | None = None, gradients: bool = False, **compile_options):
+                 cluster: str | None = None, gradients: bool = False, split_strategy=None,
+                 link_model: str = "ring", **compile_options):
         import cann
         from cann.compiler import import_model
 
@@ -260,6 +268,10 @@ class DataParallelTrainer:
         self.program: TrainingProgram = build(module, loss=loss, optimizer=optimizer,
                                               gradients=gradients, ranks=self.ranks)
         compile_options.setdefault("precision_mode", "must_keep_origin_dtype")
+        self.segments: list[list[str]] | None = None
+        self.step_result = None
+        if split_strategy is not None:
+            self._plan(proto, loss, split_strategy, link_model, compile_options)
         self.stages, self.host_consts, self.results = split_program(self.program.module, self._recomputed())
         self.models = [cann.compile(s.module, **compile_options) if s.module is not None else None
                        for s in self.stages]
@@ -279,6 +291,45 @@ class DataParallelTrainer:
     def _recomputed(self) -> list[str]:
         """Inputs whose derived values each stage recomputes (:func:`split_program`'s ``recompute``)."""
         return []
+
+    def _plan(self, proto, loss, strategy, link_model, compile_options) -> None:
+        """The gradient segments of ``strategy`` for this shard's simulated step profile."""
+        from cann.training import grad_split
+        from cann.training.grad_profile import time_program, to_profile, update_seconds
+        from cann.training.step_sim import CommModel, simulate
+
+        spec = grad_split.parse(strategy) if isinstance(strategy, str) else strategy
+        comm = CommModel(self.ranks, link_model, self.cluster)
+        planned = None
+        if self.rank == 0:  # (deterministic on every rank; rank 0 plans, the others receive its plan)
+            timing = time_program(proto, loss=loss, params=list(self.program.params), **compile_options)
+            count = sum(int(v.size) for v in self.program.params.values())
+            profile = to_profile(timing, update_seconds(count, soc_version=self.soc))
+            plan = grad_split.plan(spec, profile, comm)
+            planned = (profile, simulate(profile, plan, comm), [[profile.names[i] for i in seg] for seg in plan])
+        self.profile, self.step_result, self.segments = self.comm.bcast(planned, root=0)
+
+    def _allreduce_segments(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Sum the gradients ``arrays`` (by parameter) over ranks, one Iallreduce per planned segment."""
+        out: dict[str, np.ndarray] = {}
+        reqs, bufs = [], []
+        from mpi4py import MPI
+
+        for seg in self.segments:
+            flat = np.concatenate([arrays[n].astype(np.float32).reshape(-1) for n in seg])
+            res = np.empty_like(flat)
+            reqs.append(self.comm.Iallreduce([flat, MPI.FLOAT], [res, MPI.FLOAT], MPI.SUM))
+            bufs.append((seg, flat, res))
+            self.comm_bytes += flat.nbytes
+            self.comm_seconds += ring_allreduce_seconds(flat.nbytes, self.ranks, self.cluster)
+        MPI.Request.Waitall(reqs)
+        for seg, _, res in bufs:
+            lo = 0
+            for n in seg:
+                a = arrays[n]
+                out[n] = res[lo:lo + a.size].reshape(a.shape)
+                lo += a.size
+        return out
 
     def _allreduce(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Sum ``arrays`` over ranks: one flat float32 buffer, Iallreduce per segment, then wait for all."""
@@ -329,11 +380,22 @@ class DataParallelTrainer:
                 self.cycles += model.last_run.cycles
                 vals.update(out)
             if stage.sums:
-                summed = self._allreduce([vals[a] for a, _ in stage.sums])
-                vals.update({res: v for (_, res), v in zip(stage.sums, summed)})
+                sums = stage.sums
+                grads = [i for i, k in enumerate(stage.kinds) if k == "grad"]
+                if self.segments is not None and grads:
+                    if len(grads) != len(p.params):  # (build makes one grad sum per parameter, in order)
+                        raise CannError("split_program", f"{len(grads)} gradient sums for {len(p.params)} parameters")
+                    by_param = dict(zip(p.params, (sums[i] for i in grads)))
+                    summed = self._allreduce_segments({n: vals[a] for n, (a, _) in by_param.items()})
+                    vals.update({res: summed[n] for n, (_, res) in by_param.items()})
+                    sums = [s for i, s in enumerate(sums) if i not in set(grads)]
+                if sums:
+                    summed = self._allreduce([vals[a] for a, _ in sums])
+                    vals.update({res: v for (_, res), v in zip(sums, summed)})
                 if "grad" in stage.kinds:
                     self.memory = {"weights": sum(a.nbytes for a in self.params.values()),
-                                   "gradients": sum(v.nbytes for v, kd in zip(summed, stage.kinds) if kd == "grad"),
+                                   "gradients": sum(vals[res].nbytes for (_, res), kd in zip(stage.sums, stage.kinds)
+                                                    if kd == "grad"),
                                    "optimizer": sum(a.nbytes for a in self.states.values())}
         out = dict(zip(self.results, (vals[n] for n in self.results)))
         named = dict(zip(p.outputs, (out[n] for n in self.results)))

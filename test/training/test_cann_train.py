@@ -67,6 +67,15 @@ def test_trained_model_is_written_and_compiles(capsys, tmp_path):
                                                             ">= 0, got nan"),
     (("--data", FIXTURES / "train_cnn.npz", "--precision-mode", "bogus"),
      "error: --precision_mode: unknown precision mode 'bogus'"),  # the location is a spelling cann-train takes
+    (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--split-strategy", "idx:5,3"),
+     "error: --split-strategy: 'idx:5,3': end indices must be >= 0 and strictly ascending"),
+    (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--split-strategy", "size:50,40"),
+     "error: --split-strategy: 'size:50,40': percentages must be > 0 and sum to 100 (they sum to 90)"),
+    (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--split-strategy", "idx:" + ",".join(map(str, range(9)))),
+     "error: --split-strategy: 'idx:0,1,2,3,4,5,6,7,8': 9 segments, HCCL allows at most 8"),
+    (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--split-strategy", "fastest"),
+     "error: --split-strategy: 'fastest' is none of one, per-tensor, ddp, hccl, mindspore, mgwfbp, auto"),
+    (("--data", FIXTURES / "train_cnn.npz", "--split-strategy", "auto"), "error: --split-strategy: only with --data-parallel"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert run(FIXTURES / "train_cnn.onnx", *args) == 2

@@ -166,6 +166,46 @@ def test_cann_train_data_parallel_on_two_ranks(one_device, tmp_path):
         assert np.linalg.norm(w[k] - v) / np.linalg.norm(v) <= 1e-5, k
 
 
+@pytest.mark.parametrize("strategy", ["auto", "idx:3,10,19"])
+def test_cann_train_split_strategy_gives_the_default_weights(one_device, tmp_path, strategy):
+    """``--split-strategy``: the planned segments drive the Iallreduce; the weights are the default run's
+    (the 1 MiB fixed segments: one segment here) bit for bit on 2 ranks, the plan is printed."""
+    ref = np.load(FIXTURES / "train_cnn.npz")
+    data = tmp_path / "data.npz"
+    np.savez(data, image=ref["image"], target=ref["target"])
+    code = "from cann.tools.cann_train import main; main()"
+    outs = {}
+    for name, extra in (("default", []), ("split", ["--split-strategy", strategy])):
+        outs[name] = tmp_path / f"{name}.npz"
+        r = run_mpi(2, [sys.executable, "-c", code, CNN, "--data", data, "--lr", "0.05", "--steps", STEPS,
+                        "--data-parallel", "--output", outs[name], *extra], timeout=300)
+        if extra:
+            head = r.stdout.splitlines()[0]
+            assert head.startswith(f"split {strategy}: ") and "(backward order); simulated step" in head, head
+            ends = eval(head.split("end indices ")[1].split(" (")[0])
+            assert ends[-1] == 19 and ends == sorted(ends)
+            if strategy.startswith("idx:"):
+                assert ends == [3, 10, 19]
+    a, b = np.load(outs["default"]), np.load(outs["split"])
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        assert np.array_equal(a[k], b[k]), k
+
+
+def test_split_plan_on_one_rank():
+    """The trainer's plan: segments of parameter names in backward order (the fc layer's first), each
+    gradient once, scored by the step simulation; the summed gradients are the unsplit ones."""
+    trainer = DataParallelTrainer(str(CNN), optimizer=optimizer(), gradients=True, split_strategy="per-tensor")
+    assert [s[0] for s in trainer.segments[:2]] == ["fc.bias", "fc.weight"]
+    assert sorted(n for s in trainer.segments for n in s) == sorted(trainer.program.params)
+    assert trainer.step_result.tail == pytest.approx(trainer.profile.update)  # one rank: no communication
+    trainer.step(*batches()[0])
+    plain = DataParallelTrainer(str(CNN), optimizer=optimizer(), gradients=True)
+    plain.step(*batches()[0])
+    for k, g in plain.gradients.items():
+        assert np.array_equal(trainer.gradients[k], g), k
+
+
 def test_cann_train_batch_not_divisible(tmp_path):
     ref = np.load(FIXTURES / "train_cnn.npz")
     data = tmp_path / "data.npz"
