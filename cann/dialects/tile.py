@@ -217,7 +217,7 @@ VecOp = _instr("vec", ("dst", "src0", "src1"),
                 "src1_stride"), ("scalar",), ("op",),
                doc="Vector op over count units of unit contiguous elements; operand i's unit u starts at "
                    "offset_i + u*stride_i (stride 0 with unit = one 256 B repeat: broadcast). Ops: add sub "
-                   "mul div max min (binary), adds muls maxs (scalar), relu exp ln rec sqrt abs mov (unary), "
+                   "mul div max min (binary), adds muls maxs mins (scalar), relu exp ln rec sqrt abs mov (unary), "
                    "dup, cast (dense, dtype of dst/src0 differ), mla (dst += src0 * src1), cadd (row sums: dst element "
                    "u = sum of src0's unit u, unit <= one repeat). Unused operands repeat dst.")
 ReduceOp = _instr("reduce", ("dst", "src", "scratch"), ("dst_offset", "src_offset", "scratch_offset", "count"),

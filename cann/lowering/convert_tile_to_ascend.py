@@ -33,7 +33,7 @@ from cann.lowering.generations import rename
 _BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin",
            "and": "vand", "or": "vor", "xor": "vxor", "mla": "vmla"}
 _BITWISE = {"and", "or", "xor"}
-_SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "dup": "vdup"}
+_SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "mins": "vmins", "dup": "vdup"}
 _UNARY = {"relu": "vrelu", "exp": "vexp", "ln": "vln", "rec": "vrec", "sqrt": "vsqrt", "abs": "vabs", "mov": "vmov"}
 _DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to_ub",
         (Space.UB, Space.GM): "copy_ub_to_gm"}
