@@ -402,7 +402,8 @@ class _Kernel:
                         continue
                     adv = 0 if bcast[i] else pos
                     f[nm] = self.byte(bufs[i], offs[i] + adv)
-                    f[f"{nm}_blk"] = 1
+                    # a broadcast unit of one 32 B block: every block reads it (block stride 0)
+                    f[f"{nm}_blk"] = 0 if bcast[i] and unit * isz == bb else 1
                     f[f"{nm}_rep"] = 0 if bcast[i] else bpr
                 self.emit(mn, **f)
                 pos += rep * lanes if left >= lanes else left

@@ -45,8 +45,9 @@ def is_depthwise(w_shape: tuple[int, ...], cin: int, group: int) -> bool:
 def _plane_tables(w: np.ndarray, b: np.ndarray | None, tables: list[np.ndarray], n_: int, lanes: int,
                   dtype: np.dtype) -> np.ndarray:
     """The per-plane constants ``[N][C1][T][lanes]`` of one DMA per plane: the taps' weights
-    (``[C, 1, KH, KW]``, row ``tap`` repeating the 16 channel weights of the tap: one broadcast
-    vector repeat), then the bias ``b`` [C] (when given), then each epilogue table [C]; the same
+    (``[C, 1, KH, KW]``, row ``tap`` repeating the 16 channel weights of the tap ``lanes / 16``
+    times: a broadcast operand; ``lanes`` 16 when 16 channels fill one 32 B block, which the
+    vector unit then reads for every block of a repeat), then the bias ``b`` [C] (when given), then each epilogue table [C]; the same
     for each image, so that every plane's rows are one plane stride further on."""
     c, _, kh, kw = w.shape
     c1 = math.ceil(c / 16)
@@ -87,7 +88,9 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     sh, sw = strides
     pt, pl = pads[0], pads[1]
     dh, dw = dilations
-    dt, isz, lanes = lw.dtype, lw.dtype.itemsize, lw.lanes
+    dt, isz = lw.dtype, lw.dtype.itemsize
+    # table row width: one 32 B block of 16 channels (read with block stride 0), else a whole repeat
+    tw = 16 if 16 * isz == lw.soc.vector.block_bytes else lw.lanes
     c1 = x.c1
     planes = n_ * c1
     taps = [(i, j) for i in range(kh_) for j in range(kw_)]
@@ -117,7 +120,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     bias_row, table_row0 = len(taps), len(taps) + has_bias
 
     def ub_bytes(rows: int) -> int:
-        return (sh * in_rows(rows) * wp * 16 + out_tiles * span(rows)[0] * 16 + n_rows * lanes) * isz
+        return (sh * in_rows(rows) * wp * 16 + out_tiles * span(rows)[0] * 16 + n_rows * tw) * isz
 
     budget = lw.usable("ub")
     fit = 0
@@ -168,10 +171,23 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     slow = {"exp", "ln", "rec", "sqrt", "div"}
     active = n_blocks * m_blocks
 
-    def dma(nburst: int, elems: int, path: int) -> int:
+    def dma(nburst: int, elems: int, path: int, l2: float = 0.0) -> int:
+        """A DMA's cycles, the share ``l2`` of its bytes read from the L2 (cann/sim/l2.py)."""
         nbytes = nburst * elems * isz
+        hit = int(nbytes * l2)
+        nbytes -= hit
         return lat.mte_startup + max(-(-nbytes // path), -(-nbytes * active // bw.gm_total)) + \
-            lat.burst_overhead * max(nburst - 1, 0)
+            -(-hit // lw.soc.l2.rate) + lat.burst_overhead * max(nburst - 1, 0)
+
+    # L2 shares: a byte k blocks read comes from the L2 for (k - 1) / k of each read; the plane
+    # tables are read by each of the m_blocks groups, input rows by the groups whose bands reach them
+    shares = group_rows(ho_, m_blocks)
+    reach = [(max(0, a * sh - pt), min(h_, (b - 1) * sh - pt + (kh_ - 1) * dh + 2)) for a, b in shares]
+    readers = np.zeros(h_ + 1, np.int64)
+    for lo, hi in reach:
+        readers[lo:hi] += 1
+    x_l2 = {a: float(np.mean((readers[lo:hi] - 1) / readers[lo:hi])) if hi > lo else 0.0
+            for (a, _), (lo, hi) in zip(shares, reach)}
 
     def vop(count: int, unit: int = 16, strided: bool = False, per: int = 1) -> int:
         """Cycles of one tile ``vec`` of ``count`` units (convert_tile_to_ascend's split)."""
@@ -181,8 +197,8 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         cols, reps = unit * isz // vsp.block_bytes, -(-count // vsp.blocks_per_repeat)
         return cols * (-(-reps // vsp.max_repeat) * lat.vector_startup + reps * per)
 
-    def load(r0: int, r1: int) -> int:
-        return sum(dma(n, w_ * 16, bw.gm_to_ub) for _, _, n, _ in band_io(r0, r1)[0]) + \
+    def load(r0: int, r1: int, l2: float = 0.0) -> int:
+        return sum(dma(n, w_ * 16, bw.gm_to_ub, l2) for _, _, n, _ in band_io(r0, r1)[0]) + \
             len(residuals) * dma(r1 - r0, wo_ * 16, bw.gm_to_ub)
 
     def vec(r0: int, r1: int) -> int:
@@ -195,9 +211,14 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     def store(r0: int, r1: int) -> int:
         return dma(r1 - r0, wo_ * 16, bw.ub_to_gm)
 
-    rounds, table = -(-planes // n_blocks), dma(1, n_rows * lanes, bw.gm_to_ub)
-    rows, first, last = choose(ho_, m_blocks, fit, lambda bands: makespan(bands, rounds, load, vec, store, table),
-                               pins)
+    rounds = -(-planes // n_blocks)
+    table = dma(1, n_rows * tw, bw.gm_to_ub, (m_blocks - 1) / m_blocks)
+
+    def cost(bands) -> int:
+        l2 = x_l2.get(bands[0][0], 0.0)
+        return makespan(bands, rounds, lambda r0, r1: load(r0, r1, l2), vec, store, table)
+
+    rows, first, last = choose(ho_, m_blocks, fit, cost, pins)
     plane_elems[0] = in_rows(rows) * wp * 16
     plan = [split(r0, r1, rows, first, last) for r0, r1 in group_rows(ho_, m_blocks)]
     kb.block_dim = n_blocks * m_blocks
@@ -207,11 +228,11 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         kb.block_modulo = n_blocks
 
     x_plane, y_plane = h_ * w_ * 16, ho_ * wo_ * 16
-    tb = _plane_tables(w, b if has_bias else None, epi.tables, n_, lanes, dt)
+    tb = _plane_tables(w, b if has_bias else None, epi.tables, n_, tw, dt)
     y = lw.gm_tensor(tuple(out_shape), NC1HWC0)
     xa, ta, ya = kb.arg(x), kb.arg(lw.constant(tb, "ND")), kb.arg(y)
     kb.block_offset(xa, x_plane)
-    kb.block_offset(ta, n_rows * lanes)
+    kb.block_offset(ta, n_rows * tw)
     kb.block_offset(ya, y_plane)
     res_args = []
     for r in residuals:
@@ -220,7 +241,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         res_args.append(a)
 
     ub_in = kb.alloc(Space.UB, sh * plane_elems[0], dt)
-    ub_t = kb.alloc(Space.UB, n_rows * lanes, dt)
+    ub_t = kb.alloc(Space.UB, n_rows * tw, dt)
     tile_elems = span(rows)[0] * 16
     bufs = {"acc": kb.alloc(Space.UB, tile_elems, dt)}
     for i in range(len(res_args)):
@@ -232,7 +253,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     def operand(name: str) -> tuple:
         """(buffer, offset) of a step operand: a row of the plane table or a tile."""
         if name.startswith("c"):
-            return ub_t, (table_row0 + int(name[1:])) * lanes
+            return ub_t, (table_row0 + int(name[1:])) * tw
         return bufs[name], 0
 
     item = [0]  # the for_tiles item (plane) of the round being emitted: core 0's; the block's own by its offsets
@@ -256,9 +277,9 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
             q, dq = (i * dh) % sh, (i * dh) // sh
             src = q * plane_elems[0] + (dq * wp + j * dw) * 16
             kb.vec("mla" if k else "mul", acc, ub_in, ub_t, count=count, unit=16, src0_offset=src,
-                   src0_stride=sw * 16, src1_offset=k * lanes, src1_stride=0)
+                   src0_stride=sw * 16, src1_offset=k * tw, src1_stride=0)
         if has_bias:
-            kb.vec("add", acc, acc, ub_t, count=count, unit=16, src1_offset=bias_row * lanes, src1_stride=0)
+            kb.vec("add", acc, acc, ub_t, count=count, unit=16, src1_offset=bias_row * tw, src1_stride=0)
         for i, ra in enumerate(res_args):
             kb.copy(ra, bufs[f"r{i}"], src_offset=yo + r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wo_ * 16,
                     dst_stride=wq * 16)
@@ -273,7 +294,7 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
 
     def plane_code(first: int, last: bool = False) -> None:
         item[0] = first  # a ragged last round's planes: ``first`` items past the block's own
-        kb.copy(ta, ub_t, src_offset=first * n_rows * lanes, burst=n_rows * lanes)
+        kb.copy(ta, ub_t, src_offset=first * n_rows * tw, burst=n_rows * tw)
         mine = plan[grp]
         kb.roll(len(mine), lambda i: band_code(*mine[i]), clamp=True)
 

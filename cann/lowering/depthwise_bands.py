@@ -56,16 +56,25 @@ def makespan(bands: Bands, planes: int, load: Callable[[int, int], int], vec: Ca
     load (MTE2; its single buffer waits for the previous plane's last vector op), then per band
     ``load(r0, r1)`` on MTE2, ``vec(r0, r1)`` on V and ``store(r0, r1)`` on MTE3, with two copies
     of the input (a load waits for the vector work two bands back) and of the accumulator (the
-    vector work waits for the store two bands back)."""
+    vector work waits for the store two bands back; one band back across a loop boundary)."""
+    # runs of bands of one height are one code in a hardware loop; the synchronization fences a
+    # loop's entry and exit: the first band past the boundary waits for the previous band's
+    # vector work (its load) and store (its vector work), not for those two bands back
+    sizes = [r1 - r0 for r0, r1 in bands]
+    run = [i > 0 and sizes[i] == sizes[i - 1] or i + 1 < len(sizes) and sizes[i] == sizes[i + 1]
+           for i in range(len(sizes))]
+    fence = [i > 0 and (run[i] or run[i - 1]) and not (run[i] and run[i - 1] and sizes[i] == sizes[i - 1])
+             for i in range(len(sizes))]
     mte2 = v = 0
     v_hist = [0, 0]  # vector ends of the last two bands
     s_hist = [0, 0]  # store ends of the last two bands
     for _ in range(planes):
         mte2 = max(mte2, v) + table
         t_end = mte2
-        for r0, r1 in bands:
-            mte2 = max(mte2, v_hist[-2]) + load(r0, r1)
-            v = max(mte2, v, s_hist[-2], t_end) + vec(r0, r1)
+        for i, (r0, r1) in enumerate(bands):
+            back = -1 if fence[i] else -2
+            mte2 = max(mte2, v_hist[back]) + load(r0, r1)
+            v = max(mte2, v, s_hist[back], t_end) + vec(r0, r1)
             s = max(v, s_hist[-1]) + store(r0, r1)
             v_hist = [v_hist[-1], v]
             s_hist = [s_hist[-1], s]
@@ -74,8 +83,8 @@ def makespan(bands: Bands, planes: int, load: Callable[[int, int], int], vec: Ca
 
 def choose(ho: int, groups: int, fit: int, cost: Callable[[Bands], int],
            pins: dict[str, int]) -> tuple[int, int, int]:
-    """``(rows, first, last)`` minimising ``cost`` of the slowest group's band list (ties: fewer,
-    taller bands, then no short bands); pinned fields are kept (a pinned ``rows`` without pinned
+    """``(rows, first, last)`` minimising ``cost`` of the slowest group's band list (ties: the
+    lowest band height, i.e. the smallest buffers, then no short bands); pinned fields are kept (a pinned ``rows`` without pinned
     ``first`` / ``last`` means uniform bands). ``fit``: the tallest band UB holds."""
     shares = group_rows(ho, groups)
     # the border shares (padding) and one inner share of each length stand for all
@@ -94,7 +103,7 @@ def choose(ho: int, groups: int, fit: int, cost: Callable[[Bands], int],
                 if first >= rows and "first_rows" not in pins or last >= rows and "last_rows" not in pins:
                     continue
                 c = max(cost(split(r0, r1, rows, first, last)) for r0, r1 in shares)
-                key = (c, -rows, first + last)
+                key = (c, rows, first + last)
                 if best is None or key < best[0]:
                     best = (key, (rows, first, last))
     return best[1]
