@@ -145,21 +145,28 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
         """The band's input DMAs ``(src_offset, dst_offset, nburst, src_stride)`` (plane-relative,
         elements; bursts of one input row) and the zeros ``(offset, count, unit, stride)`` written
         after them: every element the taps read (padding rows and columns, rows past the map)."""
-        t_rows = span(r1 - r0)[1]
+        count, t_rows = span(r1 - r0)
+        # rows the stored outputs read; past them only the unstored columns of the last row (and
+        # the repeats' rounding) read, up to ``reach``: zeros there, not a loaded row
+        t_need = r1 - r0 + halo
+        reach = sw * (count - 1) + halo * wp + (kw_ - 1) * dw + 1
         loads, zeros = [], []
         for q in range(sh):
             base = q * plane_elems[0]
             # padded input row of phase q, step t: r0*sh + q + sh*t; real row = that - pt
             real = [t for t in range(t_rows) if 0 <= r0 * sh + q + sh * t - pt < h_]
-            if not real:
+            if not real or real[0] >= t_need:
                 zeros.append((base, t_rows * wp * 16, 1, 1))
                 continue
-            ta, tb = real[0], real[-1] + 1
+            ta, tb = real[0], min(real[-1] + 1, t_need)
             loads.append(((r0 * sh + q + sh * ta - pt) * w_ * 16, base + (ta * wp + pl) * 16, tb - ta, sh * w_ * 16))
             if ta > 0:
                 zeros.append((base, ta * wp * 16, 1, 1))
-            if tb < t_rows:
-                zeros.append((base + tb * wp * 16, (t_rows - tb) * wp * 16, 1, 1))
+            if tb < t_need or real[-1] + 1 <= tb:
+                if tb < t_rows:
+                    zeros.append((base + tb * wp * 16, (t_rows - tb) * wp * 16, 1, 1))
+            elif reach > tb * wp:
+                zeros.append((base + tb * wp * 16, (reach - tb * wp) * 16, 1, 1))
             if pl:
                 zeros.append((base + ta * wp * 16, tb - ta, pl * 16, wp * 16))
             if wp > pl + w_:

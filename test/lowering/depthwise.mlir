@@ -15,7 +15,9 @@
 // moved by the tap's (row, column) offset, src1 the tap's 16 weights broadcast (row `tap` of the
 // per-plane table, one 32 B block per row, loaded in one DMA with the bias row 9); then the bias,
 // and the 8 valid columns of each row stored. No img2col, no mmad.
-// Ramp: pinned bands of 3 rows with a first and a last band of 1 row: bands 0, 1-3, 4-6, 7.
+// Ramp: pinned bands of 3 rows with a first and a last band of 1 row: bands 0, 1-3, 4-6, 7. A band
+// loads the input rows its stored outputs read (rows + 2); the few elements past them that its
+// unstored columns and whole repeats read are zeroed (band 0: 8 columns of row 3, band 1-3: 4).
 // Fused: a fused ReLU6 (Clip 0..6) is two scalar ops on the band, vmaxs 0 then vmins 6.
 // Must-not: a grouped Conv with 2 channels per group is not depthwise: it stays on the cube (grouped.py).
 
@@ -43,9 +45,12 @@
 // PIN:          tile.block_if {lo = 3 : i64, hi = 4 : i64}
 
 // RAMP:       func.func @dwconv2d_0({{.*}}tile.tiling = {block_dim = 1 : i64, first_rows = 1 : i64, last_rows = 1 : i64, m_blocks = 1 : i64, n_blocks = 1 : i64, rows = 3 : i64}
-// RAMP:         tile.copy %0, %[[IN:[0-9]+]] {src_offset = 0, dst_offset = 176, nburst = 3,
+// RAMP:         tile.copy %0, %[[IN:[0-9]+]] {src_offset = 0, dst_offset = 176, nburst = 2,
+// RAMP-NEXT:    tile.vec %[[IN]], {{.*}}dst_offset = 0, {{.*}}count = 160, unit = 1, {{.*}}op = "dup"
+// RAMP-NEXT:    tile.vec %[[IN]], {{.*}}dst_offset = 480, {{.*}}count = 128, unit = 1, {{.*}}op = "dup"
 // RAMP:         tile.copy %{{[0-9]+}}, %2 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 128,
-// RAMP:         tile.copy %0, %[[IN]] {src_offset = 0, dst_offset = 16, nburst = 6,
+// RAMP:         tile.copy %0, %[[IN]] {src_offset = 0, dst_offset = 16, nburst = 5,
+// RAMP-NEXT:    tile.vec %[[IN]], {{.*}}dst_offset = 800, {{.*}}count = 64, unit = 1, {{.*}}op = "dup"
 // RAMP:         tile.copy %{{[0-9]+}}, %2 {src_offset = 0, dst_offset = 128, nburst = 3, burst = 128,
 // RAMP:         tile.copy %0, %[[IN]] {src_offset = 384, dst_offset = 16, nburst = 5,
 // RAMP:         tile.copy %{{[0-9]+}}, %2 {src_offset = 0, dst_offset = 512, nburst = 3, burst = 128,
