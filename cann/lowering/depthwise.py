@@ -17,8 +17,11 @@ into ``sh`` *phase planes* (phase ``q`` holds padded input rows ``r0*sh + q + sh
 per tap covers the whole band; the ``Wq - Wo`` extra columns per row are computed and not stored.
 
 Work split: the ``N * C1`` planes over groups of cores (``n_blocks``: each core one plane per
-round, GM pointers moved by one plane), and the output rows in bands over ``m_blocks`` groups of
-cores (``block_offset_mod``), so that small maps with few channels still use every core. Bias and
+round, GM pointers moved by one plane), and the output rows in contiguous shares over
+``m_blocks`` groups of cores (``block_offset_mod``), so that small maps with few channels still
+use every core; each share in bands (a short first / last band optional) chosen by a replay of
+the simulator's pipeline (:mod:`cann.lowering.depthwise_bands`). The weights, bias and epilogue
+tables of a plane arrive in one DMA; only the input rows the stored outputs read are loaded. Bias and
 the fused elementwise epilogue (:class:`cann.lowering.cube.Epilogue`: ReLU, Clip, a residual Add,
 ...) run on the band in UB before its single write to GM.
 """
