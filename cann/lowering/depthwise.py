@@ -141,6 +141,10 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     kb = lw.kernel(kernel_hint, loc, {}, pins)
     pins = dict(kb.tiling)
     n_blocks, m_cap = plane_row_split(loc, "depthwise Conv", pins, planes, cores)
+    if pins.get("rows", 1) < 1 or pins.get("first_rows", 0) < 0 or pins.get("last_rows", 0) < 0:
+        raise unsupported(loc, f"depthwise Conv: tiling rows = {pins.get('rows')}, first_rows = "
+                               f"{pins.get('first_rows')}, last_rows = {pins.get('last_rows')}: rows >= 1, "
+                               f"first_rows / last_rows >= 0 (0: none)")
     m_blocks = min(m_cap, ho_)
     plane_elems = [0]  # elements of one phase plane (set once the band height is chosen)
 

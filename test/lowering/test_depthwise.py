@@ -162,3 +162,9 @@ def test_band_estimate_ranks_like_the_simulator():
     others = [cycles({"rows": r, "first_rows": f, "last_rows": l})
               for r, f, l in ((1, 0, 0), (2, 0, 0), (4, 0, 0), (7, 0, 0), (4, 1, 1), (3, 1, 0))]
     assert chosen <= 1.02 * min(others), (chosen, others)
+
+
+def test_bad_band_pins_are_an_error():
+    with pytest.raises(cann.CannError, match=r"depthwise Conv: tiling rows = 2, first_rows = -1, last_rows = None: "
+                                             r"rows >= 1, first_rows / last_rows >= 0"):
+        cann.compile(dw_model(16, 8, 8), tiling={"dwconv2d_0": {"rows": 2, "first_rows": -1}})
