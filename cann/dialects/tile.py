@@ -216,8 +216,9 @@ VecOp = _instr("vec", ("dst", "src0", "src1"),
                ("dst_offset", "src0_offset", "src1_offset", "count", "unit", "dst_stride", "src0_stride",
                 "src1_stride"), ("scalar",), ("op",),
                doc="Vector op over count units of unit contiguous elements; operand i's unit u starts at "
-                   "offset_i + u*stride_i (stride 0 with unit = one 256 B repeat: broadcast). Ops: add sub "
-                   "mul div max min (binary), adds muls maxs (scalar), relu exp ln rec sqrt abs mov (unary), "
+                   "offset_i + u*stride_i (stride 0: broadcast of one unit dividing a 256 B repeat, laid out to fill "
+                   "the repeat -- a unit of one 32 B block is read by every block, stride 0). Ops: add sub "
+                   "mul div max min (binary), adds muls maxs mins (scalar), relu exp ln rec sqrt abs mov (unary), "
                    "dup, cast (dense, dtype of dst/src0 differ), mla (dst += src0 * src1), cadd (row sums: dst element "
                    "u = sum of src0's unit u, unit <= one repeat). Unused operands repeat dst.")
 ReduceOp = _instr("reduce", ("dst", "src", "scratch"), ("dst_offset", "src_offset", "scratch_offset", "count"),

@@ -150,7 +150,7 @@ _ALL = frozenset(DTYPES)
 #: dtype codes each vector instruction computes on (others are a fault)
 VEC_DTYPES: dict[str, frozenset[int]] = {
     **{m: _F | {_I32, _I16, _I64} for m in ("vadd", "vsub", "vmax", "vmin", "vcmpv")},
-    **{m: _F | {_I32, _I16} for m in ("vmul", "vadds", "vmuls", "vmaxs", "vabs", "vrelu")},
+    **{m: _F | {_I32, _I16} for m in ("vmul", "vadds", "vmuls", "vmaxs", "vmins", "vabs", "vrelu")},
     **{m: _F for m in ("vdiv", "vexp", "vln", "vrec", "vsqrt", "vcmax", "vcadd", "vmla")},
     **{m: _ALL for m in ("vmov", "vdup", "vbrcb", "vsel")},
     **{m: frozenset({_I16}) for m in _VEC_BITWISE},
@@ -290,6 +290,8 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "source and destination bytes of one instruction must not overlap (CCE scatter_vnchwconv_b16: 16 source "
      "and 16 destination 32-byte row addresses, here equally spaced; HIVM hivm.hir.vtranspose. ASSUMPTION: any "
      "dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for 32-bit elements)"),
+    # minimum with a scalar (Clip's upper bound in one op); appended: opcodes above are unchanged
+    ("vmins", Pipe.V, _VEC, "vector", "dst = min(src0, scalar) (CCE vmins, Ascend C Mins; scalar rounded to dtype)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)

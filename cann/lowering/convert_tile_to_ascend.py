@@ -33,7 +33,7 @@ from cann.lowering.generations import rename
 _BINARY = {"add": "vadd", "sub": "vsub", "mul": "vmul", "div": "vdiv", "max": "vmax", "min": "vmin",
            "and": "vand", "or": "vor", "xor": "vxor", "mla": "vmla"}
 _BITWISE = {"and", "or", "xor"}
-_SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "dup": "vdup"}
+_SCALAR = {"adds": "vadds", "muls": "vmuls", "maxs": "vmaxs", "mins": "vmins", "dup": "vdup"}
 _UNARY = {"relu": "vrelu", "exp": "vexp", "ln": "vln", "rec": "vrec", "sqrt": "vsqrt", "abs": "vabs", "mov": "vmov"}
 _DMA = {(Space.GM, Space.L1): "copy_gm_to_l1", (Space.GM, Space.UB): "copy_gm_to_ub",
         (Space.UB, Space.GM): "copy_ub_to_gm"}
@@ -402,7 +402,8 @@ class _Kernel:
                         continue
                     adv = 0 if bcast[i] else pos
                     f[nm] = self.byte(bufs[i], offs[i] + adv)
-                    f[f"{nm}_blk"] = 1
+                    # a broadcast unit of one 32 B block: every block reads it (block stride 0)
+                    f[f"{nm}_blk"] = 0 if bcast[i] and unit * isz == bb else 1
                     f[f"{nm}_rep"] = 0 if bcast[i] else bpr
                 self.emit(mn, **f)
                 pos += rep * lanes if left >= lanes else left

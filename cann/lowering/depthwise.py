@@ -17,8 +17,11 @@ into ``sh`` *phase planes* (phase ``q`` holds padded input rows ``r0*sh + q + sh
 per tap covers the whole band; the ``Wq - Wo`` extra columns per row are computed and not stored.
 
 Work split: the ``N * C1`` planes over groups of cores (``n_blocks``: each core one plane per
-round, GM pointers moved by one plane), and the output rows in bands over ``m_blocks`` groups of
-cores (``block_offset_mod``), so that small maps with few channels still use every core. Bias and
+round, GM pointers moved by one plane), and the output rows in contiguous shares over
+``m_blocks`` groups of cores (``block_offset_mod``), so that small maps with few channels still
+use every core; each share in bands (a short first / last band optional) chosen by a replay of
+the simulator's pipeline (:mod:`cann.lowering.depthwise_bands`). The weights, bias and epilogue
+tables of a plane arrive in one DMA; only the input rows the stored outputs read are loaded. Bias and
 the fused elementwise epilogue (:class:`cann.lowering.cube.Epilogue`: ReLU, Clip, a residual Add,
 ...) run on the band in UB before its single write to GM.
 """
@@ -32,7 +35,8 @@ import numpy as np
 
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, narrow, plane_row_split, unsupported
-from cann.lowering.cube import Epilogue, bias_table
+from cann.lowering.cube import Epilogue
+from cann.lowering.depthwise_bands import choose, group_rows, makespan, split
 
 
 def is_depthwise(w_shape: tuple[int, ...], cin: int, group: int) -> bool:
@@ -41,41 +45,24 @@ def is_depthwise(w_shape: tuple[int, ...], cin: int, group: int) -> bool:
     return group > 1 and group == cin and w_shape[0] == cin and w_shape[1] == 1
 
 
-def _tap_table(w: np.ndarray, n_: int, lanes: int, dtype: np.dtype) -> np.ndarray:
-    """Weights ``[C, 1, KH, KW]`` as rows of ``lanes`` elements ``[N][C1][KH*KW][lanes]``: row
-    ``(c1, tap)`` repeats the 16 channel weights of the tap (one broadcast vector repeat); the same
-    for each image, so that every plane's table is one plane stride further on."""
+def _plane_tables(w: np.ndarray, b: np.ndarray | None, tables: list[np.ndarray], n_: int, lanes: int,
+                  dtype: np.dtype) -> np.ndarray:
+    """The per-plane constants ``[N][C1][T][lanes]`` of one DMA per plane: the taps' weights
+    (``[C, 1, KH, KW]``, row ``tap`` repeating the 16 channel weights of the tap ``lanes / 16``
+    times: a broadcast operand; ``lanes`` 16 when 16 channels fill one 32 B block, which the
+    vector unit then reads for every block of a repeat), then the bias ``b`` [C] (when given), then each epilogue table [C]; the same
+    for each image, so that every plane's rows are one plane stride further on."""
     c, _, kh, kw = w.shape
     c1 = math.ceil(c / 16)
-    wp = np.zeros((c1 * 16, kh * kw), np.float32)
-    wp[:c] = w.reshape(c, kh * kw)
-    t = wp.reshape(c1, 16, kh * kw).transpose(0, 2, 1)  # [c1][tap][16]
-    t = np.tile(t[:, :, None, :], (1, 1, lanes // 16, 1)).reshape(c1, kh * kw, lanes)
+    rows = [np.zeros((c1 * 16, kh * kw), np.float32)]
+    rows[0][:c] = w.reshape(c, kh * kw)
+    for v in ([b] if b is not None else []) + list(tables):
+        col = np.zeros((c1 * 16, 1), np.float32)
+        col[:c, 0] = np.asarray(v, np.float32).reshape(-1)
+        rows.append(col)
+    t = np.concatenate(rows, axis=1).reshape(c1, 16, -1).transpose(0, 2, 1)  # [c1][row][16]
+    t = np.tile(t[:, :, None, :], (1, 1, lanes // 16, 1)).reshape(c1, t.shape[1], lanes)
     return narrow(np.ascontiguousarray(np.tile(t[None], (n_, 1, 1, 1))), dtype)
-
-
-def _plane_table(v: np.ndarray | None, c: int, n_: int, lanes: int, dtype: np.dtype) -> np.ndarray:
-    """A per-channel vector as one row of ``lanes`` per C1 block, repeated for each image."""
-    return np.ascontiguousarray(np.tile(bias_table(v, c, lanes, dtype), (n_, 1)))
-
-
-def _bands(ho: int, rows: int, clean) -> list[tuple[int, int]]:
-    """Output row bands ``(r0, r1)`` of at most ``rows`` rows: the rows that read top padding in one
-    short band, then bands of ``rows`` while ``clean(r0, rows)`` (the band reads no padding: every
-    such band is the same code, one hardware loop), then the rest in bands of ``rows``. A border
-    band's own code runs outside the loop, unoverlapped: the short one keeps that cheap."""
-    top = 0
-    while top < ho and not clean(top, 1):
-        top += 1
-        if top == rows or top == ho:  # padding all the way: uniform bands
-            return [(r0, min(ho, r0 + rows)) for r0 in range(0, ho, rows)]
-    out = [(0, top)] if top else []
-    r0 = top
-    while r0 + rows <= ho and clean(r0, rows):
-        out.append((r0, r0 + rows))
-        r0 += rows
-    out += [(r, min(ho, r + rows)) for r in range(r0, ho, rows)]
-    return out
 
 
 def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
@@ -104,7 +91,9 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     sh, sw = strides
     pt, pl = pads[0], pads[1]
     dh, dw = dilations
-    dt, isz, lanes = lw.dtype, lw.dtype.itemsize, lw.lanes
+    dt, isz = lw.dtype, lw.dtype.itemsize
+    # table row width: one 32 B block of 16 channels (read with block stride 0), else a whole repeat
+    tw = 16 if 16 * isz == lw.soc.vector.block_bytes else lw.lanes
     c1 = x.c1
     planes = n_ * c1
     taps = [(i, j) for i in range(kh_) for j in range(kw_)]
@@ -129,9 +118,12 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     temps = epi.temps
     out_tiles = 1 + len(residuals) + len(temps)  # acc, residuals, temporaries
 
+    has_bias = b is not None and bool(np.any(b))
+    n_rows = len(taps) + has_bias + len(epi.tables)  # rows of the per-plane table
+    bias_row, table_row0 = len(taps), len(taps) + has_bias
+
     def ub_bytes(rows: int) -> int:
-        tables = (len(taps) + 1 + len(epi.tables)) * lanes
-        return (sh * in_rows(rows) * wp * 16 + out_tiles * span(rows)[0] * 16 + tables) * isz
+        return (sh * in_rows(rows) * wp * 16 + out_tiles * span(rows)[0] * 16 + n_rows * tw) * isz
 
     budget = lw.usable("ub")
     fit = 0
@@ -149,135 +141,175 @@ def depthwise_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | 
     kb = lw.kernel(kernel_hint, loc, {}, pins)
     pins = dict(kb.tiling)
     n_blocks, m_cap = plane_row_split(loc, "depthwise Conv", pins, planes, cores)
-    n_ops = len(taps) + len(epi.steps) + 5  # taps, bias, epilogue, padding
+    if pins.get("rows", 1) < 1 or pins.get("first_rows", 0) < 0 or pins.get("last_rows", 0) < 0:
+        raise unsupported(loc, f"depthwise Conv: tiling rows = {pins.get('rows')}, first_rows = "
+                               f"{pins.get('first_rows')}, last_rows = {pins.get('last_rows')}: rows >= 1, "
+                               f"first_rows / last_rows >= 0 (0: none)")
+    m_blocks = min(m_cap, ho_)
+    plane_elems = [0]  # elements of one phase plane (set once the band height is chosen)
 
-    def cost(r: int) -> float:
-        """Estimated cycles of the busiest core for bands of ``r`` rows (the shape of
-        ``cann/sim/cost.py``): the first band's load, then per band the longer of the next load and
-        the vector work, the last store; plus one band's load and store where a border band, code
-        of its own outside the hardware loop, runs unoverlapped. Used only to choose ``rows``."""
-        nb = math.ceil(ho_ / r)
-        groups = min(m_cap, nb)
-        per_group = math.ceil(nb / groups) * math.ceil(planes / n_blocks)
-        lat, bw = lw.soc.latency, lw.soc.bandwidth
-        rate = min(bw.gm_to_ub, bw.gm_total / max(1, groups * n_blocks))
-        load = sh * lat.mte_startup + sh * (r + halo + 1) * w_ * 16 * isz / rate
-        store = lat.mte_startup + r * wo_ * 16 * isz / min(bw.ub_to_gm, bw.gm_total / max(1, groups * n_blocks))
-        vec = n_ops * (lat.vector_startup + span(r)[0] // upr)
-        border = (pt > 0 or ho_ * sh + halo > h_ + pt) and nb > 1
-        return load + per_group * max(vec, load) + store + (load + store if border else 0)
+    def band_io(r0: int, r1: int):
+        """The band's input DMAs ``(src_offset, dst_offset, nburst, src_stride)`` (plane-relative,
+        elements; bursts of one input row) and the zeros ``(offset, count, unit, stride)`` written
+        after them: every element the taps read (padding rows and columns, rows past the map)."""
+        count, t_rows = span(r1 - r0)
+        # rows the stored outputs read; past them only the unstored columns of the last row (and
+        # the repeats' rounding) read, up to ``reach``: zeros there, not a loaded row
+        t_need = r1 - r0 + halo
+        reach = sw * (count - 1) + halo * wp + (kw_ - 1) * dw + 1
+        loads, zeros = [], []
+        for q in range(sh):
+            base = q * plane_elems[0]
+            # padded input row of phase q, step t: r0*sh + q + sh*t; real row = that - pt
+            real = [t for t in range(t_rows) if 0 <= r0 * sh + q + sh * t - pt < h_]
+            if not real or real[0] >= t_need:
+                zeros.append((base, t_rows * wp * 16, 1, 1))
+                continue
+            ta, tb = real[0], min(real[-1] + 1, t_need)
+            loads.append(((r0 * sh + q + sh * ta - pt) * w_ * 16, base + (ta * wp + pl) * 16, tb - ta, sh * w_ * 16))
+            if ta > 0:
+                zeros.append((base, ta * wp * 16, 1, 1))
+            if tb < t_need or real[-1] + 1 <= tb:
+                if tb < t_rows:
+                    zeros.append((base + tb * wp * 16, (t_rows - tb) * wp * 16, 1, 1))
+            elif reach > tb * wp:
+                zeros.append((base + tb * wp * 16, (reach - tb * wp) * 16, 1, 1))
+            if pl:
+                zeros.append((base + ta * wp * 16, tb - ta, pl * 16, wp * 16))
+            if wp > pl + w_:
+                zeros.append((base + (ta * wp + pl + w_) * 16, tb - ta, (wp - pl - w_) * 16, wp * 16))
+        return loads, zeros
 
-    if "rows" in pins:
-        rows = max(1, min(pins["rows"], fit, ho_))
-    else:  # the cheapest band height; balanced: the same band count with rows as even as possible
-        rows = min(range(1, min(fit, ho_) + 1), key=lambda r: (cost(r), r))
-        rows = math.ceil(ho_ / math.ceil(ho_ / rows))
-    bands = _bands(ho_, rows, lambda r0, nr: all(0 <= r0 * sh + q + sh * t - pt < h_ for q in range(sh)
-                                                 for t in range(span(nr)[1])))
-    m_blocks = min(m_cap, len(bands))
+    # -- the pipeline estimate (the simulator's costs, cann/sim/cost.py, from the SoC's figures)
+    lat, bw, vsp = lw.soc.latency, lw.soc.bandwidth, lw.soc.vector
+    slow = {"exp", "ln", "rec", "sqrt", "div"}
+    active = n_blocks * m_blocks
+
+    def dma(nburst: int, elems: int, path: int, l2: float = 0.0) -> int:
+        """A DMA's cycles, the share ``l2`` of its bytes read from the L2 (cann/sim/l2.py)."""
+        nbytes = nburst * elems * isz
+        hit = int(nbytes * l2)
+        nbytes -= hit
+        return lat.mte_startup + max(-(-nbytes // path), -(-nbytes * active // bw.gm_total)) + \
+            -(-hit // lw.soc.l2.rate) + lat.burst_overhead * max(nburst - 1, 0)
+
+    # L2 shares: a byte k blocks read comes from the L2 for (k - 1) / k of each read; the plane
+    # tables are read by each of the m_blocks groups, input rows by the groups whose bands reach them
+    shares = group_rows(ho_, m_blocks)
+    reach = [(max(0, a * sh - pt), min(h_, (b - 1) * sh - pt + (kh_ - 1) * dh + 2)) for a, b in shares]
+    readers = np.zeros(h_ + 1, np.int64)
+    for lo, hi in reach:
+        readers[lo:hi] += 1
+    x_l2 = {a: float(np.mean((readers[lo:hi] - 1) / readers[lo:hi])) if hi > lo else 0.0
+            for (a, _), (lo, hi) in zip(shares, reach)}
+
+    def vop(count: int, unit: int = 16, strided: bool = False, per: int = 1) -> int:
+        """Cycles of one tile ``vec`` of ``count`` units (convert_tile_to_ascend's split)."""
+        if not strided:
+            reps = -(-count * unit * isz // vsp.repeat_bytes)
+            return -(-reps // vsp.max_repeat) * lat.vector_startup + reps * per
+        cols, reps = unit * isz // vsp.block_bytes, -(-count // vsp.blocks_per_repeat)
+        return cols * (-(-reps // vsp.max_repeat) * lat.vector_startup + reps * per)
+
+    def load(r0: int, r1: int, l2: float = 0.0) -> int:
+        return sum(dma(n, w_ * 16, bw.gm_to_ub, l2) for _, _, n, _ in band_io(r0, r1)[0]) + \
+            len(residuals) * dma(r1 - r0, wo_ * 16, bw.gm_to_ub)
+
+    def vec(r0: int, r1: int) -> int:
+        count = span(r1 - r0)[0]
+        c = sum(vop(n, u, u != st) for _, n, u, st in band_io(r0, r1)[1])
+        c += len(taps) * vop(count, 16, sw > 1) + has_bias * vop(count)
+        return c + sum(vop(count, per=vsp.cycles_per_repeat_transcendental if st[0] in slow else
+                           vsp.cycles_per_repeat) for st in epi.steps)
+
+    def store(r0: int, r1: int) -> int:
+        return dma(r1 - r0, wo_ * 16, bw.ub_to_gm)
+
+    rounds = -(-planes // n_blocks)
+    table = dma(1, n_rows * tw, bw.gm_to_ub, (m_blocks - 1) / m_blocks)
+
+    def cost(bands) -> int:
+        l2 = x_l2.get(bands[0][0], 0.0)
+        return makespan(bands, rounds, lambda r0, r1: load(r0, r1, l2), vec, store, table)
+
+    rows, first, last = choose(ho_, m_blocks, fit, cost, pins)
+    plane_elems[0] = in_rows(rows) * wp * 16
+    plan = [split(r0, r1, rows, first, last) for r0, r1 in group_rows(ho_, m_blocks)]
     kb.block_dim = n_blocks * m_blocks
-    kb.tiling.update(rows=rows, block_dim=kb.block_dim, n_blocks=n_blocks, m_blocks=m_blocks)
+    kb.tiling.update(rows=rows, first_rows=first, last_rows=last, block_dim=kb.block_dim, n_blocks=n_blocks,
+                     m_blocks=m_blocks)
     if m_blocks > 1:
         kb.block_modulo = n_blocks
 
     x_plane, y_plane = h_ * w_ * 16, ho_ * wo_ * 16
-    wt = lw.constant(_tap_table(w, n_, lanes, dt), "ND")
-    bt = lw.constant(_plane_table(b, c_, n_, lanes, dt), "ND") if b is not None and np.any(b) else None
+    tb = _plane_tables(w, b if has_bias else None, epi.tables, n_, tw, dt)
     y = lw.gm_tensor(tuple(out_shape), NC1HWC0)
-    xa, wa, ya = kb.arg(x), kb.arg(wt), kb.arg(y)
+    xa, ta, ya = kb.arg(x), kb.arg(lw.constant(tb, "ND")), kb.arg(y)
     kb.block_offset(xa, x_plane)
-    kb.block_offset(wa, len(taps) * lanes)
+    kb.block_offset(ta, n_rows * tw)
     kb.block_offset(ya, y_plane)
-    ba = None
-    if bt is not None:
-        ba = kb.arg(bt)
-        kb.block_offset(ba, lanes)
-    table_args = []
-    for v in epi.tables:
-        a = kb.arg(lw.constant(_plane_table(v, v.size, n_, lanes, dt), "ND"))
-        kb.block_offset(a, lanes)
-        table_args.append(a)
     res_args = []
     for r in residuals:
         a = kb.arg(r, fresh=True)
         kb.block_offset(a, y_plane)
         res_args.append(a)
 
-    plane_rows = in_rows(rows)
-    ub_in = kb.alloc(Space.UB, sh * plane_rows * wp * 16, dt)
-    ub_w = kb.alloc(Space.UB, len(taps) * lanes, dt)
-    ub_b = kb.alloc(Space.UB, lanes, dt) if ba is not None else None
+    ub_in = kb.alloc(Space.UB, sh * plane_elems[0], dt)
+    ub_t = kb.alloc(Space.UB, n_rows * tw, dt)
     tile_elems = span(rows)[0] * 16
     bufs = {"acc": kb.alloc(Space.UB, tile_elems, dt)}
     for i in range(len(res_args)):
         bufs[f"r{i}"] = kb.alloc(Space.UB, tile_elems, dt)
-    for i in range(len(table_args)):
-        bufs[f"c{i}"] = kb.alloc(Space.UB, lanes, dt)
     for t in temps:
         bufs[t] = kb.alloc(Space.UB, tile_elems, dt)
     acc = bufs["acc"]
-    plane_elems = plane_rows * wp * 16
+
+    def operand(name: str) -> tuple:
+        """(buffer, offset) of a step operand: a row of the plane table or a tile."""
+        if name.startswith("c"):
+            return ub_t, (table_row0 + int(name[1:])) * tw
+        return bufs[name], 0
 
     item = [0]  # the for_tiles item (plane) of the round being emitted: core 0's; the block's own by its offsets
 
     def band_code(r0: int, r1: int) -> None:
-        """Output rows r0..r1 of the core's plane: load, taps, bias, epilogue, store."""
+        """Output rows r0..r1 of the core's plane: load, taps, bias, epilogue, store. Each band's
+        buffer is its own generation (multi-buffered by tile-multi-buffer): it writes every
+        element its taps read, zeros for padding."""
         nr = r1 - r0
         xo, yo = item[0] * x_plane, item[0] * y_plane
-        count, t_rows = span(nr)
-        zeros = []  # (offset, count, unit, stride) of padding to write after the loads
-        for q in range(sh):
-            base = q * plane_elems
-            # padded input row of phase q, step t: r0*sh + q + sh*t; real row = that - pt. Every
-            # element the taps read is written here (zeros for padding): no stale data, and each
-            # band's buffer is its own generation (multi-buffered by tile-multi-buffer)
-            real = [t for t in range(t_rows) if 0 <= r0 * sh + q + sh * t - pt < h_]
-            if not real:
-                zeros.append((base, t_rows * wp * 16, 1, 1))
-                continue
-            ta, tb = real[0], real[-1] + 1
-            kb.copy(xa, ub_in, src_offset=xo + (r0 * sh + q + sh * ta - pt) * w_ * 16, dst_offset=base + (ta * wp + pl) * 16,
-                    nburst=tb - ta, burst=w_ * 16, src_stride=sh * w_ * 16, dst_stride=wp * 16)
-            if ta > 0:
-                zeros.append((base, ta * wp * 16, 1, 1))
-            if tb < t_rows:
-                zeros.append((base + tb * wp * 16, (t_rows - tb) * wp * 16, 1, 1))
-            if pl:
-                zeros.append((base + ta * wp * 16, tb - ta, pl * 16, wp * 16))
-            if wp > pl + w_:
-                zeros.append((base + (ta * wp + pl + w_) * 16, tb - ta, (wp - pl - w_) * 16, wp * 16))
+        count = span(nr)[0]
+        loads, zeros = band_io(r0, r1)
+        for src, dst, n, stride in loads:
+            kb.copy(xa, ub_in, src_offset=xo + src, dst_offset=dst, nburst=n, burst=w_ * 16, src_stride=stride,
+                    dst_stride=wp * 16)
         # the zeros after every load: the vector unit's writes next to the band's DMA (same buffer)
         # must not hold the next band's load back behind this band's taps
         for off, n, unit, stride in zeros:
             kb.vec("dup", ub_in, count=n, unit=unit, dst_offset=off, dst_stride=stride, scalar=0.0)
         for k, (i, j) in enumerate(taps):
             q, dq = (i * dh) % sh, (i * dh) // sh
-            src = q * plane_elems + (dq * wp + j * dw) * 16
-            kb.vec("mla" if k else "mul", acc, ub_in, ub_w, count=count, unit=16, src0_offset=src,
-                   src0_stride=sw * 16, src1_offset=k * lanes, src1_stride=0)
-        if ub_b is not None:
-            kb.vec("add", acc, acc, ub_b, count=count, unit=16, src1_stride=0)
+            src = q * plane_elems[0] + (dq * wp + j * dw) * 16
+            kb.vec("mla" if k else "mul", acc, ub_in, ub_t, count=count, unit=16, src0_offset=src,
+                   src0_stride=sw * 16, src1_offset=k * tw, src1_stride=0)
+        if has_bias:
+            kb.vec("add", acc, acc, ub_t, count=count, unit=16, src1_offset=bias_row * tw, src1_stride=0)
         for i, ra in enumerate(res_args):
             kb.copy(ra, bufs[f"r{i}"], src_offset=yo + r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wo_ * 16,
                     dst_stride=wq * 16)
         for op, d, s0, *more in epi.steps:
             s1 = more[0] if more else None
             scalar = more[1] if len(more) > 1 else 0.0
-            kw = dict(src1_stride=0 if s1.startswith("c") else None) if s1 is not None else {}
-            kb.vec(op, bufs[d], bufs[s0], bufs[s1] if s1 else None, count=count, unit=16, scalar=scalar, **kw)
+            b0, o0 = operand(s0)
+            b1, o1 = operand(s1) if s1 else (None, 0)
+            kw = dict(src1_stride=0) if s1 is not None and s1.startswith("c") else {}
+            kb.vec(op, bufs[d], b0, b1, count=count, unit=16, scalar=scalar, src0_offset=o0, src1_offset=o1, **kw)
         kb.copy(acc, ya, dst_offset=yo + r0 * wo_ * 16, nburst=nr, burst=wo_ * 16, src_stride=wq * 16, dst_stride=wo_ * 16)
-
-    per_block = [len(bands) // m_blocks + (i < len(bands) % m_blocks) for i in range(m_blocks)]
-    starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
 
     def plane_code(first: int, last: bool = False) -> None:
         item[0] = first  # a ragged last round's planes: ``first`` items past the block's own
-        kb.copy(wa, ub_w, src_offset=first * len(taps) * lanes, burst=len(taps) * lanes)
-        if ub_b is not None:
-            kb.copy(ba, ub_b, src_offset=first * lanes, burst=lanes)
-        for i, a in enumerate(table_args):
-            kb.copy(a, bufs[f"c{i}"], src_offset=first * lanes, burst=lanes)
-        mine = bands[starts[grp]:starts[grp + 1]]
+        kb.copy(ta, ub_t, src_offset=first * n_rows * tw, burst=n_rows * tw)
+        mine = plan[grp]
         kb.roll(len(mine), lambda i: band_code(*mine[i]), clamp=True)
 
     for grp in range(m_blocks):

@@ -75,16 +75,14 @@ class _Program:
             d = self._dst(op, chain, out_name)
             if isinstance(op, graph.ReluOp):
                 emit(("relu", d, x))
-            elif isinstance(op, graph.ClipOp):  # max(x, lo), then min(., hi) = -max(-., -hi)
+            elif isinstance(op, graph.ClipOp):  # max(x, lo), then min(., hi)
                 lo, hi = op.min.value.data, op.max.value.data
                 src = x
                 if lo != float("-inf"):
                     emit(("maxs", d, src, None, lo))
                     src = d
                 if hi != float("inf"):
-                    emit(("muls", d, src, None, -1.0))
-                    emit(("maxs", d, d, None, -hi))
-                    emit(("muls", d, d, None, -1.0))
+                    emit(("mins", d, src, None, hi))
                     src = d
                 if src != d:
                     emit(("mov", d, src))

@@ -13,6 +13,13 @@ groups). The MACs executed are about those of padding each group to whole blocks
 groups of 68: 73 block pairs per tap where padded groups take 75 and the dense block-diagonal
 convolution 169), without moving channels.
 
+float32 fractals are 16x8 (K0 = 8): a straddled block's half may hold only the other group's
+lanes. For a 1x1 kernel the windows are therefore taken in 8-channel *slices*
+(:func:`slice_channels`): K is the window's channels, so a run starts at ``k_start`` 8 inside its
+first block and ends mid-block where its groups do, and no 16x8 fractal is all zero. (KxK kernels
+keep whole blocks: their K interleaves the taps inside each block, so a half block is no
+contiguous K range; a straddled 3x3 float32 run still multiplies such halves.)
+
 Work split: images over ``n_blocks`` cores, the items (output row band, run, chunk of ``n1`` of the
 run's output blocks) over ``m_blocks`` groups of cores, longest first onto the least loaded group;
 the band height and chunk width are those of the least estimated makespan (small maps: narrower
@@ -39,14 +46,15 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b) * b
 
 
-def runs(cin: int, cout: int, group: int) -> list[tuple[int, int, int, int]]:
-    """``(lo, wi, jo, wo)`` per run: input blocks ``lo .. lo+wi-1`` feed output blocks ``jo ..
-    jo+wo-1`` (consecutive output blocks whose groups read the same input blocks)."""
+def runs(cin: int, cout: int, group: int, q: int = 16) -> list[tuple[int, int, int, int]]:
+    """``(lo, wi, jo, wo)`` per run: input slices ``lo .. lo+wi-1`` of ``q`` channels (16: C1
+    blocks; 8: the float32 K0 of a 1x1 convolution) feed output blocks ``jo .. jo+wo-1``
+    (consecutive output blocks whose groups read the same input slices)."""
     cin_g, cout_g = cin // group, cout // group
     out: list[list[int]] = []
     for j in range(math.ceil(cout / 16)):
         g0, g1 = 16 * j // cout_g, (min(cout, 16 * j + 16) - 1) // cout_g
-        lo, hi = g0 * cin_g // 16, ((g1 + 1) * cin_g - 1) // 16
+        lo, hi = g0 * cin_g // q, ((g1 + 1) * cin_g - 1) // q
         if out and out[-1][0] == lo and out[-1][1] == hi - lo + 1:
             out[-1][3] += 1
         else:
@@ -54,20 +62,29 @@ def runs(cin: int, cout: int, group: int) -> list[tuple[int, int, int, int]]:
     return [tuple(r) for r in out]
 
 
+def slice_channels(k0: int, kh: int, kw: int) -> int:
+    """Channels per input slice of the runs: ``k0`` for a 1x1 kernel whose K0 is under a C0 block
+    (float32: 8; K is then the window's channels, so a run may start or end mid-block and no 16x8
+    fractal holds only another group's lanes), else the C0 block (16)."""
+    return k0 if kh * kw == 1 and k0 < 16 else 16
+
+
 def run_weights(w: np.ndarray, group: int, k0: int, dt: np.dtype) -> list[np.ndarray]:
-    """Per run (:func:`runs`), the Zn matrix ``[K/k0][wo][16][k0]`` (K ordered (c1, kh, kw, c0) over
-    the run's input window) of ``w`` [Cout, Cin/group, KH, KW]: the weights the kernel loads."""
+    """Per run (:func:`runs` in slices of :func:`slice_channels`), the Zn matrix ``[K/k0][wo][16][k0]``
+    (K ordered (c1, kh, kw, c0) over the run's input window) of ``w`` [Cout, Cin/group, KH, KW]: the
+    weights the kernel loads."""
     cout, cin_g, kh_, kw_ = w.shape
     cout_g = cout // group
+    q = slice_channels(k0, kh_, kw_)
     mats = []
-    for lo, wi, jo, wo in runs(cin_g * group, cout, group):
-        dense = np.zeros((wo * 16, wi * 16, kh_, kw_), np.float32)
+    for lo, wi, jo, wo in runs(cin_g * group, cout, group, q):
+        dense = np.zeros((wo * 16, wi * q, kh_, kw_), np.float32)
         for o in range(wo * 16):
             oc = jo * 16 + o
             if oc < cout:
-                i0 = (oc // cout_g) * cin_g - lo * 16
+                i0 = (oc // cout_g) * cin_g - lo * q
                 dense[o, i0:i0 + cin_g] = w[oc]
-        bmat = dense.reshape(wo * 16, wi, 16, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(wi * 16 * kh_ * kw_, wo * 16)
+        bmat = dense.reshape(wo * 16, wi, q, kh_, kw_).transpose(1, 3, 4, 2, 0).reshape(wi * q * kh_ * kw_, wo * 16)
         mats.append(fractal_z(bmat, k0, dt))
     return mats
 
@@ -90,7 +107,10 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     """
     n_, cin, h_, w_ = x.shape
     cout, cin_g, kh_, kw_ = w.shape
-    rs_ = runs(cin, cout, group)
+    q = slice_channels(lw.soc.cube.k0(lw.dtype.itemsize), kh_, kw_)
+    rs_ = runs(cin, cout, group, q)
+    # per run: its first C1 block, its C1 blocks, the K offset of its first slice in that block
+    win = [(lo * q // 16, ((lo + wi) * q - 1) // 16 - lo * q // 16 + 1, lo * q % 16) for lo, wi, _, _ in rs_]
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     epi = epilogue or Epilogue()
     epi.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epi.residuals]
@@ -105,8 +125,8 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     offs = [0]
     for m in mats:
         offs.append(offs[-1] + m.size)
-    wi_max, n_t = max(r[1] for r in rs_), max(r[3] for r in rs_) * 16
-    kmax = _ceil(wi_max * kh_ * kw_ * 16, k0)
+    wi_max, n_t = max(r[1] for r in win), max(r[3] for r in rs_) * 16
+    kmax = _ceil(max(r[1] for r in rs_) * q * kh_ * kw_, k0)
 
     m_t = min(128, _ceil(ho_ * wo_, 16))
     k_t = min(lw.usable("l0a") // (m_t * isz), lw.usable("l0b") // (n_t * isz)) // k0 * k0
@@ -137,9 +157,9 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
 
     def item_cycles(r0: int, r1: int, ri: int, c0: int, cn: int, active: int) -> float:
         """Estimated cycles of one item (the shape of cube._conv_cycles, no overlap)."""
-        wi = rs_[ri][1]
+        wi = win[ri][1]
         gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
-        kdim, nt = _ceil(wi * kh_ * kw_ * 16, k0), cn * 16
+        kdim, nt = _ceil(rs_[ri][1] * q * kh_ * kw_, k0), cn * 16
         m_pad = _ceil((r1 - r0) * wo_, 16)
         m_sub, k_tiles = math.ceil(m_pad / m_t), math.ceil(kdim / k_t)
         fm = wi * fm_rows(r1 - r0) * w_ * 16 * isz
@@ -205,9 +225,10 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     def run_code(r0: int, r1: int, ri: int, c0: int, cn: int, resident: bool = False) -> None:
         """One item; ``resident``: its weights are already in L0B (the core's previous item had the
         same run and chunk, K in one tile)."""
-        lo, wi, jo, wo_run = rs_[ri]
+        _, ws, jo, wo_run = rs_[ri]
+        lo, wi, koff = win[ri]
         jo, wo = jo + c0, cn
-        nt, kdim = wo * 16, _ceil(wi * kh_ * kw_ * 16, k0)
+        nt, kdim = wo * 16, _ceil(ws * q * kh_ * kw_, k0)
         m_valid = (r1 - r0) * wo_
         m_pad = _ceil(m_valid, 16)
         rs, re, flo, fhi = _window(r0, r1, sh, pt, 0, dh, kh_, h_)
@@ -237,7 +258,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
                     kb.emit(tile.Img2colOp(
                         l1_fm, tiles.l0a, fm_c1=wi, fm_h=fhi - flo, fm_w=w_, pad_t=flo - rs, pad_b=re - fhi,
                         pad_l=cw[2] - cw[0], pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_,
-                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=kt0, k_count=kt))
+                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=koff + kt0, k_count=kt))
                     kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt, init=init))
 
                 kb.roll(-(-m_pad // m_t), subtile)

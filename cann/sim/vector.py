@@ -66,7 +66,7 @@ class VectorUnit:
         f32 = _F32
         binary = {"vadd": np.add, "vsub": np.subtract, "vmul": np.multiply, "vmax": np.maximum, "vmin": np.minimum,
                   "vand": np.bitwise_and, "vor": np.bitwise_or, "vxor": np.bitwise_xor}
-        scalar = {"vadds": np.add, "vmuls": np.multiply, "vmaxs": np.maximum}
+        scalar = {"vadds": np.add, "vmuls": np.multiply, "vmaxs": np.maximum, "vmins": np.minimum}
         unary = {"vabs": np.abs}
         unary32 = {"vexp": np.exp, "vln": np.log, "vsqrt": np.sqrt, "vrec": lambda x: np.divide(1.0, x, dtype=f32)}
 

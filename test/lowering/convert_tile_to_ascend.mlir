@@ -16,8 +16,8 @@
 // CHECK:        ascend.img2col dtype=0, dst=0, src={{[0-9]+}}, fm_c1=1, fm_h=4, fm_w=4
 // CHECK:        ascend.mmad dtype=0, dst=0, a=0, b=0, m=16, k=16, n=16, init=1
 // CHECK:        ascend.copy_l0c_to_ub dtype=0, dst={{[0-9]+}}, src=0, n1=1, m=16, src_m=16
-// The bias block is broadcast with a repeat stride of 0.
-// CHECK:        ascend.vadd dtype=0, {{.*}}repeat=2, mask=128, dst_blk=1, src0_blk=1, src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=0
+// The bias block (16 channels: one 32 B block in float16) is broadcast with block and repeat strides of 0.
+// CHECK:        ascend.vadd dtype=0, {{.*}}repeat=2, mask=128, dst_blk=1, src0_blk=1, src1_blk=0, dst_rep=8, src0_rep=8, src1_rep=0
 // CHECK:        ascend.copy_ub_to_gm dst_arg=3, dst=0
 // CHECK:      ascend.kernel @relu_0
 // CHECK:        ascend.vrelu dtype=0, {{.*}}repeat=2, mask=128

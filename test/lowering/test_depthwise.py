@@ -116,8 +116,9 @@ def test_executed_multiplications_near_model_macs(c, h, stride):
 
 
 def test_mobilenet_v2_fixture_depthwise_layers_reach_40pct_of_ideal():
-    """The MobileNetV2-style fixture (224x224) matches onnxruntime, race-free; its six depthwise
-    layers (vector kernels, no mmad) take at most 2.5x their ideal bound together."""
+    """The MobileNetV2-style fixture (224x224) matches onnxruntime, race-free; each of its six
+    depthwise layers (vector kernels, no mmad) reaches 40% of its ideal bound (issue 14; the
+    28x28x128 layers were at 29% with uniform bands and a three-op ReLU6 upper bound)."""
     graph = onnx.load(FIXTURES / "mobilenet_v2.onnx", load_external_data=False).graph
     data = np.load(FIXTURES / "mobilenet_v2.npz")
     model = cann.compile(str(FIXTURES / "mobilenet_v2.onnx"), precision_mode="force_fp16")
@@ -127,8 +128,9 @@ def test_mobilenet_v2_fixture_depthwise_layers_reach_40pct_of_ideal():
     assert out.argmax() == ref.argmax()
     dw = [k for k in model.last_run.kernels if k.name.startswith("dwconv2d")]
     assert len(dw) == 6 and all(k.busy_by_pipe.get("M", 0) == 0 and k.executed_macs > 0 for k in dw)  # vmla, no mmad
-    pct = 100 * sum(k.ideal_cycles for k in dw) / sum(k.cycles for k in dw)
-    assert pct >= 40, pct
+    pct = [round(100 * k.ideal_cycles / k.cycles, 1) for k in dw]
+    assert min(pct) >= 40, pct
+    assert 100 * sum(k.ideal_cycles for k in dw) / sum(k.cycles for k in dw) >= 50, pct
 
 
 def test_rows_too_wide_for_ub_fall_back_to_the_cube():
@@ -141,3 +143,28 @@ def test_rows_too_wide_for_ub_fall_back_to_the_cube():
     y = compiled.run(x)["y"]
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= 1e-2
     assert "conv2d_0" in [k.name for k in compiled.last_run.kernels]
+
+
+def test_band_estimate_ranks_like_the_simulator():
+    """The 28x28x128 layer (ReLU6 fused, 32 cores: 8 planes x 4 groups of 7 rows): the band plan
+    the pipeline estimate picks (depthwise_bands) simulates within 2% of the best of the pinned
+    alternatives (uniform bands of 1, 2, 4 and 7 rows; short first / last bands)."""
+    model = dw_model(128, 28, 28, relu6=True)
+    x = testing.random_inputs(model)
+
+    def cycles(pins):
+        compiled = cann.compile(model, precision_mode="force_fp16", tiling={"dwconv2d_0": pins} if pins else None)
+        compiled.run(x)
+        (k,) = [k for k in compiled.last_run.kernels if k.name.startswith("dwconv2d")]
+        return k.cycles
+
+    chosen = cycles(None)
+    others = [cycles({"rows": r, "first_rows": f, "last_rows": l})
+              for r, f, l in ((1, 0, 0), (2, 0, 0), (4, 0, 0), (7, 0, 0), (4, 1, 1), (3, 1, 0))]
+    assert chosen <= 1.02 * min(others), (chosen, others)
+
+
+def test_bad_band_pins_are_an_error():
+    with pytest.raises(cann.CannError, match=r"depthwise Conv: tiling rows = 2, first_rows = -1, last_rows = None: "
+                                             r"rows >= 1, first_rows / last_rows >= 0"):
+        cann.compile(dw_model(16, 8, 8), tiling={"dwconv2d_0": {"rows": 2, "first_rows": -1}})

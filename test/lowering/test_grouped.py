@@ -88,3 +88,45 @@ def test_resnext_dynamo_export_costs_what_the_legacy_export_does():
         assert np.linalg.norm(out - data["logits"]) / np.linalg.norm(data["logits"]) <= 1e-2
         cycles[name] = model.last_run.cycles
     assert cycles["resnext"] <= 1.05 * cycles["resnext_legacy"], cycles
+
+
+def _fixture_grouped_convs():
+    """(model, node, weight, group) of every grouped, non-depthwise Conv of the ResNeXt (both
+    exports), ShuffleNet and MobileNetV2-style fixtures."""
+    from onnx import numpy_helper
+
+    from cann.lowering.depthwise import is_depthwise
+
+    models = {n: onnx.load(FIXTURES / f"{n}.onnx") for n in ("resnext", "resnext_legacy", "mobilenet_v2")}
+    models["shufflenet"] = testing.test_model("shufflenet")
+    out = []
+    for name, m in models.items():
+        inits = {i.name: i for i in m.graph.initializer}
+        for node in m.graph.node:
+            group = next((a.i for a in node.attribute if a.name == "group"), 1)
+            if node.op_type != "Conv" or group == 1:
+                continue
+            w = numpy_helper.to_array(inits[node.input[1]])
+            if not is_depthwise(w.shape, w.shape[1] * group, group):
+                out.append((name, node.name, w, group))
+    return out
+
+
+@pytest.mark.parametrize("k0,dtype", [(16, np.float16), (8, np.float32)])
+def test_fixtures_multiply_no_all_zero_fractal(k0, dtype):
+    """Every grouped convolution of the fixtures, as the lowering builds its weights (super-groups,
+    else runs over 16- or, float32 1x1, 8-channel slices): no 16 x k0 weight fractal is all zero
+    (all weights 1: only structural zeros). float32 (K0 = 8) included: ShuffleNet's 1x1 group-4
+    convolutions had 7-35% of them all zero with runs over whole C1 blocks."""
+    from cann.lowering.grouped import super_group_weights
+    from cann.lowering.grouped_runs import run_weights
+
+    convs = _fixture_grouped_convs()
+    assert {c[0] for c in convs} == {"resnext", "resnext_legacy", "shufflenet"} and len(convs) == 36
+    for name, node, w, group in convs:
+        ones = np.ones_like(w)
+        s = super_group(w.shape[1] * group, w.shape[0], group)
+        mats = (super_group_weights(ones, group, s, k0, np.dtype(dtype)) if s
+                else run_weights(ones, group, k0, np.dtype(dtype)))
+        zero = sum(int((np.abs(z.astype(np.float32)).sum(axis=(2, 3)) == 0).sum()) for z in mats)
+        assert zero == 0, (name, node, w.shape, group, zero)

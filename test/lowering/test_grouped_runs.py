@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import cann
 from cann import testing
-from cann.lowering.grouped_runs import run_weights, runs
+from cann.lowering.grouped_runs import run_weights, runs, slice_channels
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import compile_checked  # noqa: E402
@@ -72,8 +72,7 @@ def test_runs_with_fused_residual_relu(precision_mode):
                                                (48, 48, 2, 3), (24, 48, 3, 1), (544, 544, 4, 1)])
 def test_no_all_zero_weight_fractal(cin, cout, group, k):
     """The Zn weights the kernel loads, per run of output blocks, float16: every 16x16 fractal holds
-    a real weight (all weights 1, so only structural zeros). (float32's 16x8 fractals can be all
-    zero: a block straddling two groups has 8 lanes of the other group only.)"""
+    a real weight (all weights 1, so only structural zeros)."""
     w = np.ones((cout, cin // group, k, k), np.float32)
     mats = run_weights(w, group, 16, np.dtype(np.float16))
     assert len(mats) == len(runs(cin, cout, group))
@@ -82,6 +81,34 @@ def test_no_all_zero_weight_fractal(cin, cout, group, k):
         assert np.all(np.abs(z.astype(np.float32)).sum(axis=(2, 3)) > 0), (lo, wi, jo, wo)
     # fewer block pairs than the dense block-diagonal conv multiplies
     assert sum(wi * wo for _, wi, _, wo in runs(cin, cout, group)) < -(-cin // 16) * -(-cout // 16)
+
+
+@pytest.mark.parametrize("cin,cout,group", [(204, 204, 3), (136, 272, 4), (112, 112, 4), (112, 24, 4),
+                                            (24, 48, 3), (544, 544, 4), (48, 48, 2)])
+def test_no_all_zero_fp32_fractal_in_1x1_runs(cin, cout, group):
+    """float32 (K0 = 8), 1x1: runs over 8-channel input slices (slice_channels), so no 16x8 fractal
+    holds only another group's lanes (with whole C1 blocks, ShuffleNet's 28 / 34 / 68 / 136 per
+    group had 7-35% of them all zero: a block straddling two groups)."""
+    w = np.ones((cout, cin // group, 1, 1), np.float32)
+    mats = run_weights(w, group, 8, np.dtype(np.float32))
+    rs = runs(cin, cout, group, 8)
+    assert slice_channels(8, 1, 1) == 8 and slice_channels(16, 1, 1) == 16 and slice_channels(8, 3, 3) == 16
+    assert len(mats) == len(rs)
+    for (lo, wi, jo, wo), z in zip(rs, mats):
+        assert z.shape == (wi, wo, 16, 8)
+        assert np.all(np.abs(z).sum(axis=(2, 3)) > 0), (lo, wi, jo, wo)
+
+
+def test_fp32_1x1_runs_execute_their_slice_pairs():
+    """ShuffleNet's first grouped conv shape (group 4 of 28, 1x1) in float32 on 8x8: the mmads run
+    K = the run's 8-channel slices x 8, N its output blocks x 16, per 16-position M tile: the
+    slice pairs of runs(..., 8), not the 16-channel blocks' (values against onnxruntime)."""
+    model = grouped_model(1, 112, 112, 8, 4, 1, 1)
+    compiled, _ = compile_checked(model, "must_keep_origin_dtype", TOL["must_keep_origin_dtype"])
+    (kern,) = [kk for kk in compiled.last_run.kernels if kk.name.startswith("gconv2d")]
+    pairs8 = sum(wi * wo for _, wi, _, wo in runs(112, 112, 4, 8))
+    pairs16 = sum(wi * wo for _, wi, _, wo in runs(112, 112, 4))
+    assert kern.executed_macs == pairs8 * 8 * 16 * 64 < pairs16 * 16 * 16 * 64, (kern.executed_macs, pairs8)
 
 
 def test_runs_of_shufflenet_group_3():

@@ -270,6 +270,7 @@ REF = {
     "vadd": lambda a, b, s: a + b, "vsub": lambda a, b, s: a - b, "vmul": lambda a, b, s: a * b,
     "vdiv": lambda a, b, s: a / b, "vmax": lambda a, b, s: max(a, b), "vmin": lambda a, b, s: min(a, b),
     "vadds": lambda a, b, s: a + s, "vmuls": lambda a, b, s: a * s, "vmaxs": lambda a, b, s: max(a, s),
+    "vmins": lambda a, b, s: min(a, s),
     "vrelu": lambda a, b, s: max(a, 0.0), "vexp": lambda a, b, s: math.exp(a), "vln": lambda a, b, s: math.log(a),
     "vrec": lambda a, b, s: 1.0 / a, "vsqrt": lambda a, b, s: math.sqrt(a), "vabs": lambda a, b, s: abs(a),
     "vmov": lambda a, b, s: a, "vdup": lambda a, b, s: s,
@@ -310,7 +311,7 @@ def test_vector(mn, dt, layout):
             a = float(read_lane(before, lane_addr(*s0, r, j, isz), dt))
             b = float(read_lane(before, lane_addr(*s1, r, j, isz), dt))
             # binary fp16 ops compute exactly in float64 then round once, like numpy's float16 loops
-            v = np.array(REF[mn](dt.type(a), dt.type(b), dt.type(scalar)) if mn in ("vmax", "vmin", "vmaxs")
+            v = np.array(REF[mn](dt.type(a), dt.type(b), dt.type(scalar)) if mn in ("vmax", "vmin", "vmaxs", "vmins")
                          else REF[mn](a, b, float(dt.type(scalar))), dt)
             ad = lane_addr(*dst, r, j, isz)
             want[ad:ad + isz] = np.frombuffer(v.tobytes(), np.uint8)
