@@ -196,6 +196,7 @@ def test_fused_residual_epilogue_matches_onnxruntime():
     (37, 1000, 21, {"k_blocks": 8, "m_blocks": 1, "n_blocks": 2}),    # ragged M and N blocks, 8 parts
     (64, 640, 96, {"k_blocks": 2, "m_blocks": 1, "n_blocks": 1, "m": 64, "n": 32, "k": 64, "step_k": 2,
                    "a_panel": 1}),                                    # the A panel of a part, 3 N tiles
+    (48, 4100, 40, {"k_blocks": 2, "k": 32, "step_k": 1}),           # each part's K chunks a hardware loop
 ])
 def test_k_split_matches_onnxruntime(m, k, n, pins, precision_mode):
     # the K parts add their partial sums into a zeroed output (memset launch, copy_ub_to_gm_add):
