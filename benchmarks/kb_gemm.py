@@ -8,7 +8,9 @@ compiled and timed with the timing-only simulator, then every tiling of the grid
 ``n_blocks`` in {half, the default, double} (at most the SoC's cores) x ``step_k`` in {1, 2, 4}, and
 the K splits ``k_blocks`` in {2, 3, 4, 6, 8, 12, 16} (alone, and with every ``m_blocks`` x
 ``n_blocks`` using 24 to 32 cores in all; each with its ``memset`` launch), the L0C tile chosen by
-the plan under those pins; the model's simulated cycles (all its launches) rank them. A shape gets
+the plan under those pins; the model's simulated cycles (all its launches) rank them. Then, from
+the best, each L0C-tile key (``m``, ``n``, ``k``, ``step_k``, ``a_panel``) is varied alone over a few
+values while that improves it (at most 3 rounds). A shape gets
 an entry (``op`` MatMul, :func:`cann.passes.tile_search_kb.signature` of its graph op, the best
 tiling's ``m_blocks, n_blocks, m, n, k, step_k, a_panel`` and ``k_blocks`` when split) only when its
 best beats the default. The file is
@@ -33,6 +35,9 @@ from gemm import SHAPES, _shape, matmul_model  # benchmarks/gemm.py
 
 SOC, MODE, KERNEL = "Ascend910", "force_fp16", "matmul_0"
 FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k", "a_panel", "k_blocks")
+#: the values tried per L0C-tile key around the best grid
+TILE_VALUES = {"m": (16, 32, 48, 64, 80, 96, 128), "n": (16, 32, 48, 64, 96, 128, 192),
+               "k": (32, 48, 64, 96, 128, 192, 256), "step_k": (1, 2, 3, 4), "a_panel": (0, 1)}
 
 
 def measure(model, pins: dict | None) -> tuple[dict, int, int] | None:
@@ -92,6 +97,21 @@ def main() -> None:
             tried += 1
             if got[1] < best:
                 best, best_t, kernel = got[1], got[0], got[2]
+        # then the L0C tile of the best grid: one key at a time, the others pinned, while it improves
+        for _ in range(3):
+            start = best
+            for key, values in TILE_VALUES.items():
+                for v in values:
+                    pins = {f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v}
+                    got = measure(model, pins)
+                    if got is None or tuple(got[0][f] for f in FIELDS) in seen:
+                        continue
+                    seen.add(tuple(got[0][f] for f in FIELDS))
+                    tried += 1
+                    if got[1] < best:
+                        best, best_t, kernel = got[1], got[0], got[2]
+            if best == start:
+                break
         brief = " ".join(f"{f}={best_t[f]}" for f in FIELDS)
         print(f"{label:>18} candidates {tried:3d} default {default:9d} best {best:9d} ({default / best - 1:6.1%})  "
               f"{brief}  [{time.perf_counter() - t_start:.0f} s]", flush=True)
