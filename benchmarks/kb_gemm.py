@@ -5,10 +5,15 @@
 Per shape of ``benchmarks/gemm.py`` (one MatMul, A [M, K] float16 input, B [K, N] float16
 initializer; Ascend910 ``force_fp16``) the default tiling (``gemm.plan``, no knowledge base) is
 compiled and timed with the timing-only simulator, then every tiling of the grid ``m_blocks`` x
-``n_blocks`` in {half, the default, double} (at most the SoC's cores) x ``step_k`` in {1, 2, 4}, the
-L0C tile chosen by the plan under those pins; the kernel's simulated cycles rank them. A shape gets an
-entry (``op`` MatMul, :func:`cann.passes.tile_search_kb.signature` of its graph op, the best
-tiling's ``m_blocks, n_blocks, m, n, k, step_k``) only when its best beats the default. The file is
+``n_blocks`` in {half, the default, double} (at most the SoC's cores) x ``step_k`` in {1, 2, 4}, and
+the K splits ``k_blocks`` in {2, 3, 4, 6, 8, 12, 16} (alone, and with every ``m_blocks`` x
+``n_blocks`` using 24 to 32 cores in all; each with its ``memset`` launch), the L0C tile chosen by
+the plan under those pins; the model's simulated cycles (all its launches) rank them. Then, from
+the best, each L0C-tile key (``m``, ``n``, ``k``, ``step_k``, ``a_panel``) is varied alone over a few
+values while that improves it (at most 3 rounds). A shape gets
+an entry (``op`` MatMul, :func:`cann.passes.tile_search_kb.signature` of its graph op, the best
+tiling's ``m_blocks, n_blocks, m, n, k, step_k, a_panel`` and ``k_blocks`` when split) only when its
+best beats the default. The file is
 rewritten after every shape, so an interrupted run keeps what it measured. ``--max-macs`` skips the
 shapes slow to simulate.
 """
@@ -29,11 +34,15 @@ from cann.runtime import Model
 from gemm import SHAPES, _shape, matmul_model  # benchmarks/gemm.py
 
 SOC, MODE, KERNEL = "Ascend910", "force_fp16", "matmul_0"
-FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k")
+FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k", "a_panel", "k_blocks")
+#: the values tried per L0C-tile key around the best grid
+TILE_VALUES = {"m": (16, 32, 48, 64, 80, 96, 128), "n": (16, 32, 48, 64, 96, 128, 192),
+               "k": (32, 48, 64, 96, 128, 192, 256), "step_k": (1, 2, 3, 4), "a_panel": (0, 1)}
 
 
-def measure(model, pins: dict | None) -> tuple[dict, int] | None:
-    """(the matmul kernel's recorded tiling, its simulated cycles), None when the pins are refused."""
+def measure(model, pins: dict | None) -> tuple[dict, int, int] | None:
+    """(the matmul kernel's recorded tiling, the model's simulated cycles (a K split's memset launch
+    included), the matmul kernel's own), None when the pins are refused."""
     try:
         module = lower(model, soc_version=SOC, precision_mode=MODE, kb="none",
                        tiling={KERNEL: pins} if pins else None)
@@ -41,8 +50,9 @@ def measure(model, pins: dict | None) -> tuple[dict, int] | None:
         return None
     (k,) = [k for k in kernels(module) if k.sym_name.data == KERNEL]
     tiling = {f: v.value.data for f, v in k.attributes["tile.tiling"].data.items()}
+    tiling.setdefault("k_blocks", 1)
     stats = Model(build_offline_model(module)).time()
-    return tiling, next(x.cycles for x in stats.kernels if x.name == KERNEL)
+    return tiling, stats.cycles, next(x.cycles for x in stats.kernels if x.name == KERNEL)
 
 
 def grid(t0: dict, cores: int) -> list[dict]:
@@ -54,6 +64,10 @@ def grid(t0: dict, cores: int) -> list[dict]:
                 continue
             for sk in (1, 2, 4):
                 out.append({"m_blocks": mb, "n_blocks": nb, "step_k": sk})
+    for kb_ in (2, 3, 4, 6, 8, 12, 16):  # K splits
+        out.append({"k_blocks": kb_})
+        out += [{"k_blocks": kb_, "m_blocks": mb, "n_blocks": nb} for mb in range(1, cores + 1)
+                for nb in range(1, cores + 1) if 24 <= mb * nb * kb_ <= cores]
     return out
 
 
@@ -72,7 +86,7 @@ def main() -> None:
             continue
         t_start = time.perf_counter()
         model = matmul_model(m, k, n)
-        t0, default = measure(model, None)
+        t0, default, kernel = measure(model, None)
         best, best_t, tried = default, t0, 1
         seen = {tuple(t0[f] for f in FIELDS)}
         for pins in grid(t0, cores):
@@ -82,7 +96,22 @@ def main() -> None:
             seen.add(tuple(got[0][f] for f in FIELDS))
             tried += 1
             if got[1] < best:
-                best, best_t = got[1], got[0]
+                best, best_t, kernel = got[1], got[0], got[2]
+        # then the L0C tile of the best grid: one key at a time, the others pinned, while it improves
+        for _ in range(3):
+            start = best
+            for key, values in TILE_VALUES.items():
+                for v in values:
+                    pins = {f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v}
+                    got = measure(model, pins)
+                    if got is None or tuple(got[0][f] for f in FIELDS) in seen:
+                        continue
+                    seen.add(tuple(got[0][f] for f in FIELDS))
+                    tried += 1
+                    if got[1] < best:
+                        best, best_t, kernel = got[1], got[0], got[2]
+            if best == start:
+                break
         brief = " ".join(f"{f}={best_t[f]}" for f in FIELDS)
         print(f"{label:>18} candidates {tried:3d} default {default:9d} best {best:9d} ({default / best - 1:6.1%})  "
               f"{brief}  [{time.perf_counter() - t_start:.0f} s]", flush=True)
@@ -90,8 +119,8 @@ def main() -> None:
             (op,) = [o for o in lower(model, soc_version=SOC, precision_mode=MODE, kb="none", until="graph").walk()
                      if o.name == "graph.matmul"]
             entries.append({"op": "MatMul", "signature": signature(op), "soc": SOC, "precision_mode": MODE,
-                            "compiler": compiler_version(), "cycles": best,
-                            "tiling": {f: best_t[f] for f in FIELDS}})
+                            "compiler": compiler_version(), "cycles": kernel,
+                            "tiling": {f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1}})
             with open(args.kb_out, "w") as f:
                 f.write(dump(entries))
     print(f"{args.kb_out}: {len(entries)} entries")

@@ -196,6 +196,10 @@ _DMA = ("src_offset", "dst_offset", "nburst", "burst", "src_stride", "dst_stride
 
 CopyOp = _instr("copy", ("src", "dst"), _DMA,
                 doc="Burst copy between GM and L1/UB: nburst bursts of burst elements, strides start to start.")
+CopyAddOp = _instr("copy_add", ("src", "dst"), _DMA,
+                   doc="UB -> GM burst copy adding to GM (atomic add, copy_ub_to_gm_add): each float element "
+                       "of dst becomes dst + src (float32 sum rounded to dst's dtype); blocks of a launch may "
+                       "add to the same elements.")
 CopyNd2nzOp = _instr("copy_nd2nz", ("src", "dst"), ("src_offset", "dst_offset", "rows", "cols", "src_row_stride"),
                      doc="GM row-major rows x cols -> L1 NZ [c1][rows16][c0], zero padded.")
 Load2dOp = _instr("load2d", ("src", "dst"), ("src_offset", "dst_offset", "count", "src_stride", "dst_stride"),
@@ -255,7 +259,7 @@ LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
                          "further on.")
 
-TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyAddOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
                LoadIndexOp, CopyIndexedOp, SelectOp, TransposeBlocksOp)
 
 

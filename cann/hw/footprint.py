@@ -52,7 +52,7 @@ def _footprints(spec: SocSpec):
         return f
 
     def dma_out(v, args):
-        a, dst, src, nb, b, ss, ds = v
+        a, dst, src, nb, b, ss, ds = v[:7]
         g = args[a] + dst
         return ((_UB, src, src + (nb - 1) * ss + b, False), (_GM, g, g + (nb - 1) * ds + b, True)), 0, nb * b
 
@@ -173,7 +173,7 @@ def _footprints(spec: SocSpec):
         m, g = d.mnemonic, d.group
         if m in ("copy_gm_to_l1", "copy_gm_to_ub"):
             fns[m] = dma_in(_L1 if m == "copy_gm_to_l1" else _UB)
-        elif m == "copy_ub_to_gm":
+        elif m in ("copy_ub_to_gm", "copy_ub_to_gm_add"):  # the add reads GM at the memory side
             fns[m] = dma_out
         elif g == "vector":
             fns[m] = vector(2 if m in binary or m == "vmla" else 0 if m == "vdup" else 1, m == "vmla")

@@ -292,6 +292,15 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "dtype, and a matrix costs one vector repeat per 256 B it holds: 2 for 16-bit, 4 for 32-bit elements)"),
     # minimum with a scalar (Clip's upper bound in one op); appended: opcodes above are unchanged
     ("vmins", Pipe.V, _VEC, "vector", "dst = min(src0, scalar) (CCE vmins, Ascend C Mins; scalar rounded to dtype)"),
+    # atomic-add store: the exact reduction of partial sums that several cores write to the same GM bytes
+    # (a K split across cores); appended
+    ("copy_ub_to_gm_add", Pipe.MTE3, _DMA_OUT + _f("dtype"), "dma",
+     "UB -> GM burst copy that adds to GM instead of overwriting: each dtype element of the destination "
+     "becomes round(GM + UB), summed in float32 and rounded to dtype (nearest even); dtype float16 or "
+     "float32; bursts hold whole elements. Blocks of a launch may add to the same GM bytes concurrently "
+     "(the sum is their block-order sum); a plain write of bytes another block adds to is a race "
+     "(ascend-core.md: HIVM store with optional atomic add on MTE3; Ascend C SetAtomicAdd before an MTE3 "
+     "DataCopy. ASSUMPTION: float16 accumulation on the dav-c100 core, the cost of copy_ub_to_gm)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)
@@ -302,7 +311,7 @@ _UBF = SPACE_CODES["ub"]
 #: ``load2d``'s ``dst`` is in L0A or L0B by its ``dst_space`` (see :func:`address_fields`)
 _ADDRESS_FIELDS: dict[str, tuple[tuple[str, int], ...]] = {
     "copy_gm_to_l1": (("dst", 1),), "copy_gm_to_ub": (("dst", _UBF),), "copy_gm_to_l1_nd2nz": (("dst", 1),),
-    "copy_ub_to_gm": (("src", _UBF),), "load2d": (("src", 1), ("dst", 0)), "img2col": (("src", 1), ("dst", 2)),
+    "copy_ub_to_gm": (("src", _UBF),), "copy_ub_to_gm_add": (("src", _UBF),), "load2d": (("src", 1), ("dst", 0)), "img2col": (("src", 1), ("dst", 2)),
     "img2col_c04": (("src", 1), ("dst", 2)),
     "mmad": (("dst", 4), ("a", 2), ("b", 3)), "copy_l0c_to_ub": (("src", 4), ("dst", _UBF)),
     "ld_idx": (("src", _UBF),), "copy_gm_to_ub_reg": (("dst", _UBF),),

@@ -265,6 +265,19 @@ class _Kernel:
             f.update(dst_arg=self.args[dst], dst=op.field("dst_offset") * e, src=self.byte(src, op.field("src_offset")))
         self.emit(_DMA[key], **f)
 
+    def _copy_add(self, op) -> None:
+        src, dst = op.operand("src"), op.operand("dst")
+        if (space_of(src), space_of(dst)) != (Space.UB, Space.GM):
+            raise self.error("tile.copy_add adds UB to GM only")
+        dt = np_dtype(dst.type.element_type)
+        if dt.kind != "f" or dt.itemsize not in (2, 4):
+            raise self.error(f"tile.copy_add adds float16 / float32 only, got {dt}")
+        e = dt.itemsize
+        self.emit("copy_ub_to_gm_add", dst_arg=self.args[dst], dst=op.field("dst_offset") * e,
+                  src=self.byte(src, op.field("src_offset")), nburst=op.field("nburst"),
+                  burst=op.field("burst") * e, src_stride=op.field("src_stride") * e,
+                  dst_stride=op.field("dst_stride") * e, dtype=0 if e == 2 else 1)
+
     def _load_index(self, op) -> None:
         src = op.operand("src")
         dt = np_dtype(src.type.element_type)

@@ -31,7 +31,7 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering import gemv
-from cann.lowering.common import ND, DevTensor, Lowering, unsupported
+from cann.lowering.common import ND, DevTensor, Lowering, ub_chunk, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_z
 
 #: cube steps of one L0C tile up to which its K chunks are unrolled rather than a hardware loop
@@ -54,8 +54,11 @@ OVERLAP_NORM = 4
 #: on 1x4096x4096, 11.2% / 11.6% on 256^3)
 PANEL_MARGIN = 0.93
 
+#: bytes of zeros a memset launch keeps in UB (its stores re-read them: fewer vector repeats first)
+ZERO_BYTES = 1024
+
 #: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
-KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "block_dim")
+KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "k_blocks", "block_dim")
 
 
 @dataclass(frozen=True)
@@ -72,12 +75,16 @@ class GemmPlan:
     step_k: int
     cycles: float
     a_panel: int = 0
-
+    #: K split across cores: ``k_blocks`` groups of ``m_blocks * n_blocks`` cores, group ``p`` summing
+    #: K columns ``p * k_part ..`` into the output with atomic adds (1: no split)
+    k_blocks: int = 1
+    k_part: int = 0
 
     def as_tiling(self) -> dict[str, int]:
+        split = {"k_blocks": self.k_blocks} if self.k_blocks > 1 else {}
         return {"m_blocks": self.m_blocks, "n_blocks": self.n_blocks, "sm": self.sm, "sn": self.sn, "m": self.m,
-                "n": self.n, "k": self.k, "step_k": self.step_k, "a_panel": self.a_panel,
-                "block_dim": self.m_blocks * self.n_blocks}
+                "n": self.n, "k": self.k, "step_k": self.step_k, "a_panel": self.a_panel, **split,
+                "block_dim": self.m_blocks * self.n_blocks * self.k_blocks}
 
 
 def _split(total16: int, parts: int) -> tuple[int, int]:
@@ -175,7 +182,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     for key in pins:
         if key not in KEYS:
             raise unsupported(loc, f"Gemm: unknown tiling key '{key}' (keys: {', '.join(KEYS)})")
-    for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn"):
+    for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn", "k_blocks"):
         if key in pins and pins[key] < 1:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be positive")
     if pins.get("a_panel", 0) not in (0, 1):
@@ -185,13 +192,23 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be a multiple of 16")
     if "k" in pins and pins["k"] % k0:
         raise unsupported(loc, f"Gemm: tiling k = {pins['k']} must be a multiple of k0 = {k0}")
-    limit = min(cores, pins.get("block_dim", cores))
+    gk = pins.get("k_blocks", 1)
+    if gk > 1:  # K split: each group of cores plans its part of K
+        if gk > kp // k0:
+            raise unsupported(loc, f"Gemm: tiling k_blocks = {gk} exceeds the {kp // k0} K fractals of K = {k_}")
+        if gk > cores:
+            raise unsupported(loc, f"Gemm: tiling k_blocks = {gk} needs {gk} cores, {cores} available")
+        k_part = math.ceil(kp // k0 / gk) * k0
+        gk = math.ceil(kp / k_part)  # the parts that are not empty
+        kp = k_part
+    limit = min(cores, pins.get("block_dim", cores)) // gk
     # a block size pins the block count it gives (a recorded tiling pinned back gives itself)
     gm_pin = pins.get("m_blocks") or ("sm" in pins and _split(m16, math.ceil(m16 / (pins["sm"] // 16)))[1]) or None
     gn_pin = pins.get("n_blocks") or ("sn" in pins and _split(n16, math.ceil(n16 / (pins["sn"] // 16)))[1]) or None
-    if (gm_pin or 1) * (gn_pin or 1) > cores:
-        raise unsupported(loc, f"Gemm: tiling m_blocks = {gm_pin or 1} x n_blocks = {gn_pin or 1} needs "
-                               f"{(gm_pin or 1) * (gn_pin or 1)} cores, {cores} available")
+    if (gm_pin or 1) * (gn_pin or 1) * gk > cores:
+        raise unsupported(loc, f"Gemm: tiling m_blocks = {gm_pin or 1} x n_blocks = {gn_pin or 1}"
+                               f"{f' x k_blocks = {gk}' if gk > 1 else ''} needs "
+                               f"{(gm_pin or 1) * (gn_pin or 1) * gk} cores, {cores} available")
     l0c = lw.usable("l0c")
     l0c_full = l0c // 4  # accumulator elements (a tile above one copy's share runs single-buffered)
     if "m" in pins or "n" in pins:
@@ -246,11 +263,12 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                                            f"{(cm * kp + cn * kc) * isz} bytes of L1, "
                                            f"{lw.usable('l1')} available")
                                 continue
-                            cost = _cost(lw, m_, k_, n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used, a_panel=ap)
+                            cost = _cost(lw, m_, min(k_, kp), n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used,
+                                         a_panel=ap)
                             if ap and "a_panel" not in pins:
                                 cost /= PANEL_MARGIN
                             if best is None or cost < best.cycles * 0.999:
-                                best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap)
+                                best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp)
     if best is None:
         raise unsupported(loc, refused or f"Gemm: no tiling within {limit} cores for the pinned values {pins}")
     for key, got in (("sm", best.sm), ("sn", best.sn)):
@@ -319,11 +337,16 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     p, gp = _choose(lw, m_, k_, n_, epi, tiling, loc, max(16, m_cap))
     if gp is not None:  # M < 16 on the vector unit: no padding of M to the cube's 16 rows
         return gemv.gemv(lw, kb, a, bmat, bias, loc, epilogue, gp)
+    gk = p.k_blocks
+    if gk > 1 and (bias is not None or epilogue is not None):
+        raise unsupported(loc, "Gemm: tiling k_blocks > 1 (a K split summed by atomic adds) needs a MatMul "
+                               "without bias or fused epilogue")
     kb.tiling.update(p.as_tiling())
     gm, gn, sm, sn, cm, cn, kt = p.m_blocks, p.n_blocks, p.sm, p.sn, p.m, p.n, p.k
-    kc = min(p.step_k * kt, _ceil(kp, kt))
-    kb.block_dim = gm * gn
-    if gm > 1 and gn > 1:  # groups of gn cores: core b computes N block b % gn of M block b // gn
+    k_part = p.k_part if gk > 1 else kp  # K (padded) of one core's part
+    kc = min(p.step_k * kt, _ceil(k_part, kt))
+    kb.block_dim = gm * gn * gk
+    if (gm > 1 or gk > 1) and gn > 1:  # groups of gn cores: core b computes N block b % gn of M block b // gn
         kb.block_modulo = gn
     ns = sn if gn > 1 else 0  # GM elements the N block moves the output (0: one N block)
 
@@ -343,21 +366,22 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     tiles.bind(ns, ns, lw.lanes)
     ub_nd = kb.alloc(Space.UB, cm * ew, dt)
     panel = p.a_panel
-    l1_a = kb.alloc(Space.L1, cm * (kp if panel else kc), dt)
+    l1_a = kb.alloc(Space.L1, cm * (k_part if panel else kc), dt)
     l0c = kb.alloc(Space.L0C, cm * cn, np.dtype(np.float32))
 
-    def l0c_tile(r0: int, rows: int, c0: int, cols: int, load_a: bool = True) -> None:
-        """Output rows r0.. (rows of them) x the core block's columns c0.. (cols): K in L1 chunks of kc,
-        each chunk in cube steps of kt accumulated in L0C, then the epilogue. With the A panel
-        (``panel``) chunk ``ci`` of A sits at its own place in L1, loaded only when ``load_a`` (the
-        row's first tile)."""
+    def l0c_tile(r0: int, rows: int, c0: int, cols: int, load_a: bool = True, kbase: int = 0) -> None:
+        """Output rows r0.. (rows of them) x the core block's columns c0.. (cols): K (the part from
+        ``kbase``) in L1 chunks of kc, each chunk in cube steps of kt accumulated in L0C, then the
+        epilogue (with a K split, added to GM). With the A panel (``panel``) chunk ``ci`` of A sits at
+        its own place in L1, loaded only when ``load_a`` (the row's first tile)."""
         m_pad, cnp = _ceil(rows, 16), _ceil(cols, 16)
         n1c = cnp // 16
+        kend = min(kp, kbase + k_part)
 
         def chunk(ci: int) -> None:
-            kc0 = ci * kc
-            kcp = min(kc, kp - kc0)
-            a0 = kc0 * m_pad if panel else 0  # the chunk's A fractals in L1
+            kc0 = kbase + ci * kc
+            kcp = min(kc, kend - kc0)
+            a0 = (kc0 - kbase) * m_pad if panel else 0  # the chunk's A fractals in L1
             if load_a:
                 kb.emit(tile.CopyNd2nzOp(aa, l1_a, src_offset=r0 * k_ + kc0, dst_offset=a0, rows=rows,
                                          cols=min(kcp, k_ - kc0), src_row_stride=k_))
@@ -379,12 +403,13 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
                                               dst_stride=16 * k0))
                 kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, src_offset=(ks // k0) * n1c * 16 * k0,
                                       count=k1t * n1c, src_stride=16 * k0, dst_stride=16 * k0))
-                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, m=m_pad, k=kt_s, n=cnp, init=int(kc0 == 0 and s == 0)))
+                kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, m=m_pad, k=kt_s, n=cnp,
+                                    init=int(kc0 == kbase and s == 0)))
 
             for s in range(math.ceil(kcp / kt)):  # unrolled: a hardware loop ends in a barrier of every pipe
                 step(s)
 
-        chunks = math.ceil(kp / kc)
+        chunks = math.ceil((kend - kbase) / kc)
         if chunks * math.ceil(kc / kt) <= UNROLL_STEPS:  # short: unrolled (no barrier ending a loop)
             for ci in range(chunks):
                 chunk(ci)
@@ -406,15 +431,20 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
             for j in range(n1e):
                 kb.vec("mov", ub_nd, tiles.ub_out, count=rows, unit=16, dst_offset=j * 16, src0_offset=j * rows * 16,
                        dst_stride=ec, src0_stride=16)
-            kb.copy(ub_nd, ya, dst_offset=r0 * n_ + c0 + e0, nburst=rows, burst=min(ec, cols - e0), src_stride=ec,
-                    dst_stride=n_)
+            if gk > 1:  # the K parts' partial sums meet in GM
+                kb.emit(tile.CopyAddOp(ub_nd, ya, src_offset=0, dst_offset=r0 * n_ + c0 + e0, nburst=rows,
+                                       burst=min(ec, cols - e0), src_stride=ec, dst_stride=n_))
+            else:
+                kb.copy(ub_nd, ya, dst_offset=r0 * n_ + c0 + e0, nburst=rows, burst=min(ec, cols - e0),
+                        src_stride=ec, dst_stride=n_)
 
-    def block(m0: int, rows: int, cols: int) -> None:
-        """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles."""
+    def block(m0: int, rows: int, cols: int, kbase: int = 0) -> None:
+        """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles, over
+        the K part from ``kbase``."""
         tm_, tn_ = math.ceil(rows / cm), math.ceil(cols / cn)
         # few tiles: unrolled (a hardware loop's end is a barrier of every pipe: a tile's epilogue
         # could not overlap the next tile's loads)
-        unroll = tm_ * tn_ <= UNROLL_TILES and tm_ * tn_ * math.ceil(kp / kt) <= UNROLL_TILE_STEPS
+        unroll = tm_ * tn_ <= UNROLL_TILES and tm_ * tn_ * math.ceil(k_part / kt) <= UNROLL_TILE_STEPS
 
         def each(count: int, body) -> None:
             if unroll:
@@ -426,22 +456,51 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
         def row(i: int) -> None:
             r0 = m0 + i * cm
             each(tn_, lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn, min(cn, cols - j * cn),
-                                         not panel or j == 0))
+                                         not panel or j == 0, kbase))
         each(tm_, row)
 
     last_cols = n_ - (gn - 1) * sn
-    for g in range(gm):
-        m0 = g * sm
-        group = kb.core_group(g * gn, gn) if gm > 1 else contextlib.nullcontext()
-        with group:
-            if last_cols == sn:
-                block(m0, min(sm, m_ - m0), sn)
-            else:
-                if gn > 1:
-                    with kb.guard(0, gn - 1):
-                        block(m0, min(sm, m_ - m0), sn)
-                with kb.guard(gn - 1, gn):
-                    block(m0, min(sm, m_ - m0), last_cols)
+    for q in range(gk):  # K part q: cores q * gm * gn ..
+        for g in range(gm):
+            m0 = g * sm
+            group = kb.core_group((q * gm + g) * gn, gn) if gm * gk > 1 else contextlib.nullcontext()
+            with group:
+                if last_cols == sn:
+                    block(m0, min(sm, m_ - m0), sn, q * k_part)
+                else:
+                    if gn > 1:
+                        with kb.guard(0, gn - 1):
+                            block(m0, min(sm, m_ - m0), sn, q * k_part)
+                    with kb.guard(gn - 1, gn):
+                        block(m0, min(sm, m_ - m0), last_cols, q * k_part)
+    if gk > 1:  # the atomic adds accumulate into zeros
+        zero_fill(lw, y, loc)
     lw.launch(kb)
     return y
+
+
+def zero_fill(lw: Lowering, t: DevTensor, loc) -> None:
+    """A launch writing zeros over the whole of GM tensor ``t`` (memset, spread over the cores in
+    chunks of 16-element multiples), so that a following launch can add into it. The zeros in UB
+    are at most :data:`ZERO_BYTES`: a chunk is bursts of them re-read (source stride 0), so the
+    vector unit fills little before the first store starts."""
+    kb = lw.kernel("memset", loc)
+    size = math.prod(t.shape)
+    chunk = min(ub_chunk(lw, t.dtype.itemsize), _ceil(math.ceil(size / lw.cores), 16))
+    n_chunks = math.ceil(size / chunk)
+    kb.partition(n_chunks)
+    dst = kb.arg(t)
+    z = min(chunk, ZERO_BYTES // t.dtype.itemsize)
+    zero = kb.alloc(Space.UB, z, t.dtype)
+    kb.block_offset(dst, chunk)
+    kb.vec("dup", zero, count=z, scalar=0.0)
+
+    def fill(first: int, last: bool = False) -> None:
+        count = size - (n_chunks - 1) * chunk if last else chunk
+        nb, rest = divmod(count, z)
+        kb.copy(zero, dst, dst_offset=first * chunk, nburst=nb, burst=z, src_stride=0, dst_stride=z)
+        kb.copy(zero, dst, dst_offset=first * chunk + nb * z, burst=rest)
+
+    kb.for_tiles(n_chunks, fill, partial_last=size % chunk != 0)
+    lw.launch(kb)
 

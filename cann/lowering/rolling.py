@@ -113,7 +113,8 @@ def runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict[SSAValu
 
 
 #: properties only a clamped ``tile.loop_step`` may move (the window of a border tile), per op name
-_CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b"),
+_CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"),
+                 "tile.copy_add": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b"),
                  "tile.img2col_c04": ("fm_h", "pad_t", "pad_b")}
 
 

@@ -373,7 +373,7 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         if d.group == "dma":
             return {"copy_gm_to_l1": lambda v: self._dma_in("l1", v),
                     "copy_gm_to_ub": lambda v: self._dma_in("ub", v),
-                    "copy_ub_to_gm": self._dma_out}[m]
+                    "copy_ub_to_gm": self._dma_out, "copy_ub_to_gm_add": self._dma_add}[m]
         if d.group == "vector":
             return self._make_vector(m)
         if d.group == "vconv":

@@ -4,7 +4,8 @@ Every number comes from the :class:`~cann.hw.config.SocSpec` (``[latency]``, ``[
 ``[cube]``, ``[vector]`` of the SoC's ``.toml``); nothing here is a hardware literal. Byte counts
 divided by a bandwidth are rounded up to whole cycles. The formulas (see docs/core-model.md):
 
-* DMA (``copy_gm_to_l1``, ``copy_gm_to_ub``, ``copy_ub_to_gm``):
+* DMA (``copy_gm_to_l1``, ``copy_gm_to_ub``, ``copy_ub_to_gm``, ``copy_ub_to_gm_add``: the atomic add
+  costs its bytes written, the add is done at the memory side):
   ``mte_startup + ceil(nburst*burst / bw) + burst_overhead*(nburst - 1)`` with ``bw`` the path's
   bandwidth (``gm_to_l1``, ``gm_to_ub``, ``ub_to_gm``). With ``active_cores`` cores of a launch
   moving data, a GM path's bandwidth is ``min(bw, gm_total / active_cores)``:
@@ -66,7 +67,8 @@ class CostModel:
         self.l2 = l2 = tuple(l2) if any(l2) else ()
         l2_rate = spec.l2.rate
         lat, bw, cube, vec = spec.latency, spec.bandwidth, spec.cube, spec.vector
-        dma_bw = {"copy_gm_to_l1": bw.gm_to_l1, "copy_gm_to_ub": bw.gm_to_ub, "copy_ub_to_gm": bw.ub_to_gm}
+        dma_bw = {"copy_gm_to_l1": bw.gm_to_l1, "copy_gm_to_ub": bw.gm_to_ub, "copy_ub_to_gm": bw.ub_to_gm,
+                  "copy_ub_to_gm_add": bw.ub_to_gm}
         gm_total = bw.gm_total
         shared = active_cores * max(bw.gm_to_l1, bw.gm_to_ub, bw.ub_to_gm) > gm_total
 

@@ -30,9 +30,9 @@ from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
 from cann.sim.core import AICore, KernelStats, LaneMismatch, SimError, nonfinite
 from cann.sim.stats import RATIO_COLUMNS, RESOURCE, LaunchStats, RunStats, add_launch, ideal_cycles  # noqa: F401 (API)
-from cann.sim.timing import CHECK_MODES, Timing
+from cann.sim.timing import CHECK_MODES, SimWarning, Timing
 
-from cann.sim import l2 as l2model, lockstep
+from cann.sim import atomic, l2 as l2model, lockstep
 from cann.sim.spmd import check_control, dynamic_instructions, stream
 
 #: the most instructions one run_model call executes, summed over launches and blocks (counted from
@@ -177,6 +177,19 @@ def l2_fractions(prog: list[isa.Instr], block_dim: int, args: tuple[int, ...], s
     return hit[1]
 
 
+def check_atomic(prog: list[isa.Instr], k, args: tuple[int, ...], sim_checks: str, stats: RunStats) -> None:
+    """The cross-block check of atomic adds (:mod:`cann.sim.atomic`) of one launch of kernel ``k``:
+    a ``SimError`` with ``sim_checks="error"``, a :class:`SimWarning` and ``stats.problems`` with
+    ``"warn"``, nothing with ``"off"``."""
+    if sim_checks == "off":
+        return
+    for msg in atomic.launch_problems(prog, k.block_dim, args):
+        if sim_checks == "error":
+            raise SimError(f"kernel '{k.name}'", msg)
+        warnings.warn(f"kernel '{k.name}': {msg}", SimWarning, stacklevel=3)
+        stats.problems.append((f"kernel '{k.name}'", msg))
+
+
 def _run_lockstep(core: AICore, prog: list[isa.Instr], la, k, spec: SocSpec, gm: np.ndarray, ncores: int,
                   timings: dict[tuple, Timing], name, fr: list[tuple], **kw) -> list[KernelStats] | None:
     """Run a launch's blocks in lockstep groups (:mod:`cann.sim.lockstep`); None (GM untouched) when
@@ -309,6 +322,7 @@ def run_model(om: OfflineModel, inputs: dict[str, np.ndarray], *, sim_checks: st
         timings: dict[tuple, Timing] = {}  # (stream id, L2 fractions) -> schedule
         # reads of GM bytes that several blocks read are served by the L2 (cann.sim.l2): timing only
         fr = l2_fractions(prog, k.block_dim, tuple(la.args), spec, ncores)
+        check_atomic(prog, k, tuple(la.args), sim_checks, stats)
 
         def name(b: int) -> str:
             return k.name if k.block_dim == 1 else f"{k.name}[block {b}]"

@@ -102,11 +102,27 @@ def _instr_intervals(shape, levels) -> tuple[int, np.ndarray, np.ndarray] | None
     return a, starts, starts + length
 
 
+def _store_shape(ins: isa.Instr, mnemonic: str) -> tuple[int, int, int, int, int] | None:
+    """``(arg, offset, nburst, burst, stride)`` of a GM store ``mnemonic``, else None."""
+    if ins.defn.mnemonic != mnemonic:
+        return None
+    dst_arg, dst, _, nb, b, _, ds = ins.values[:7]
+    return dst_arg, dst, nb, b, ds
+
+
 def read_intervals(code) -> dict[int, tuple[np.ndarray, np.ndarray] | None]:
     """Per kernel argument, the merged byte intervals ``(lo, hi)`` (relative to the argument's
     base) that the L2-modeled GM reads of ``code`` touch; None for an argument with a read too
     large to enumerate (:data:`MAX_INTERVALS`). ``code``: a core's instructions, a list or a
     :class:`cann.sim.spmd.Stream` (its loop tree is used: loops are not walked)."""
+    return intervals(code, "read")
+
+
+def intervals(code, kind: str) -> dict[int, tuple[np.ndarray, np.ndarray] | None]:
+    """As :func:`read_intervals`, for the GM accesses of ``kind``: ``read`` (the L2-modeled reads),
+    ``write`` (``copy_ub_to_gm``) or ``add`` (``copy_ub_to_gm_add``)."""
+    shape_of = _burst_shape if kind == "read" else \
+        (lambda ins: _store_shape(ins, "copy_ub_to_gm" if kind == "write" else "copy_ub_to_gm_add"))
     parts: dict[int, list] = {}
     bad: set[int] = set()
 
@@ -120,7 +136,7 @@ def read_intervals(code) -> dict[int, tuple[np.ndarray, np.ndarray] | None]:
             ins = x if type(x) is isa.Instr else x.ins  # a loop_step target: its GM fields are not stepped
             if ins.defn.group not in ("dma", "nd2nz"):
                 continue
-            shape = _burst_shape(ins)
+            shape = shape_of(ins)
             if shape is None:
                 continue
             r = _instr_intervals(shape, levels)

@@ -114,6 +114,25 @@ class TransferUnit:
         shape, sst, dst_st = self._shape(nburst, burst, ss, ds)
         self._put(self._gm(dst_arg, dst, shape, dst_st, write=True), self._v("ub", src, shape, sst))
 
+    def _dma_add(self, v) -> None:
+        """``copy_ub_to_gm_add``: GM elements += UB elements (float32 sum rounded to the dtype)."""
+        dst_arg, dst, src, nburst, burst, ss, ds, code = v
+        dt = self._fdtype(code)
+        isz = dt.itemsize
+        self._bursts(nburst, burst, ss, ds)
+        if burst % isz or (nburst > 1 and (ss % isz or ds % isz)):
+            raise _Fault(f"copy_ub_to_gm_add: burst {burst} / strides {ss}, {ds} are not whole {dt} elements")
+        self._onchip("ub", "src", src, (nburst - 1) * ss + burst)
+        self._gm_addr("dst", dst_arg, dst, (nburst - 1) * ds + burst)
+        shape = (nburst, burst // isz)
+        g = self._gm(dst_arg, dst, shape, (ds, isz), dt, write=True)
+        u = self._v("ub", src, shape, (ss, isz), dt)
+        if type(g) is list:
+            for j, x in enumerate(g):
+                x[...] = (x.astype(_F32) + u[j].astype(_F32)).astype(dt)
+        else:
+            g[...] = (g.astype(_F32) + u.reshape(g.shape).astype(_F32)).astype(dt)
+
     def _nd2nz(self, v) -> None:
         code, dst, src_arg, src, rows, cols, stride = v
         dt = self._fdtype(code)

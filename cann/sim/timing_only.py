@@ -33,7 +33,7 @@ from cann.errors import CannError
 from cann.hw.config import SocSpec
 from cann.sim.core import RECORD_LIMIT, KernelStats, SimError, _Recorded
 from cann.sim.cost import cost_functions
-from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS, l2_fractions, prepare, shares_timing
+from cann.sim.executor import MAX_DYNAMIC_INSTRUCTIONS, check_atomic, l2_fractions, prepare, shares_timing
 from cann.sim.stats import RunStats, add_launch
 from cann.sim.spmd import stream
 from cann.sim.timing import PIPES, Timing, cached_schedule
@@ -61,6 +61,7 @@ def time_model(om: OfflineModel, *, sim_checks: str = "error",
         args = tuple(la.args)
         share = shares_timing(prog, args, sim_checks)
         fr = l2_fractions(prog, k.block_dim, args, spec, ncores)
+        check_atomic(prog, k, args, sim_checks, stats)
         reg_bounds = any(ins.defn.group == "dma_reg" for ins in prog)
         timings: dict[tuple, Timing] = {}  # (stream id, L2 fractions) -> schedule, when shared
         runs = []

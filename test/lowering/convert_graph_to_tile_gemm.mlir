@@ -7,6 +7,9 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 0}}"}' | filecheck %s --check-prefix=NOPANEL
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"a_panel\": 2}}"}' 2>&1 | filecheck %s --check-prefix=ERRPANEL
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s --check-prefix=NOBIAS
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"k_blocks\": 2, \"m_blocks\": 7, \"n_blocks\": 2}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=KSPLIT
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16},convert-tile-to-ascend' | filecheck %s --check-prefix=NOKSPLIT
+// RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"k_blocks\": 20}}"}' 2>&1 | filecheck %s --check-prefix=ERRKSPLIT
 
 // The GEMM kernel's 2-D split (cann/lowering/gemm.py): a 100 x 300 by 300 x 90 MatMul.
 // Default: the plan's grid of 7 x 3 core blocks of 16 x 32 (the last block row 4 rows, the last
@@ -100,6 +103,37 @@
 // NOBIAS:         func.func @trans_data_1
 
 // ERRPANEL:   error: Gemm: tiling a_panel = 2 must be 0 or 1
+
+// Pinned k_blocks = 2 (a K split across cores): a memset launch zeroes Y first; then 2 x 7 x 2 = 28
+// cores, cores 0..13 summing K columns 0..159 and cores 14..27 columns 160..303 (140 real ones: A
+// from column 160, B from K fractal 10), each adding its partial sums to Y (copy_ub_to_gm_add,
+// float16) instead of storing them; the N offset is still a block_offset_mod over the 2 cores of a
+// block row.
+// KSPLIT:      ascend.kernel @memset_0 attributes {block_dim = 32 : i64
+// KSPLIT:        ascend.vdup dtype=0
+// KSPLIT:        ascend.copy_ub_to_gm dst_arg=0
+// KSPLIT:      ascend.kernel @matmul_0 attributes {block_dim = 28 : i64, {{.*}}k = 160 : i64, k_blocks = 2 : i64, {{.*}}m_blocks = 7 : i64, {{.*}}n_blocks = 2 : i64
+// KSPLIT-NEXT:   ascend.block_offset_mod arg=1, stride=1536, modulo=2
+// KSPLIT:        ascend.block_if lo=0, hi=1
+// KSPLIT-NEXT:   ascend.copy_gm_to_l1_nd2nz dtype=0, dst={{[0-9]+}}, src_arg=0, src=0, rows=16, cols=160, src_row_stride=600
+// KSPLIT:        ascend.mmad dtype=0, dst=0, a=0, b=0, m=16, k=160, n=48, init=1
+// KSPLIT-NOT:    ascend.copy_ub_to_gm dst_arg=3
+// KSPLIT:        ascend.copy_ub_to_gm_add dst_arg=3, dst=0, src={{[0-9]+}}, nburst=16, burst=96, src_stride=96, dst_stride=180, dtype=0
+// KSPLIT:        ascend.block_if lo=14, hi=15
+// KSPLIT-NEXT:   ascend.copy_gm_to_l1_nd2nz dtype=0, dst={{[0-9]+}}, src_arg=0, src=320, rows=16, cols=140, src_row_stride=600
+// KSPLIT-NEXT:   ascend.copy_gm_to_l1 dst=0, src_arg=1, src=30720, nburst=9,
+// KSPLIT:        ascend.mmad dtype=0, dst=0, a=0, b=0, m=16, k=144, n=48, init=1
+// KSPLIT:        ascend.copy_ub_to_gm_add dst_arg=3, dst=0,
+
+// Unpinned: no K split (one K range per core, the output stored), no memset launch.
+// NOKSPLIT-NOT:  memset
+// NOKSPLIT-NOT:  copy_ub_to_gm_add
+// NOKSPLIT:      ascend.kernel @matmul_0
+// NOKSPLIT-NOT:  k_blocks
+// NOKSPLIT:      ascend.copy_ub_to_gm dst_arg=3
+// NOKSPLIT-NOT:  copy_ub_to_gm_add
+
+// ERRKSPLIT: error: Gemm: tiling k_blocks = 20 exceeds the 19 K fractals of K = 300
 
 builtin.module {
   func.func @main(%a: tensor<100x300xf32> {graph.name = "a"}) -> (tensor<100x90xf32> {graph.name = "y"}) {

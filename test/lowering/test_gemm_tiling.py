@@ -15,6 +15,7 @@ import cann
 from cann import testing
 from cann.codegen.offline import build_offline_model
 from cann.compiler import import_model, make_context, stage_pipelines
+from cann.hw import isa
 from cann.lowering.convert_graph_to_tile import ConvertGraphToTilePass
 from cann.passes import ALL_PASSES
 from cann.runtime import Model
@@ -159,9 +160,8 @@ def test_recorded_tiling_pinned_back_gives_itself():
     assert again["gemm_0"] == tilings["gemm_0"]
 
 
-def test_fused_residual_epilogue_matches_onnxruntime():
-    """Gemm + Add of a residual tensor + Relu (one fused kernel: residual tiles read per L0C tile
-    column block) on a shape with several L0C tiles and a ragged N."""
+def residual_model():
+    """Gemm [600, 200] x [200, 150] + bias, + a residual input r, Relu (fused into one kernel)."""
     rng = np.random.default_rng(3)
     m, k, n = 600, 200, 150
     inits = [numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "b"),
@@ -174,9 +174,67 @@ def test_fused_residual_epilogue_matches_onnxruntime():
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
+    return model
+
+
+def test_fused_residual_epilogue_matches_onnxruntime():
+    """Gemm + Add of a residual tensor + Relu (one fused kernel: residual tiles read per L0C tile
+    column block) on a shape with several L0C tiles and a ragged N."""
+    model = residual_model()
     x = testing.random_inputs(model)
     ref = testing.run_onnxruntime(model, x)["y"]
     compiled = cann.compile(model, precision_mode="force_fp16")
     y = compiled.run(x)["y"]
     assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= TOL["force_fp16"]
     assert [k.name for k in compiled.om.kernels if not k.name.startswith("trans_data")] == ["gemm_0"]
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("m,k,n,pins", [
+    (100, 300, 90, {"k_blocks": 2}),                                  # K 304 in two parts of 160 / 144
+    (100, 300, 90, {"k_blocks": 3, "m_blocks": 2, "n_blocks": 3}),    # ragged last part (80, 76 real columns)
+    (37, 1000, 21, {"k_blocks": 8, "m_blocks": 1, "n_blocks": 2}),    # ragged M and N blocks, 8 parts
+    (64, 640, 96, {"k_blocks": 2, "m_blocks": 1, "n_blocks": 1, "m": 64, "n": 32, "k": 64, "step_k": 2,
+                   "a_panel": 1}),                                    # the A panel of a part, 3 N tiles
+    (48, 4100, 40, {"k_blocks": 2, "k": 32, "step_k": 1}),           # each part's K chunks a hardware loop
+])
+def test_k_split_matches_onnxruntime(m, k, n, pins, precision_mode):
+    # the K parts add their partial sums into a zeroed output (memset launch, copy_ub_to_gm_add):
+    # float32 partial sums rounded to the output dtype once per part
+    compiled, tilings = compile_pinned(gemm_model(m, k, n), precision_mode, {"gemm_0": pins})
+    t = tilings["gemm_0"]
+    assert {key: t[key] for key in pins} == pins
+    assert t["block_dim"] == t["m_blocks"] * t["n_blocks"] * t["k_blocks"] <= 32
+    assert "memset_0" in tilings
+    check(gemm_model(m, k, n), precision_mode, {"gemm_0": pins})
+    asm = [ins.defn.mnemonic for kern in compiled.om.kernels if kern.name == "gemm_0" for ins in isa.decode(kern.code)]
+    assert "copy_ub_to_gm_add" in asm and "copy_ub_to_gm" not in asm
+
+
+def test_no_k_split_unless_pinned():
+    # the default plan keeps one K range per core: the output is stored, not added, and no memset runs
+    compiled, tilings = compile_pinned(gemm_model(128, 3072, 768), "force_fp16")
+    assert "k_blocks" not in tilings["gemm_0"] and not any(k.startswith("memset") for k in tilings)
+
+
+_NEEDS_PLAIN = (r"Gemm: tiling k_blocks > 1 \(a K split summed by atomic adds\) needs a MatMul without bias or "
+               r"fused epilogue$")
+
+
+def test_k_split_needs_a_plain_matmul():
+    with pytest.raises(cann.CannError, match=r"^error: gemm: " + _NEEDS_PLAIN):
+        compile_pinned(gemm_model(100, 300, 90, bias=True), "force_fp16", {"gemm_0": {"k_blocks": 2}})
+    # a fused residual add + relu: refused too (the epilogue is not linear in the partial sums)
+    with pytest.raises(cann.CannError, match=_NEEDS_PLAIN):
+        cann.compile(residual_model(), precision_mode="force_fp16", kb="none", tiling={"gemm_0": {"k_blocks": 2}})
+
+
+@pytest.mark.parametrize("pins,message", [
+    ({"k_blocks": 20}, r"Gemm: tiling k_blocks = 20 exceeds the 19 K fractals of K = 300$"),
+    ({"k_blocks": 4, "m_blocks": 3, "n_blocks": 3}, r"Gemm: tiling m_blocks = 3 x n_blocks = 3 x k_blocks = 4 needs "
+                                                    r"36 cores, 32 available$"),
+    ({"k_blocks": 0}, r"Gemm: tiling k_blocks = 0 must be positive$"),
+])
+def test_k_split_pin_errors(pins, message):
+    with pytest.raises(cann.CannError, match=r"^error: gemm: " + message):
+        compile_pinned(gemm_model(100, 300, 90), "force_fp16", {"gemm_0": pins})

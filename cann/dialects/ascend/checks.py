@@ -241,6 +241,11 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         g = defn.group
         if g == "dma":
             _check_dma(v)
+            if "dtype" in v:  # copy_ub_to_gm_add: whole float elements
+                isz = isa.DTYPES[_fdtype(v)].itemsize
+                for f in ("burst", "src_stride", "dst_stride"):
+                    if v[f] % isz:
+                        raise _Bad(f"{f} = {v[f]} is not a whole number of {isa.DTYPES[v['dtype']]} elements")
         elif g == "nd2nz":
             _check_nd2nz(v)
         elif g == "load2d":
