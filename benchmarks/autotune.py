@@ -347,6 +347,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="processes measuring shapes in parallel")
     ap.add_argument("--cache", default=str(ROOT / ".autotune-cache.jsonl"),
                     help="persistent measurement cache ('' for none)")
+    ap.add_argument("--markdown", action="store_true", help="also print the table for docs/autotune.md")
     ap.add_argument("--json", default=None, help="write every shape's result (and measured runs) here")
     ap.add_argument("--kb-out", default=None, help="write each shape's best tiling, where it beats the default, "
                                                    "as a knowledge base here")
@@ -380,6 +381,8 @@ def main() -> None:
         _row(r)
     summary(done)
     print(f"wall {time.perf_counter() - t_all:.0f} s", flush=True)
+    if args.markdown:
+        print(markdown(done))
     if args.json:
         Path(args.json).write_text(json.dumps([r.__dict__ for r in done], indent=1, sort_keys=True))
     if args.kb_out:
@@ -393,6 +396,17 @@ def main() -> None:
 def _row(r: Result) -> None:
     print(f"{r.label:>34s} {r.space:6d} {r.measured:5d} {r.tau:6.2f} {r.regret:7.1%} {r.default_cycles:8d} "
           f"{r.best_cycles:8d} {r.hits:5d} {r.seconds:5.0f}  {brief(r.best_pins)}", flush=True)
+
+
+def markdown(done: list[Result]) -> str:
+    """The rows of docs/autotune.md's table."""
+    out = ["| shape | candidates | measured | tau | regret of the model's pick | its cycles | best measured | its tiling |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in done:
+        shape = r.label.replace(" s", " stride ") if r.op == "Conv" else f"MatMul {r.label}"
+        out.append(f"| {shape} | {r.space:,} | {r.measured} | {r.tau:.2f} | {r.regret:.1%} | {r.default_cycles:,} | "
+                   f"{r.best_cycles:,} | {'`' + brief(r.best_pins) + '`' if r.best_pins else 'the pick'} |")
+    return "\n".join(out)
 
 
 def summary(done: list[Result]) -> dict[str, float]:
