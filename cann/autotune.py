@@ -157,7 +157,7 @@ def candidates(s: ConvShape, default: dict[str, int], soc: SocSpec, precision_mo
                 pins = {"n_blocks": nb, "rows": rows, "m_blocks": mb}
                 try:
                     _, rows_, cols, c1, blocks, cost = _conv_plan(geo, pins, soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
-                                                                  rounds, None, mb, nb * i_blocks)
+                                                                  rounds, None, mb, nb * i_blocks, nb)
                 except CannError:
                     continue
                 key = (nb, rows_, cols, c1, blocks)

@@ -100,6 +100,8 @@ def narrow(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     array = np.asarray(array)
     if array.dtype.kind == "f" and dtype.kind == "f" and dtype.itemsize < array.dtype.itemsize:
         big = float(np.finfo(dtype).max)
+        if array.size and -big <= array.min() and array.max() <= big:  # in range (NaN fails): nothing to clip
+            return array.astype(dtype)
         finite = np.isfinite(array)
         if finite.any() and np.abs(array[finite]).max() > big:
             array = np.where(finite, np.clip(array, -big, big), array)

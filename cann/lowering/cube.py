@@ -269,40 +269,74 @@ def _fm_copies_aligned(g: _ConvGeom, rows: int, cols: int, c1: int, isz: int, al
     return True
 
 
+#: the exponent of the p-norm combining a convolution's pipe streams in :func:`_conv_cycles` (as
+#: ``gemm.OVERLAP_NORM``: equal streams cost 2^(1/p) of one)
+CONV_OVERLAP_NORM = 4
+
+
 def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c1: int, isz: int, k_t: int, n_t: int,
-                 m_t: int, rounds: int, m_blocks: int = 1, active: int = 1) -> float:
+                 m_t: int, rounds: int, m_blocks: int = 1, active: int = 1, shared: int = 0) -> float:
     """Estimated cycles of one image on the busiest core for a tiling (the SoC's bandwidths,
-    latencies and cube rate; the shape of ``cann/sim/cost.py``): feature-map and weight loads,
-    img2col, mmad and the per-tile epilogue, the output tiles split over ``m_blocks`` groups of
-    cores and GM bandwidth shared by ``active`` cores. Used only to choose among the tilings that fit."""
+    latencies, L2 and cube rate; the shape of ``cann/sim/cost.py``), the output tiles split over
+    ``m_blocks`` groups of cores and GM bandwidth shared by ``active`` cores; ``shared``: the cores
+    reading each feature-map tile (the group's channel groups; 0: ``active // m_blocks``).
+
+    The core's work is its output tiles x channel-tile rounds; the pipes run their streams
+    concurrently (multi-buffered tiles): feature-map and weight loads (MTE2: of bytes ``k`` cores
+    read, ``1/k`` from HBM at the shared bandwidth and the rest from the L2, docs/core-model.md
+    "L2"), weight moves to L0B and img2col (MTE1), ``mmad`` (cube) and the epilogue (L0C -> UB ->
+    GM), combined as a p-norm (:data:`CONV_OVERLAP_NORM`); plus the first loads (fill) and the last
+    epilogue (drain), which nothing overlaps, and, when a K tile's M subtiles are a hardware loop
+    (two or more whole ones: the loop is fenced by barriers), every K tile's weight load, which then
+    waits for the loop before it. Used only to choose among the tilings that fit."""
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
-    gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
+    active = max(1, active)
+    gm_bw = min(bw.gm_to_l1, bw.gm_total / active)
+    shared = shared or max(1, active // max(1, m_blocks))
+
+    def read(nbytes: float, readers: int) -> float:
+        """Cycles of one core's read of ``nbytes`` that ``readers`` cores read (the L2 serves all but 1/k)."""
+        hit = (readers - 1) / readers
+        return nbytes * ((1 - hit) / gm_bw + hit / soc.l2.rate)
+
     groups = g.kh * g.kw if taps else 1
     kk = 16 if taps else g.kh * g.kw * g.c0
     tiles = math.ceil(math.ceil(g.ho / rows) * math.ceil(g.wo / cols) / m_blocks)
     loads = groups * math.ceil(g.c1in / c1)
     fm = g.fm_bytes(taps, g.c1in, rows, cols, isz) * groups  # every channel of every group's window
-    fm_cycles = (1 if loads == 1 else rounds) * (fm / gm_bw + loads * lat.mte_startup)
     k_tiles = loads * math.ceil(c1 * kk / k_t)
     k_all = _ceil(groups * g.c1in * kk, cube.k0(isz))
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
-    weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
-    per_round = (weights + k_tiles * m_sub * (lat.mte_startup + lat.cube_startup) + m_pad * k_all * isz / bw.l1_to_l0a
-                 + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
-                 + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
+    img2col = k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a
+    mmad = k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
     if g.resident:  # one channel tile, weights loaded once: the tiles pipeline (load, img2col, mmad, write)
-        stages = (fm_cycles, k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a,
-                  k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate,
+        fm_cycles = fm / gm_bw + loads * lat.mte_startup
+        weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
+        stages = (fm_cycles, img2col, mmad,
                   m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
         return weights + sum(stages) + (tiles - 1) * max(stages)
-    return tiles * (fm_cycles + rounds * per_round)
+    units = tiles * rounds  # (output tile, channel tile) pairs of the core
+    fm_load = read(fm, shared) + loads * lat.mte_startup
+    w_gm = k_tiles * lat.mte_startup + read(k_all * n_t * isz, m_blocks)  # one round's weights to L1
+    w_l0 = k_tiles * lat.mte_startup + k_all * n_t * isz / bw.l1_to_l0b  # ... and on to L0B
+    epilogue = m_sub * (lat.mte_startup + 3 * lat.vector_startup) + \
+        m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / min(bw.ub_to_gm, bw.gm_total / active))
+    # a feature-map tile shared by the rounds is loaded before them, into a buffer the tile before
+    # was still reading: nothing overlaps it; a tile loaded in C1 chunks loads them under the rounds
+    exposed = tiles * fm_load if loads == 1 else fm_load
+    streams = ((0 if loads == 1 else tiles * rounds * fm_load) + units * w_gm, units * (w_l0 + img2col),
+               units * mmad, units * epilogue)
+    fill = exposed + (w_gm + w_l0) / k_tiles
+    drain = epilogue / m_sub
+    fenced = units * (w_gm + w_l0) if m_pad // m_t >= 2 else 0
+    return sum(x ** CONV_OVERLAP_NORM for x in streams) ** (1 / CONV_OVERLAP_NORM) + fill + drain + fenced
 
 
 def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_budget: int, isz: int, m_t: int,
                n_t: int, k_t: int, rounds: int, loc, m_blocks_cap: int = 1,
-               n_cores: int = 1) -> tuple[bool, int, int, int, int, float]:
+               n_cores: int = 1, shared: int = 0) -> tuple[bool, int, int, int, int, float]:
     """``(taps, rows, cols, c1, m_blocks, estimated cycles)``: whether the kernel runs as one 1x1 sub-convolution per
     kernel tap, the output rows, output columns and input C1 blocks of one L1 feature-map tile, and
     the groups of cores the output tiles are split over (each group of ``n_cores`` cores computing
@@ -313,7 +347,8 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
     each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
     many groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest by ``_conv_cycles``
     wins. Kernel taps run one at a time only when a 16-column window of one C1 block overflows L1.
-    Pinned values (``tiling``) fix their axis.
+    Pinned values (``tiling``) fix their axis. ``shared``: the cores reading each feature-map tile
+    (the channel groups of a group of cores; 0: ``n_cores``), whose reads the L2 serves.
 
     Raises:
         CannError: pinned values beyond the capacities.
@@ -367,7 +402,8 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
             # groups only for tiles of at least one fractal's 16 positions (no padded M just to use cores)
             blocks = min(m_blocks_cap, math.ceil(g.ho / rows) * math.ceil(g.wo / cols)) if rows * cols >= 16 or \
                 "m_blocks" in pins else 1
-            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds, blocks, blocks * n_cores)
+            cost = _conv_cycles(g, soc, taps, rows, cols, c1, isz, k_t, n_t, m_t, rounds, blocks, blocks * n_cores,
+                                shared)
             if best is None or cost < best[0]:
                 best = (cost, rows, cols, c1, blocks)
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
@@ -462,7 +498,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} "
                                        f"cores, {limit} available")
             plan = _conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
-                              math.ceil(n_tiles / n_blocks), loc, m_blocks_cap, n_blocks * i_blocks)
+                              math.ceil(n_tiles / n_blocks), loc, m_blocks_cap, n_blocks * i_blocks, n_blocks)
             if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
                 best = (n_blocks, plan)
         return best

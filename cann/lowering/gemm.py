@@ -23,6 +23,7 @@ pinned through ``convert-graph-to-tile{tiling=...}``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import math
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ PANEL_MARGIN = 0.93
 
 #: bytes of zeros a memset launch keeps in UB (its stores re-read them: fewer vector repeats first)
 ZERO_BYTES = 1024
+
+#: while :func:`considered` collects: the list :func:`plan` appends every tiling it weighs to
+_CONSIDERED: contextvars.ContextVar[list | None] = contextvars.ContextVar("gemm_considered", default=None)
 
 #: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
 KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "k_blocks", "block_dim")
@@ -267,6 +271,8 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                                          a_panel=ap)
                             if ap and "a_panel" not in pins:
                                 cost /= PANEL_MARGIN
+                            if (seen := _CONSIDERED.get()) is not None:
+                                seen.append(GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp))
                             if best is None or cost < best.cycles * 0.999:
                                 best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp)
     if best is None:
@@ -276,6 +282,19 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} does not split the output evenly "
                                    f"(m_blocks = {best.m_blocks}, n_blocks = {best.n_blocks} give {key} = {got})")
     return best
+
+
+@contextlib.contextmanager
+def considered():
+    """Collect every tiling :func:`plan` weighs while the block runs: a list of :class:`GemmPlan`
+    (``cycles``: its estimate as the plan compares it, margins included), in the order weighed -- the
+    lowering's own candidate space and cost model, for ``benchmarks/autotune.py``."""
+    out: list[GemmPlan] = []
+    token = _CONSIDERED.set(out)
+    try:
+        yield out
+    finally:
+        _CONSIDERED.reset(token)
 
 
 def _choose(lw: Lowering, m_: int, k_: int, n_: int, epi: Epilogue, tiling: dict[str, int], loc,

@@ -22,6 +22,12 @@ def test_narrow_saturates_finite_values_and_keeps_inf_nan():
     # must not: widening, same dtype and integer casts are plain casts
     assert narrow(np.array([60000], np.float16), np.float32)[0] == np.float32(np.float16(60000))
     np.testing.assert_array_equal(narrow(np.array([F32_MIN], np.float32), np.float32), [F32_MIN])
+    # the in-range fast path (min / max, no masks) and the NaN / out-of-range ones give the same values
+    rng = np.random.default_rng(0).uniform(-6e4, 6e4, 1000).astype(np.float32)
+    np.testing.assert_array_equal(narrow(rng, np.float16), rng.astype(np.float16))
+    assert np.isnan(narrow(np.array([np.nan, 1.0], np.float32), np.float16)).tolist() == [True, False]
+    np.testing.assert_array_equal(narrow(np.array([np.nan, 7e4], np.float32), np.float16)[1:], [65504])
+    assert narrow(np.array([], np.float32), np.float16).dtype == np.float16
     np.testing.assert_array_equal(narrow(np.array([7, -3], np.int64), np.int32), [7, -3])
 
 
