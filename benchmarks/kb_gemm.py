@@ -89,27 +89,26 @@ def main() -> None:
         t0, default, kernel = measure(model, None)
         best, best_t, tried = default, t0, 1
         seen = {tuple(t0[f] for f in FIELDS)}
-        for pins in grid(t0, cores):
+
+        def consider(pins):
+            """Measure ``pins`` once per distinct resulting tiling; keep the fastest."""
+            nonlocal best, best_t, kernel, tried
             got = measure(model, pins)
             if got is None or tuple(got[0][f] for f in FIELDS) in seen:
-                continue
+                return
             seen.add(tuple(got[0][f] for f in FIELDS))
             tried += 1
             if got[1] < best:
                 best, best_t, kernel = got[1], got[0], got[2]
+
+        for pins in grid(t0, cores):
+            consider(pins)
         # then the L0C tile of the best grid: one key at a time, the others pinned, while it improves
         for _ in range(3):
             start = best
             for key, values in TILE_VALUES.items():
                 for v in values:
-                    pins = {f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v}
-                    got = measure(model, pins)
-                    if got is None or tuple(got[0][f] for f in FIELDS) in seen:
-                        continue
-                    seen.add(tuple(got[0][f] for f in FIELDS))
-                    tried += 1
-                    if got[1] < best:
-                        best, best_t, kernel = got[1], got[0], got[2]
+                    consider({f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v})
             if best == start:
                 break
         brief = " ".join(f"{f}={best_t[f]}" for f in FIELDS)

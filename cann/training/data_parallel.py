@@ -351,8 +351,12 @@ class DataParallelTrainer:
             lo += a.size
         return parts
 
-    def step(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> float:
-        """One step on the global batch ``inputs``/``target``; returns the global loss before the update."""
+    def _shard(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> dict[str, np.ndarray]:
+        """The host constants plus this rank's slice of the global batch ``inputs`` and ``target``.
+
+        Raises:
+            CannError: a missing model input, or an input whose batch is not the program's.
+        """
         p = self.program
         missing = [n for n in p.inputs if n not in inputs]
         if missing:
@@ -368,6 +372,12 @@ class DataParallelTrainer:
         t = np.asarray(target, np.float32)
         m = t.shape[0] // k
         vals["target"] = np.ascontiguousarray(t[r * m:(r + 1) * m])
+        return vals
+
+    def step(self, inputs: dict[str, np.ndarray], target: np.ndarray) -> float:
+        """One step on the global batch ``inputs``/``target``; returns the global loss before the update."""
+        p = self.program
+        vals = self._shard(inputs, target)
         vals.update(self.params)
         vals.update({n: np.full((1,), v, np.float32) for n, v in p.optimizer.scalars(self.updates).items()})
         vals.update(self.states)

@@ -279,20 +279,7 @@ class ShardedTrainer(DataParallelTrainer):
         from mpi4py import MPI
 
         p = self.program
-        missing = [n for n in p.inputs if n not in inputs]
-        if missing:
-            raise CannError("inputs", f"no value for model input(s): {', '.join(missing)}")
-        r, k = self.rank, self.ranks
-        vals: dict[str, np.ndarray] = dict(self.host_consts)
-        for n in p.inputs:
-            a = np.asarray(inputs[n])
-            if a.shape[0] != self.global_batch[n]:
-                raise CannError(f"input '{n}'", f"batch {a.shape[0]}, the program's is {self.global_batch[n]}")
-            m = a.shape[0] // k
-            vals[n] = np.ascontiguousarray(a[r * m:(r + 1) * m])
-        t = np.asarray(target, np.float32)
-        m = t.shape[0] // k
-        vals["target"] = np.ascontiguousarray(t[r * m:(r + 1) * m])
+        vals = self._shard(inputs, target)
         vals.update(self.buffers)
         if self._full is not None:
             vals.update(self._full)
