@@ -85,8 +85,10 @@ def test_conv_lockstep_equals_block_by_block(precision_mode, monkeypatch, lanes_
 def test_a_conv_with_stepped_loops_runs_in_lockstep(monkeypatch, lanes_used):
     # its M subtiles are loops with loop_step (on-chip fields only): the GM extents stay static, so
     # every launch runs in lockstep (a loop_step once sent ResNet-50's big convs block by block)
-    model = cann.compile(_conv(cin=64, cout=64, h=56, w=56), kb="none")  # the rule's tiling (the shipped
-    # knowledge base picks one without M-subtile loops for this ResNet-50 shape)
+    # a pinned tiling with M-subtile loops (7-row tiles of 392 positions; neither the default rule
+    # nor the shipped knowledge base picks one with M-subtile loops for this ResNet-50 shape)
+    model = cann.compile(_conv(cin=64, cout=64, h=56, w=56), kb="none",
+                         tiling={"conv2d_0": {"n_blocks": 4, "rows": 7, "m_blocks": 8}})
     code = [i for k in model.om.kernels for i in isa.decode(k.code)]
     assert any(i.mnemonic == "loop_step" for i in code)
     plans = []
