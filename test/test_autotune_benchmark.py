@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("scipy")
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
