@@ -76,6 +76,8 @@ def test_trained_model_is_written_and_compiles(capsys, tmp_path):
     (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--split-strategy", "fastest"),
      "error: --split-strategy: 'fastest' is none of one, per-tensor, ddp, hccl, mindspore, mgwfbp, auto"),
     (("--data", FIXTURES / "train_cnn.npz", "--split-strategy", "auto"), "error: --split-strategy: only with --data-parallel"),
+    (("--data", FIXTURES / "train_cnn.npz", "--data-parallel", "--zero", "2", "--split-strategy", "auto"),
+     "error: --split-strategy: not with --zero (sharded training reduce-scatters in --segment-bytes segments)"),
 ])
 def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert run(FIXTURES / "train_cnn.onnx", *args) == 2
