@@ -37,6 +37,7 @@ from cann.dialects import graph, main_function
 from cann.errors import CannError
 from cann.training.collective import CrossRankSumOp
 from cann.training.program import Adam, Momentum, TrainingProgram, build
+from cann.training.step_sim import CommModel
 
 #: the fixed segmentation of the gradient allreduce (the adaptive split is issue 16 item 4)
 SEGMENT_BYTES = 1 << 20
@@ -190,20 +191,6 @@ def _onnx_proto(model):
     return onnx.load(str(model))
 
 
-def ring_allreduce_seconds(nbytes: int, ranks: int, cluster: str | None = None) -> float:
-    """Ring allreduce of ``nbytes`` over ``ranks`` devices ``0..ranks-1`` of ``cluster`` (default
-    :data:`cann.hw.links.DEFAULT_CLUSTER`), in seconds: ``2(p-1) alpha + 2(p-1)/p n beta`` (alpha the
-    latency, beta = 1 / bandwidth) of the ring's slowest link for this message (every step of the ring
-    waits for it)."""
-    from cann.hw.links import DEFAULT_CLUSTER, load_cluster
-
-    if ranks <= 1 or nbytes <= 0:
-        return 0.0
-    spec = load_cluster(cluster or DEFAULT_CLUSTER)
-    links = {spec.link_between(i, (i + 1) % ranks) for i in range(ranks)}
-    return max(2 * (ranks - 1) * link.latency + 2 * (ranks - 1) / ranks * nbytes / link.bandwidth for link in links)
-
-
 class DataParallelTrainer:
     """A data-parallel training step on the ranks of ``comm`` (an mpi4py communicator; default
     ``MPI.COMM_WORLD``). ``step`` takes the **global** batch (the same on every rank) and trains on
@@ -239,6 +226,7 @@ class DataParallelTrainer:
             comm = MPI.COMM_WORLD
         self.comm, self.ranks, self.rank = comm, comm.Get_size(), comm.Get_rank()
         self.segment_bytes, self.cluster = segment_bytes, cluster
+        self._comm_model = CommModel(self.ranks, link_model, cluster)  # the link time of each allreduce
         self.soc = compile_options.get("soc_version")
         if isinstance(model, ModuleOp):
             raise CannError("model", "data parallelism needs an ONNX model (its batch is re-shaped per shard)")
@@ -296,10 +284,10 @@ class DataParallelTrainer:
         """The gradient segments of ``strategy`` for this shard's simulated step profile."""
         from cann.training import grad_split
         from cann.training.grad_profile import time_program, to_profile, update_seconds
-        from cann.training.step_sim import CommModel, simulate
+        from cann.training.step_sim import simulate
 
         spec = grad_split.parse(strategy) if isinstance(strategy, str) else strategy
-        comm = CommModel(self.ranks, link_model, self.cluster)
+        comm = self._comm_model
         planned = None
         if self.rank == 0:  # (deterministic on every rank; rank 0 plans, the others receive its plan)
             timing = time_program(proto, loss=loss, params=list(self.program.params), **compile_options)
@@ -321,7 +309,7 @@ class DataParallelTrainer:
             reqs.append(self.comm.Iallreduce([flat, MPI.FLOAT], [res, MPI.FLOAT], MPI.SUM))
             bufs.append((seg, flat, res))
             self.comm_bytes += flat.nbytes
-            self.comm_seconds += ring_allreduce_seconds(flat.nbytes, self.ranks, self.cluster)
+            self.comm_seconds += self._comm_model.allreduce(flat.nbytes)
         MPI.Request.Waitall(reqs)
         for seg, _, res in bufs:
             lo = 0
@@ -343,7 +331,7 @@ class DataParallelTrainer:
             reqs.append(self.comm.Iallreduce([flat[lo:lo + seg], MPI.FLOAT], [out[lo:lo + seg], MPI.FLOAT], MPI.SUM))
             n = min(seg, flat.size - lo) * 4
             self.comm_bytes += n
-            self.comm_seconds += ring_allreduce_seconds(n, self.ranks, self.cluster)
+            self.comm_seconds += self._comm_model.allreduce(n)
         MPI.Request.Waitall(reqs)
         parts, lo = [], 0
         for a in arrays:

@@ -47,7 +47,8 @@ from xdsl.ir import Block, Region
 
 from cann.errors import CannError
 from cann.training.builder import GraphBuilder
-from cann.training.data_parallel import SEGMENT_BYTES, DataParallelTrainer, _attrs, ring_allreduce_seconds
+from cann.training.data_parallel import SEGMENT_BYTES, DataParallelTrainer, _attrs
+from cann.training.step_sim import CommModel
 from cann.training.program import Adam, Momentum, _update
 
 
@@ -61,10 +62,10 @@ def ring_seconds(kind: str, nbytes: int, ranks: int, cluster: str | None = None)
         CannError: an unknown kind.
     """
     if kind == "allreduce":
-        return ring_allreduce_seconds(nbytes, ranks, cluster)
+        return CommModel(ranks, "ring", cluster).allreduce(nbytes)
     if kind not in ("reduce_scatter", "allgather"):
         raise CannError("collective", f"unknown kind '{kind}' (known: allreduce, reduce_scatter, allgather)")
-    return ring_allreduce_seconds(nbytes, ranks, cluster) / 2
+    return CommModel(ranks, "ring", cluster).allreduce(nbytes) / 2
 
 
 def update_program(optimizer: Momentum | Adam, size: int, attributes=None) -> ModuleOp:

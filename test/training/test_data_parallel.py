@@ -14,7 +14,8 @@ from cann.errors import CannError
 from cann.hw.links import load_cluster
 from cann.testing import run_mpi
 from cann.training import Adam, Momentum, Trainer
-from cann.training.data_parallel import DataParallelTrainer, ring_allreduce_seconds, split_program
+from cann.training.data_parallel import DataParallelTrainer, split_program
+from cann.training.step_sim import CommModel
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "torch"
 CNN = FIXTURES / "train_cnn.onnx"  # batch 4: 5 convs, 6 BatchNorms, Linear
@@ -82,7 +83,7 @@ def test_ranks_match_one_device_on_the_whole_batch(ranks, opt, tmp_path):
         assert np.linalg.norm(weights[0][k] - v) / np.linalg.norm(v) <= 1e-5, k
     # simulated time: per segment 2(p-1) alpha + 2(p-1)/p n beta of the ring's link; positive compute cycles
     assert cycles > 0 and nbytes > 0
-    assert seconds >= ring_allreduce_seconds(nbytes, ranks) - 1e-15
+    assert seconds >= CommModel(ranks).allreduce(nbytes) - 1e-15
 
 
 def test_one_rank_is_the_single_device_program(one_device):
@@ -137,14 +138,15 @@ def test_batch_not_divisible_by_the_ranks():
 
 
 def test_ring_allreduce_cost_of_the_link_model():
+    """The trainer's link time is :class:`CommModel`'s ring, checked here against the formula by hand."""
     link = load_cluster().link_between(0, 1)
     n = 1 << 20
-    assert ring_allreduce_seconds(n, 2) == pytest.approx(2 * link.latency + n / link.bandwidth, rel=1e-12)
-    assert ring_allreduce_seconds(n, 1) == 0.0 and ring_allreduce_seconds(0, 4) == 0.0
+    assert CommModel(2).allreduce(n) == pytest.approx(2 * link.latency + n / link.bandwidth, rel=1e-12)
+    assert CommModel(1).allreduce(n) == 0.0 and CommModel(4).allreduce(0) == 0.0
     ring = [load_cluster().link_between(i, (i + 1) % 4) for i in range(4)]
     expected = max(6 * x.latency + 1.5 * n / x.bandwidth for x in ring)  # the slowest link of the ring
-    assert ring_allreduce_seconds(n, 4) == pytest.approx(expected, rel=1e-12)
-    assert ring_allreduce_seconds(n, 4) > ring_allreduce_seconds(n, 2)
+    assert CommModel(4).allreduce(n) == pytest.approx(expected, rel=1e-12)
+    assert CommModel(4).allreduce(n) > CommModel(2).allreduce(n)
 
 
 def test_cann_train_data_parallel_on_two_ranks(one_device, tmp_path):

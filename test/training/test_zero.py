@@ -17,7 +17,7 @@ from cann.hw.links import load_cluster
 from cann.testing import run_mpi
 from cann.tools import cann_train
 from cann.training import memplan
-from cann.training.data_parallel import DataParallelTrainer, ring_allreduce_seconds, split_program
+from cann.training.data_parallel import DataParallelTrainer, split_program
 from cann.training.zero import ShardedTrainer, ring_seconds
 
 HERE = Path(__file__).resolve().parent
@@ -106,7 +106,8 @@ def test_ring_collective_costs():
     ring = [load_cluster().link_between(i, (i + 1) % 4) for i in range(4)]
     expect = max(3 * x.latency + 0.75 * n / x.bandwidth for x in ring)
     assert ring_seconds("allgather", n, 4) == pytest.approx(expect, rel=1e-12)
-    assert ring_seconds("allreduce", n, 4) == ring_allreduce_seconds(n, 4)
+    expect = max(6 * x.latency + 1.5 * n / x.bandwidth for x in ring)
+    assert ring_seconds("allreduce", n, 4) == pytest.approx(expect, rel=1e-12)
     assert ring_seconds("allgather", n, 1) == 0.0
     with pytest.raises(CannError, match="collective: unknown kind 'broadcast'"):
         ring_seconds("broadcast", n, 2)
