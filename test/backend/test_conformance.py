@@ -60,3 +60,14 @@ def test_cases(shard):
         if RECORD["cases"][name] == "pass" and r["status"] != "pass":
             regressions.append(f"{name}: {r['status']}: {r['reason']}")
     assert not regressions, "cases that passed before:\n" + "\n".join(regressions)
+
+
+def test_case_timeout_counts_cpu_seconds():
+    """The per-case limit is CPU time (ITIMER_PROF, so a loaded machine does not fail a case): a case
+    over it fails with the limit named, and the timer is cleared afterwards."""
+    import signal
+
+    name = "test_sce_NCd1d2d3d4d5_mean_weight"  # the slowest passing case (about 23 CPU s)
+    r = conformance.run_case(name, timeout=0.5)
+    assert (r["status"], r["reason"]) == ("fail", "timeout after 0.5 CPU s")
+    assert signal.getitimer(signal.ITIMER_PROF) == (0.0, 0.0)
