@@ -48,8 +48,8 @@ from xdsl.ir import Block, Region
 from cann.errors import CannError
 from cann.training.builder import GraphBuilder
 from cann.training.data_parallel import SEGMENT_BYTES, DataParallelTrainer, _attrs
-from cann.training.step_sim import CommModel
 from cann.training.program import Adam, Momentum, _update
+from cann.training.step_sim import CommModel
 
 
 def ring_seconds(kind: str, nbytes: int, ranks: int, cluster: str | None = None) -> float:
@@ -61,11 +61,10 @@ def ring_seconds(kind: str, nbytes: int, ranks: int, cluster: str | None = None)
     Raises:
         CannError: an unknown kind.
     """
-    if kind == "allreduce":
-        return CommModel(ranks, "ring", cluster).allreduce(nbytes)
-    if kind not in ("reduce_scatter", "allgather"):
+    if kind not in ("allreduce", "reduce_scatter", "allgather"):
         raise CannError("collective", f"unknown kind '{kind}' (known: allreduce, reduce_scatter, allgather)")
-    return CommModel(ranks, "ring", cluster).allreduce(nbytes) / 2
+    allreduce = CommModel(ranks, "ring", cluster).allreduce(nbytes)
+    return allreduce if kind == "allreduce" else allreduce / 2
 
 
 def update_program(optimizer: Momentum | Adam, size: int, attributes=None) -> ModuleOp:
