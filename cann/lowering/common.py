@@ -253,6 +253,48 @@ class KernelBuilder:
             for k in range(first + 1, first + n):
                 rolling.discard(iterations[k])
 
+    def tile_loops(self, counts: tuple[int, ...], body: Callable[[tuple, tuple, tuple], None]) -> None:
+        """Emit a grid of tiles (``counts`` per dimension, outermost first) as nested hardware loops
+        whose instructions do not depend on the counts (a count of 1 is a loop too): ``body(idx,
+        lo, hi)`` emits tile ``idx``'s code, clipped at the low / high edge of the dimensions where
+        ``lo`` / ``hi`` are true (:func:`cann.lowering.rolling.border_plan`); the border tiles'
+        deviations become clamped steps. Buffers must be allocated before.
+
+        Raises:
+            ValueError: the tiles are not one body (see :func:`~cann.lowering.rolling.border_plan`);
+                nothing is emitted then.
+        """
+        outer = self._sink
+
+        def capture(idx, lo, hi):
+            self._sink = []
+            try:
+                body(idx, lo, hi)
+                return self._sink
+            finally:
+                self._sink = outer
+
+        ops, chip, gm_steps, clamps = rolling.border_plan(tuple(counts), capture)
+        dims = len(counts)
+        for d, n in enumerate(counts):
+            self.emit(tile.LoopBeginOp(n))
+            for buf, steps in gm_steps.items():
+                if steps[d]:
+                    self.emit(tile.LoopOffsetOp(buf, stride=steps[d]))
+        for k, op in enumerate(ops):
+            for d in range(dims):
+                up = dims - 1 - d
+                for (j, prop), st in chip[d].items():
+                    if j == k:
+                        self.emit(tile.LoopStepOp(prop, st, up=up))
+            for (j, prop), cl in clamps.items():
+                if j == k:
+                    for d, st, off, lo, hi in cl:
+                        self.emit(tile.LoopStepOp(prop, st, (off, lo, hi), up=dims - 1 - d))
+            self.emit(op)
+        for _ in counts:
+            self.emit(tile.LoopEndOp())
+
     # -- shorthand for the common tile ops ------------------------------------------------------
     def copy(self, src: SSAValue, dst: SSAValue, *, src_offset: int = 0, dst_offset: int = 0, nburst: int = 1,
              burst: int, src_stride: int | None = None, dst_stride: int | None = None) -> None:

@@ -91,9 +91,12 @@ def stepped_accesses(instrs: list[isa.Instr], spec: SocSpec, accs: list) -> tupl
         if any(s.clamp is not None for s in steps):  # clamped: the hull of every position it takes
             hull = [accesses(x, spec) for x in variants(ins, steps, {s.owner: instrs[s.owner].count for s in steps})]
             hull = [h for h in hull if len(h) == len(accs[i])]  # (a window clamped to nothing drops out)
+            # a clamped write refilling part of a range the same iteration already wrote (a border
+            # tile's input copy after its padding fills) is a refill, not a walk through the buffer
+            refill = all(w for _, _, _, w in accs[i]) and _refills(instrs, i, accs)
             for owner in dict.fromkeys(s.owner for s in steps):
                 for k, (sp, lo, hi, w) in enumerate(accs[i]):
-                    if any(h[k][1] != lo or h[k][2] != hi for h in hull):
+                    if not refill and any(h[k][1] != lo or h[k][2] != hi for h in hull):
                         moving.setdefault(owner, set()).add(sp)
             accs[i] = tuple((sp, min(h[k][1] for h in hull), max(h[k][2] for h in hull), w)
                             for k, (sp, _, _, w) in enumerate(accs[i]))
@@ -114,6 +117,21 @@ def stepped_accesses(instrs: list[isa.Instr], spec: SocSpec, accs: list) -> tupl
                 hi_d[k] += max(0, n * (lo1 - lo), n * (hi1 - hi))
         accs[i] = tuple((sp, lo + a, hi + b, w) for (sp, lo, hi, w), a, b in zip(accs[i], lo_d, hi_d))
     return accs, moving
+
+
+def _refills(instrs: list[isa.Instr], i: int, accs: list) -> bool:
+    """Whether instruction ``i`` runs before anything in its loop body reads the on-chip spaces it
+    writes (only writes of them since the innermost ``loop_begin``): it fills the buffer afresh."""
+    spaces = {a[0] for a in accs[i]}
+    for j in range(i - 1, -1, -1):
+        m = instrs[j].defn.mnemonic
+        if m == "loop_begin":
+            return True
+        if m in _BOUNDARIES:
+            return False
+        if any(sp in spaces and not w for sp, _, _, w in accs[j]):
+            return False
+    return False
 
 
 def _covered(lo: int, hi: int, written: list[tuple[int, int]]) -> bool:

@@ -234,3 +234,101 @@ def discard(ops: list[Operation]) -> None:
     for op in ops:
         op.drop_all_references()
 
+
+
+def _values(ops: list[Operation]) -> tuple[tuple, dict]:
+    """``(structure, {(op index, property): value})`` of one tile's ops: the structure of
+    :func:`_clamped_key` and every field a loop may move (GM offsets, steppable and clampable
+    properties), keyed by op and property; GM offsets also name their argument."""
+    structure, gm, vals = _clamped_key(ops)
+    out = {(k, p): x for k, p, _, x in gm}
+    out.update({(k, p): x for k, p, x in vals})
+    return structure, out
+
+
+def _gm_args(ops: list[Operation]) -> dict[tuple[int, str], SSAValue]:
+    return {(k, p): v for k, op in enumerate(ops) for p, v in _offset_fields(op)[0]}
+
+
+def border_plan(counts: tuple[int, ...], capture) -> tuple[list[Operation], list[dict], dict, dict]:
+    """The hardware-loop nest of a grid of tiles whose code is one body, the tiles at the borders
+    of each dimension differing only in fields a ``loop_clamp`` can give them.
+
+    ``capture(idx, lo, hi)`` returns the ops of tile ``idx`` (one index per dimension) built with
+    its geometry clipped at the low edge in the dimensions where ``lo`` is true and at the high
+    edge (a last tile moved back, a window stopping at the map's edge) where ``hi`` is true: all
+    true is the tile itself, all false its *virtual* tile (the middle tiles' pattern extended,
+    ignoring the edges). Every capture must build the same ops but for the movable fields.
+
+    Fields are modelled as ``virtual(0) + sum_d (idx_d * lin_d + [idx_d == 0] * D_d +
+    [idx_d == n_d - 1] * E_d)`` (``D_d``, ``E_d``: the low and high border deviations of dimension
+    ``d``), checked against the real tiles at every corner (and a middle tile) of the grid.
+    Returns ``(ops, [{field: linear step} per dimension], {argument: [GM stride per dimension]},
+    {field: [(dimension, step, offset, lo, hi), ...]})``: ``ops`` are tile 0's (the static code);
+    the clamps are present whatever the counts (a count of 1 included), so the code does not
+    depend on them.
+
+    Raises:
+        ValueError: the tiles are not one body (another structure, a field not linear but for
+            its borders, an argument whose offsets move by different strides, a size field with
+            a linear step).
+    """
+    dims = len(counts)
+    none, every = (False,) * dims, (True,) * dims
+    unit = lambda d, v=1: tuple(v if j == d else 0 for j in range(dims))
+    only = lambda d: tuple(j == d for j in range(dims))
+    base_ops = capture((0,) * dims, none, none)
+    structure, g0 = _values(base_ops)
+    args = _gm_args(base_ops)
+    rolled = []
+
+    def vals(ops):
+        s, v = _values(ops)
+        rolled.append(ops)
+        if s != structure:
+            raise ValueError("border_plan: the tiles are not one code (their ops differ)")
+        return v
+
+    lin, low, high = [], [], []
+    for d, n in enumerate(counts):
+        g1 = vals(capture(unit(d), none, none))
+        lin.append({f: g1[f] - g0[f] for f in g0 if g1[f] != g0[f]})
+        lo_ = vals(capture((0,) * dims, only(d), none))
+        low.append({f: lo_[f] - g0[f] for f in g0 if lo_[f] != g0[f]})
+        last = unit(d, n - 1)
+        hi_ = vals(capture(last, none, only(d)))
+        high.append({f: hi_[f] - g0[f] - (n - 1) * lin[d].get(f, 0) for f in g0
+                     if hi_[f] != g0[f] + (n - 1) * lin[d].get(f, 0)})
+
+    def model(idx):
+        return {f: g0[f] + sum(idx[d] * lin[d].get(f, 0) + (idx[d] == 0) * low[d].get(f, 0)
+                               + (idx[d] == counts[d] - 1) * high[d].get(f, 0) for d in range(dims)) for f in g0}
+
+    import itertools
+    picks = [sorted({0, n - 1, min(1, n - 1), n // 2}) for n in counts]
+    for idx in itertools.product(*picks):
+        real = vals(capture(idx, every, every))
+        if real != model(idx):
+            bad = sorted(f for f in g0 if real[f] != model(idx)[f])
+            raise ValueError(f"border_plan: tile {idx} is not linear but for its borders in {bad}")
+    ops = capture((0,) * dims, every, tuple(n == 1 for n in counts))
+    for o in rolled:
+        discard(o)
+    discard(base_ops)
+    gm_steps: dict[SSAValue, list[int]] = {}
+    for f, v in args.items():
+        steps = [lin[d].get(f, 0) for d in range(dims)]
+        if gm_steps.setdefault(v, steps) != steps:
+            raise ValueError("border_plan: a GM argument's offsets move by different strides")
+    clamp_only = {(k, p) for k, s in enumerate(structure) for p in _CLAMP_FIELDS.get(s[0], ())}
+    clamps: dict[tuple[int, str], list] = {}
+    chip: list[dict] = []
+    for d, n in enumerate(counts):
+        chip.append({f: s for f, s in lin[d].items() if f not in args})
+        if any(f in clamp_only for f in chip[d]):
+            raise ValueError("border_plan: a size field moves linearly (only a clamp may move it)")
+        for f, dv in low[d].items():  # -dv from iteration 1 on
+            clamps.setdefault(f, []).append((d, -dv, 0, min(0, -dv), max(0, -dv)))
+        for f, e in high[d].items():  # +e in the last iteration only (tile 0's code has it when n == 1)
+            clamps.setdefault(f, []).append((d, e, -e * (n - 2) if n > 1 else -e, min(0, e), max(0, e)))
+    return ops, chip, gm_steps, clamps

@@ -208,6 +208,10 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
             kb.copy(xa, inb, src_offset=plane + (r0 * w_ + q0) * 16,
                     dst_offset=((r0 - row0) * win + q0 - col0) * 16, nburst=r1 - r0, burst=(q1 - q0) * 16,
                     src_stride=w_ * 16, dst_stride=win * 16)
+        taps(r, wc, ki, kj, rin, win)
+
+    def taps(r: int, wc: int, ki: int, kj: int, rin: int, win: int) -> None:
+        """Combine the ``ki`` x ``kj`` taps loaded in ``inb`` (``rin`` x ``win`` positions) into ``outb``."""
         if r == 1 and wc == 1 and (ki == 1 or dh == 1) and (kj == 1 or dw == 1):
             # one output position, its taps dense in UB: a halving tree, then one op into the output
             _sum_positions(kb, inb, rin * win, op=op)
@@ -247,11 +251,30 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
                     burst=wc * 16, src_stride=wc * 16, dst_stride=wo_ * 16)
 
         ncols = len(range(0, wo_, cols))
+        if loops:
+            try:
+                return _pool_loops(kb, geo, plane, group, (n * c1 + c) * ho_ * wo_ * 16, taps)
+            except ValueError:  # border tiles that are not one body (padding beyond a border tile)
+                pass  # the unrolled form below
         for_rows = [out_tiles[i:i + ncols] for i in range(0, len(out_tiles), ncols)][group.start:group.stop]
         # one iteration per row of tiles: the inner rows (no padding, full height) are one hardware loop
         # (and the tiles of a row, inner columns without padding, an inner one)
         kb.roll(len(for_rows), lambda i: kb.roll(len(for_rows[i]), lambda j: tile_code(*for_rows[i][j])))
 
+    # the loop form (tiling ``loops`` = 1): whole tiles, the last moved back to end at the edge, the
+    # padding filled by copies from a GM constant, each group's row tiles x column tiles one loop nest
+    # whose code does not depend on the map (:func:`_pool_loops`)
+    loops = bool(kb.tiling.get("loops")) and krows == kh_ and kcols == kw_
+    geo = None
+    if loops:
+        r_, c_ = min(rows, ho_), min(cols, wo_)
+        rin_, win_ = span(r_, sh, kh_, dh), span(c_, sw, kw_, dw)
+        pad_rows = max(pt, span(ho_, sh, kh_, dh) - pt - h_, 1)
+        fill_t = lw.constant(np.full(pad_rows * win_ * 16, fill, lw.dtype), "ND")
+        geo = dict(r=r_, c=c_, rin=rin_, win=win_, ho=ho_, wo=wo_, h=h_, w=w_, sh=sh, sw=sw, pt=pt, pl=pl,
+                   kh=kh_, kw=kw_, tiles=row_tiles if rows <= ho_ else 1, ncols=len(range(0, wo_, c_)),
+                   xa=xa, ya=ya, inb=inb, outb=outb, fill=fill, fa=kb.arg(fill_t), kind=kind, uniform=uniform,
+                   dtab=None if uniform else dtab, divb=None if uniform else divb)
     per_group = [row_tiles // m_blocks + (g < row_tiles % m_blocks) for g in range(m_blocks)]
     with kb.loop(n_, {xa: c1 * h_ * w_ * 16, ya: c1 * ho_ * wo_ * 16}):  # one image's code, looped
         for g in range(m_blocks):  # group g of cores: blocks g*n_blocks .. (g+1)*n_blocks - 1
@@ -260,6 +283,74 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
                 kb.for_tiles(c1, lambda first, last=False, rows_g=rows_g: body(first, last, 0, rows_g))
     lw.launch(kb)
     return y
+
+
+def _pool_loops(kb, g: dict, plane: int, group: range, out_plane: int, taps) -> None:
+    """The loop form of one core group's pooling tiles (see :func:`pool`): its output row tiles
+    ``group`` x the column tiles as one nest of hardware loops (:meth:`KernelBuilder.tile_loops`).
+
+    Every tile is whole (``r`` x ``c`` outputs); the last row / column tile of the map moves back
+    to end at its edge (rewriting an overlap with the same values). The padding a border tile reads
+    is filled by copies from the GM constant ``fa`` (the neutral value) before its input copy, one
+    per padded side, each at most one row or column of the tile in the other tiles (which the
+    input copy then overwrites): every tile runs the same instructions, the border ones with
+    clamped sizes and offsets, and no vector op waits for a fill.
+
+    Raises:
+        ValueError: the tiles are not one body (padding reaching beyond the first or last tile).
+    """
+    r, c, rin, win = g["r"], g["c"], g["rin"], g["win"]
+    tiles, ncols, h_, w_ = g["tiles"], g["ncols"], g["h"], g["w"]
+    kb_copy = kb.copy
+
+    def geometry(gt: int, u: int, lo, hi):
+        ho0, wo0 = gt * r, u * c
+        if hi[0] and gt == tiles - 1:
+            ho0 = min(ho0, g["ho"] - r)
+        if hi[1] and u == ncols - 1:
+            wo0 = min(wo0, g["wo"] - c)
+        row0, col0 = ho0 * g["sh"] - g["pt"], wo0 * g["sw"] - g["pl"]
+        r0 = max(row0, 0) if lo[0] else row0
+        r1 = min(row0 + rin, h_) if hi[0] else row0 + rin
+        q0 = max(col0, 0) if lo[1] else col0
+        q1 = min(col0 + win, w_) if hi[1] else col0 + win
+        return ho0, wo0, row0, col0, r0, r1, q0, q1
+
+    first = geometry(group.start, 0, (True, True), (True, True))
+    last = geometry(group.stop - 1, ncols - 1, (True, True), (True, True))
+    sides = (first[4] > first[2], last[2] + rin > last[5], first[6] > first[3], last[3] + win > last[7])
+    fa, inb, outb = g["fa"], g["inb"], g["outb"]
+
+    def tile(idx, lo, hi) -> None:
+        ho0, wo0, row0, col0, r0, r1, q0, q1 = geometry(group.start + idx[0], idx[1], lo, hi)
+        pt_, pb_, pl_, pr_ = r0 - row0, row0 + rin - r1, q0 - col0, col0 + win - q1
+        if sides[0]:  # top rows (elsewhere: the first position, which the input copy overwrites)
+            kb_copy(fa, inb, nburst=1, burst=pt_ * win * 16 if pt_ else 16)
+        if sides[1]:  # bottom rows (elsewhere: the first position of the last row)
+            kb_copy(fa, inb, dst_offset=(rin - max(pb_, 1)) * win * 16, nburst=1,
+                    burst=pb_ * win * 16 if pb_ else 16)
+        if sides[2]:  # left columns (elsewhere: one position)
+            kb_copy(fa, inb, nburst=rin if pl_ else 1, burst=max(pl_, 1) * 16, src_stride=0, dst_stride=win * 16)
+        if sides[3]:  # right columns
+            kb_copy(fa, inb, dst_offset=(win - max(pr_, 1)) * 16, nburst=rin if pr_ else 1,
+                    burst=max(pr_, 1) * 16, src_stride=0, dst_stride=win * 16)
+        kb_copy(g["xa"], inb, src_offset=plane + (r0 * w_ + q0) * 16, dst_offset=(pt_ * win + pl_) * 16,
+                nburst=r1 - r0, burst=(q1 - q0) * 16, src_stride=w_ * 16, dst_stride=win * 16)
+        kb.vec("dup", outb, count=r * c, unit=16, scalar=g["fill"])
+        taps(r, c, g["kh"], g["kw"], rin, win)
+        if g["kind"] == "avg":
+            if g["uniform"]:
+                kb.vec("muls", outb, outb, count=r * c, unit=16, scalar=1.0 / (g["kh"] * g["kw"]))
+            else:
+                kb_copy(g["dtab"], g["divb"], src_offset=(ho0 * g["wo"] + wo0) * 16, nburst=r, burst=c * 16,
+                        src_stride=g["wo"] * 16, dst_stride=c * 16)
+                kb.vec("mul", outb, outb, g["divb"], count=r * c, unit=16)
+        kb_copy(outb, g["ya"], dst_offset=out_plane + (ho0 * g["wo"] + wo0) * 16, nburst=r, burst=c * 16,
+                src_stride=c * 16, dst_stride=g["wo"] * 16)
+
+    if any(v <= 0 for v in (first[5] - first[4], first[7] - first[6], last[5] - last[4], last[7] - last[6])):
+        raise ValueError("a border tile reads no input")
+    kb.tile_loops((len(group), ncols), tile)
 
 
 def _sum_positions(kb, buf, count: int, offset: int = 0, op: str = "add", width: int = 1) -> None:

@@ -154,7 +154,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                     for a, x in lst:  # (another iteration's loop region is another instance)
                         if virtual_raw_only(x, v):
                             continue
-                        d = distance(x, v, 1, loop.count - 1, loop)
+                        d = distance(x, v, 1, max(loop.count, 2) - 1, loop)  # a loop of one may repeat too
                         if d is None or covers(kq, (d, a)):
                             continue
                         req[p] = (d, a) if p not in req else newer(req[p], (d, a))
