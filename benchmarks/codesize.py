@@ -9,7 +9,12 @@ final pool of ResNet-50) scales its kernel and strides with the map. Prints per 
 static_small static_large ratio`` (static: instructions of the kernel's code, loops not expanded),
 sorted by ratio, and a summary line with the number of kernels whose code grew by more than 5%.
 
-Usage: ``PYTHONPATH=. python benchmarks/codesize.py [model] [--top N] [--dump KERNEL]``
+Both sizes are compiled in the kernels' loop form (tiling ``loops`` = 1 pinned on the kernels of
+:data:`LOOP_FORMS`:
+tiles as hardware loops whose code does not depend on the map, docs/pipelining.md "Code size");
+``--no-loops`` measures the default form instead.
+
+Usage: ``PYTHONPATH=. python benchmarks/codesize.py [model] [--top N] [--dump KERNEL] [--no-loops]``
 (``--dump``: print that kernel's instructions at the large size).
 """
 
@@ -24,6 +29,8 @@ from cann.testing import test_model
 
 #: growth above which a kernel counts as growing with its tensors
 LIMIT = 1.05
+#: kernels (name prefixes) that have a loop form (tiling ``loops`` = 1)
+LOOP_FORMS = ("trans_data", "max_pool", "avg_pool", "global_avg_pool")
 
 
 def resized(model, shape: list[int], base: list[int]):
@@ -57,10 +64,13 @@ def main() -> None:
     ap.add_argument("model", nargs="?", default="resnet50", help="cann.testing.test_model name")
     ap.add_argument("top", nargs="?", type=int, default=None, help="print only the N largest ratios")
     ap.add_argument("--dump", default=None, help="print this kernel's instructions at the large size")
+    ap.add_argument("--no-loops", action="store_true", help="the default form, not the loop form (loops = 1)")
     args = ap.parse_args()
     model = test_model(args.model)
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     small = compile_kernels(model)
+    if not args.no_loops:  # the loop form of every kernel that has one
+        small = compile_kernels(model, {k: {"loops": 1} for k in small if k.startswith(LOOP_FORMS)})
     big = list(dims)
     big[2] *= 2
     big[3] *= 2

@@ -276,6 +276,7 @@ class KernelBuilder:
 
         ops, chip, gm_steps, clamps = rolling.border_plan(tuple(counts), capture)
         dims = len(counts)
+        depth = rolling.depths(ops)  # an op in a loop of the tile's own code steps from further in
         for d, n in enumerate(counts):
             self.emit(tile.LoopBeginOp(n))
             for buf, steps in gm_steps.items():
@@ -283,14 +284,14 @@ class KernelBuilder:
                     self.emit(tile.LoopOffsetOp(buf, stride=steps[d]))
         for k, op in enumerate(ops):
             for d in range(dims):
-                up = dims - 1 - d
+                up = dims - 1 - d + depth[k]
                 for (j, prop), st in chip[d].items():
                     if j == k:
                         self.emit(tile.LoopStepOp(prop, st, up=up))
             for (j, prop), cl in clamps.items():
                 if j == k:
                     for d, st, off, lo, hi in cl:
-                        self.emit(tile.LoopStepOp(prop, st, (off, lo, hi), up=dims - 1 - d))
+                        self.emit(tile.LoopStepOp(prop, st, (off, lo, hi), up=dims - 1 - d + depth[k]))
             self.emit(op)
         for _ in counts:
             self.emit(tile.LoopEndOp())

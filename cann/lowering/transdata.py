@@ -43,6 +43,36 @@ def _plan(lw: Lowering, hw: int, c1: int, row_bytes: int) -> tuple[int, int]:
     return pos, cb
 
 
+def _rounds(kb, hw: int, pos: int, tiles: int, body) -> None:
+    """Emit the tiles of ``pos`` positions (SPMD: core ``b`` does tiles ``r*block_dim + b``) by
+    ``body(p0, p, last)`` (first position, positions, the partial last tile), loop form or not.
+
+    The loop form (tiling ``loops`` = 1) makes every tile whole and moves the last round back by
+    the positions it would run past the map (its tiles rewrite an overlap with the same values):
+    the rounds are one hardware loop (a loop of one too) whose code does not depend on the map.
+    One partial round runs as two on half the cores (its tiles could not move back); a map of
+    fewer positions than a tile keeps the partial tile's own section."""
+    b_dim = kb.block_dim
+    rounds = math.ceil(tiles / b_dim)
+    back = rounds * b_dim * pos - hw  # positions the last round runs past the map
+    if kb.tiling.get("loops") and rounds == 1 and back > 0 and tiles > 1:
+        # one partial round cannot move back (its first tiles start the map): two rounds on half the cores
+        b_dim = kb.block_dim = kb.tiling["block_dim"] = math.ceil(tiles / 2)
+        rounds, back = 2, 2 * b_dim * pos - hw
+    if kb.tiling.get("loops") and hw >= pos and back <= (rounds - 1) * b_dim * pos:
+        def tile_(idx, lo, hi):
+            p0 = idx[0] * b_dim * pos - (back if hi[0] and idx[0] == rounds - 1 else 0)
+            body(p0, pos, False)
+
+        try:
+            kb.tile_loops((rounds,), tile_)
+            return
+        except ValueError:  # not one body: the tiles of their own below
+            pass
+    kb.for_tiles(tiles, lambda first, last=False: body(first * pos, hw - (tiles - 1) * pos if last else pos, last),
+                 partial_last=hw % pos != 0)
+
+
 def nchw_to_nc1hwc0(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
     """Emit into ``kb`` the conversion of ND [N, C, H, W] ``t`` to NC1HWC0 ``out`` (dtype may change)."""
     src, dst = kb.arg(t), kb.arg(out)
@@ -60,9 +90,7 @@ def nchw_to_nc1hwc0(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
     kb.block_offset(src, pos)
     kb.block_offset(dst, pos * C0)
 
-    def body(first: int, last: bool = False) -> None:
-        p0 = first * pos
-        p = hw - (tiles - 1) * pos if last else pos
+    def body(p0: int, p: int, last: bool) -> None:
         groups = math.ceil(p / C0)
         with kb.loop(n_, {src: c_ * hw, dst: c1 * hw * C0}):  # one image's code, looped
             for blk0 in range(0, c1, cb):
@@ -79,7 +107,7 @@ def nchw_to_nc1hwc0(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
                 kb.copy(b, dst, dst_offset=blk0 * hw * C0 + p0 * C0, nburst=nb, burst=p * C0, src_stride=pos * C0,
                         dst_stride=hw * C0)
 
-    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    _rounds(kb, hw, pos, tiles, body)
 
 
 def nc1hwc0_to_nchw(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
@@ -99,9 +127,7 @@ def nc1hwc0_to_nchw(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
     kb.block_offset(src, pos * C0)
     kb.block_offset(dst, pos)
 
-    def body(first: int, last: bool = False) -> None:
-        p0 = first * pos
-        p = hw - (tiles - 1) * pos if last else pos
+    def body(p0: int, p: int, last: bool) -> None:
         groups = math.ceil(p / C0)
         with kb.loop(n_, {src: c1 * hw * C0, dst: c_ * hw}):  # one image's code, looped
             for blk0 in range(0, c1, cb):
@@ -116,4 +142,4 @@ def nc1hwc0_to_nchw(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
                     kb.vec("cast", a2, a, count=ch * pos)
                 kb.copy(a2, dst, dst_offset=blk0 * C0 * hw + p0, nburst=ch, burst=p, src_stride=pos, dst_stride=hw)
 
-    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    _rounds(kb, hw, pos, tiles, body)

@@ -140,6 +140,11 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
     _, _, ho_, wo_ = out_shape
+    if kind == "avg" and tuple(kernel) == (h_, w_) and not any(pads) and tuple(dilations) == (1, 1) and \
+            lw.tiling_overrides.get(lw.next_name("avg_pool"), {}).get("loops"):
+        # a window over the whole map in the loop form: the global average pool's kernel (its rows
+        # added in a hardware loop, a tree over one row), whose code does not grow with the map
+        return global_avg_pool(lw, x, loc, hint="avg_pool")
     kh_, kw_ = kernel
     sh, sw = strides
     pt, pl, pb, pr = pads
@@ -378,7 +383,7 @@ def _gap_tiling(lw: Lowering, hw: int, total: int, parts: int = 1) -> tuple[int,
     return 1, (budget - out_bytes) // (16 * (2 * isz + 4 * cast))
 
 
-def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
+def global_avg_pool(lw: Lowering, x: DevTensor, loc, hint: str = "global_avg_pool") -> DevTensor:
     """GlobalAveragePool of an NC1HWC0 tensor: ``N*C1`` planes of ``[H*W][16]``.
 
     Sums are accumulated in float32 whatever the storage dtype (a float16 plane of 256x256 ones
@@ -401,15 +406,15 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc) -> DevTensor:
     y = lw.gm_tensor((n_, c_, 1, 1), NC1HWC0)
     parts = min(lw.cores, hw // 128)  # parts of at least 128 positions (4 KiB in float16)
     if parts >= 2 * total:
-        _gap_parts(lw, x, y, total, hw, parts, loc)
+        _gap_parts(lw, x, y, total, hw, parts, loc, hint)
     else:
-        _gap_planes(lw, x, y, total, hw, loc)
+        _gap_planes(lw, x, y, total, hw, loc, hint)
     return y
 
 
 class _GapChunks:
-    """UB buffers and code of :func:`global_avg_pool`'s sums: ``sum(kb, base, n)`` adds
-    positions ``[base, base + n)`` of GM argument ``xa`` into accumulator slot 0 of ``acc``."""
+    """UB buffers and code of :func:`global_avg_pool`'s sums: ``sum(base, n, slot)`` adds
+    positions ``[base, base + n)`` of GM argument ``xa`` into accumulator slot ``slot`` of ``acc``."""
 
     def __init__(self, lw: Lowering, kb, xa, q: int, elems: int, chunked: bool, accs: int):
         f32 = np.dtype(np.float32)
@@ -426,14 +431,15 @@ class _GapChunks:
             self.kb.vec("cast", self.wide, src, count=n * 16)
         return self.wide if self.cast else src
 
-    def sum(self, base: int, n: int) -> None:
+    def sum(self, base: int, n: int, slot: int = 0) -> None:
         kb, q = self.kb, self.q
-        kb.vec("dup", self.acc, count=1, unit=16, scalar=0.0)
+        at = slot * 16
+        kb.vec("dup", self.acc, count=1, unit=16, dst_offset=at, scalar=0.0)
 
         def chunk(k: int, b: int, m: int) -> None:
             buf = self.load(k, b, m)
             _sum_positions(kb, buf, m)
-            kb.vec("add", self.acc, self.acc, buf, count=1, unit=16)
+            kb.vec("add", self.acc, self.acc, buf, count=1, unit=16, dst_offset=at, src0_offset=at)
 
         pairs = n // q // 2
         if pairs:
@@ -444,11 +450,29 @@ class _GapChunks:
             chunk(k, base + p0, min(q, n - p0))
 
 
-def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, loc) -> None:
+def _planes_fit(lw: Lowering, group: int, hw: int) -> bool:
+    """Whether ``group`` whole planes of ``hw`` positions fit in UB with their float32 copy (the
+    budget of :func:`_gap_tiling`)."""
+    isz = lw.dtype.itemsize
+    cast = lw.dtype != np.float32
+    budget = lw.usable("ub") - 5 * 256
+    return group * (hw * 16 * (isz + 4 * cast) + 16 * (4 + isz)) <= budget
+
+
+def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, loc, hint: str) -> None:
     """GlobalAveragePool SPMD over groups of whole planes (see :func:`global_avg_pool`)."""
+    w = x.shape[3]
     group, q = _gap_tiling(lw, hw, total)
-    kb = lw.kernel("global_avg_pool", loc, {"planes": group, "positions": q})
+    kb = lw.kernel(hint, loc, {"planes": group, "positions": q})
     group, q = kb.tiling["planes"], kb.tiling["positions"]
+    # the loop form (tiling ``loops`` = 1) when the group's whole planes fit: the planes as rows of
+    # ``cols`` positions (default the map's width; a divisor of H*W), so that the code depends on
+    # ``cols``, not on the map
+    rows_form = bool(kb.tiling.get("loops")) and _planes_fit(lw, group, hw)
+    if rows_form:
+        cols = math.gcd(hw, max(1, kb.tiling.get("cols", w)))
+        kb.tiling["cols"] = cols
+        q = hw
     xa, ya = kb.arg(x), kb.arg(y)
     chunked = q < hw
     bufs = _GapChunks(lw, kb, xa, q, (q if chunked else group * hw) * 16, chunked, group)
@@ -461,8 +485,17 @@ def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, l
 
     def body(first: int, last: bool = False) -> None:
         g = total - (items - 1) * group if last else group
-        if chunked:  # one plane in chunks
-            bufs.sum(first * hw, hw)
+        if rows_form:  # whole planes: each plane's rows added into its first row (a hardware loop), a tree over it
+            buf = bufs.load(0, first * hw, g * hw)
+            for j in range(g):
+                kb.roll(hw // cols - 1, lambda r, j=j: kb.vec(
+                    "add", buf, buf, buf, count=cols, unit=16, dst_offset=j * hw * 16, src0_offset=j * hw * 16,
+                    src1_offset=(j * hw + (r + 1) * cols) * 16))
+                _sum_positions(kb, buf, cols, j * hw * 16)
+                kb.vec("mov", acc, buf, count=1, unit=16, dst_offset=j * 16, src0_offset=j * hw * 16)
+        elif chunked:  # one plane in chunks
+            for j in range(g):  # (more than one plane per group only when pinned so)
+                bufs.sum((first + j) * hw, hw, j)
         else:  # whole planes: one copy, a tree per plane
             buf = bufs.load(0, first * hw, g * hw)
             for j in range(g):
@@ -477,11 +510,11 @@ def _gap_planes(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, l
     lw.launch(kb)
 
 
-def _gap_parts(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, parts: int, loc) -> None:
+def _gap_parts(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, parts: int, loc, hint: str) -> None:
     """GlobalAveragePool SPMD over parts of the positions (see :func:`global_avg_pool`)."""
     f32 = np.dtype(np.float32)
     part = math.ceil(hw / parts)
-    kb = lw.kernel("global_avg_pool", loc, {"parts": math.ceil(hw / part)})
+    kb = lw.kernel(hint, loc, {"parts": math.ceil(hw / part)})
     parts = kb.partition(kb.tiling["parts"])[0]
     part = math.ceil(hw / parts)
     parts = math.ceil(hw / part)  # every part non-empty
@@ -508,7 +541,7 @@ def _gap_parts(lw: Lowering, x: DevTensor, y: DevTensor, total: int, hw: int, pa
         with kb.guard(parts - 1, parts):
             planes(tail)
     lw.launch(kb)
-    fin = lw.kernel("global_avg_pool_sum", loc, {"parts": parts})
+    fin = lw.kernel(hint + "_sum", loc, {"parts": parts})
     sa, ya = fin.arg(sums), fin.arg(y)
     buf = fin.alloc(Space.UB, parts * total * 16, f32)
     res = fin.alloc(Space.UB, total * 16, lw.dtype) if lw.dtype != f32 else buf

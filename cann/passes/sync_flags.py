@@ -50,6 +50,7 @@ from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
 from cann.passes.sync_deps import (
+    BIG,
     NONE,
     NP,
     Ctrl,
@@ -101,6 +102,9 @@ class _Ctx:
     where: str = ""
     scopes: dict = field(default_factory=dict)  # id of a scope's item list -> its analysis (_scope)
     starved: int = 0  # pairs that became barriers for want of an event id (nested scopes included)
+    #: the kernel's loops are synchronised as if any trip count (tiling ``loops`` = 1: loop-carried
+    #: pairs at every distance, not only those its count reaches), so its code does not depend on them
+    any_count: bool = False
 
 
 def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
@@ -154,7 +158,7 @@ def _analyse(items: list, loop: Loop | None, ctx: _Ctx,
                     for a, x in lst:  # (another iteration's loop region is another instance)
                         if virtual_raw_only(x, v):
                             continue
-                        d = distance(x, v, 1, max(loop.count, 2) - 1, loop)  # a loop of one may repeat too
+                        d = distance(x, v, 1, BIG if ctx.any_count else loop.count - 1, loop)
                         if d is None or covers(kq, (d, a)):
                             continue
                         req[p] = (d, a) if p not in req else newer(req[p], (d, a))
@@ -509,6 +513,13 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> tuple
     return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain], hoist
 
 
+def _loop_form(kernel: KernelOp) -> bool:
+    """Whether the kernel was lowered in its loop form (``loops`` = 1 in its ``tile.tiling``)."""
+    t = kernel.attributes.get("tile.tiling")
+    v = t.data.get("loops") if t is not None else None
+    return v is not None and v.value.data == 1
+
+
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
     """Mode ``flags`` on one kernel (see the module docstring); returns the number of sync
     instructions in the result. ``free_barriers``: replace a consumer's pairs by a PIPE_ALL
@@ -534,7 +545,7 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
         else:
             kept.append(op)
     items = parse(kept, where)
-    ctx = _Ctx(spec, nids, free_barriers, where=where)
+    ctx = _Ctx(spec, nids, free_barriers, where=where, any_count=_loop_form(kernel))
     ctx.regions = check_regions(items, where)
     fill_accesses(items, spec, kernel.num_args.value.data)
     ctx.pipes = frozenset(it.pipe for it in walk_ins(items) if isinstance(it, Ins))
