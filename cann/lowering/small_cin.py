@@ -166,19 +166,53 @@ def _c04_by_cube(lw: Lowering, t: DevTensor, out: DevTensor, loc: Attribute | No
     kb.copy(ident, l1_id, burst=256)
     kb.emit(tile.Load2dOp(l1_id, l0a, count=16 // k0, src_stride=16 * k0, dst_stride=16 * k0))
 
+    def chunk(p0: int, s0: int, q: int) -> None:
+        kb.emit(tile.CopyNd2nzOp(src, l1_b, src_offset=p0 + s0, rows=c_, cols=q, src_row_stride=hw))
+        kb.emit(tile.Load2dOp(l1_b, l0b, count=q * 16 // (16 * k0), src_stride=16 * k0, dst_stride=16 * k0))
+        for b in range(q // 16):  # unrolled: a hardware loop here costs a barrier around it
+            kb.emit(tile.MmadOp(l0a, l0b, l0c, b_offset=b * 256, c_offset=b * 256, m=16, k=16, n=16, init=1))
+        kb.emit(tile.CopyL0cToUbOp(l0c, ub, n1=1, m=q, src_m=q))
+        kb.copy(ub, dst, dst_offset=(p0 + s0) * C04, nburst=q, burst=C04, src_stride=16, dst_stride=C04)
+
     def body(first: int, last: bool = False) -> None:
         p0 = first * pos
         p = hw - (tiles - 1) * pos if last else pos
         with kb.loop(n_, {src: c_ * hw, dst: hw * C04}):  # one image's code, looped
             for s0 in range(0, p, q_max):
-                q = min(q_max, p - s0)
-                kb.emit(tile.CopyNd2nzOp(src, l1_b, src_offset=p0 + s0, rows=c_, cols=q, src_row_stride=hw))
-                kb.emit(tile.Load2dOp(l1_b, l0b, count=q * 16 // (16 * k0), src_stride=16 * k0, dst_stride=16 * k0))
-                for b in range(q // 16):  # unrolled: a hardware loop here costs a barrier around it
-                    kb.emit(tile.MmadOp(l0a, l0b, l0c, b_offset=b * 256, c_offset=b * 256, m=16, k=16, n=16, init=1))
-                kb.emit(tile.CopyL0cToUbOp(l0c, ub, n1=1, m=q, src_m=q))
-                kb.copy(ub, dst, dst_offset=(p0 + s0) * C04, nburst=q, burst=C04, src_stride=16, dst_stride=C04)
+                chunk(p0, s0, min(q_max, p - s0))
 
-    kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
+    if not (kb.tiling.get("loops") and _c04_loops(kb, hw, pos, tiles, q_max, chunk, n_,
+                                                  {src: c_ * hw, dst: hw * C04})):
+        kb.for_tiles(tiles, body, partial_last=hw % pos != 0)
     lw.launch(kb)
     return out
+
+
+def _c04_loops(kb, hw: int, pos: int, tiles: int, q_max: int, chunk, n_: int, image: dict) -> bool:
+    """The loop form (tiling ``loops`` = 1) of :func:`_c04_by_cube`'s tiles: rounds of whole tiles
+    of ``pos`` positions (the last round moved back to end at the map's edge, one partial round run
+    as two on half the cores) x chunks of ``q_max`` positions (the last moved back inside its tile),
+    one loop nest whose code does not depend on the map; False (nothing emitted) when the map is
+    shorter than a tile or the tiles are not one body."""
+    b_dim = kb.block_dim
+    rounds = math.ceil(tiles / b_dim)
+    if rounds == 1 and tiles * pos > hw and tiles > 1:
+        b_dim = kb.block_dim = kb.tiling["block_dim"] = math.ceil(tiles / 2)
+        rounds = 2
+    back = rounds * b_dim * pos - hw  # positions the last round runs past the map
+    if hw < pos or back > (rounds - 1) * b_dim * pos:
+        return False
+    chunks = math.ceil(pos / q_max)
+
+    def tile_(idx, lo, hi):
+        r, c = idx
+        p0 = r * b_dim * pos - (back if hi[0] and r == rounds - 1 else 0)
+        s0 = min(c * q_max, pos - q_max) if hi[1] and c == chunks - 1 else c * q_max
+        with kb.loop(n_, image):  # one image's code, looped
+            chunk(p0, s0, q_max)
+
+    try:
+        kb.tile_loops((rounds, chunks), tile_)
+    except ValueError:
+        return False
+    return True

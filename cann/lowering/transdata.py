@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from cann.dialects.tile import Space
-from cann.lowering.common import DevTensor, Lowering
+from cann.lowering.common import DevTensor, Lowering, unsupported
 from cann.lowering.shuffle import transpose_blocks
 
 C0 = 16
@@ -40,6 +40,21 @@ def _plan(lw: Lowering, hw: int, c1: int, row_bytes: int) -> tuple[int, int]:
         if cb * C0 * pos > budget:
             cb = max(1, budget // (C0 * pos))
     pos = math.ceil(math.ceil(hw / math.ceil(hw / pos)) / C0) * C0  # even tiles
+    return pos, cb
+
+
+def _pinned(lw: Lowering, kb, plan: tuple[int, int], c1: int, row_bytes: int) -> tuple[int, int]:
+    """The planned (positions, blocks), or the kernel's pinned ones (``positions``: a multiple of
+    16; ``blocks``: 1 to C1; their channel rows x positions within UB).
+
+    Raises:
+        CannError: a pinned value outside those bounds.
+    """
+    pos, cb = kb.tiling.get("positions", plan[0]), kb.tiling.get("blocks", plan[1])
+    if (pos, cb) != plan and (pos < C0 or pos % C0 or not 1 <= cb <= c1 or cb * C0 * pos * row_bytes > lw.usable("ub")):
+        raise unsupported(kb.loc, f"trans_data: tiling positions = {pos}, blocks = {cb}: positions a positive "
+                                  f"multiple of {C0}, blocks 1 to {c1}, {cb * C0 * pos * row_bytes} UB bytes of "
+                                  f"{lw.usable('ub')}")
     return pos, cb
 
 
@@ -79,7 +94,8 @@ def nchw_to_nc1hwc0(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
     n_, c_, h_, w_ = t.shape
     hw, c1 = h_ * w_, out.c1
     cast = t.dtype != out.dtype
-    pos, cb = _plan(lw, hw, c1, (t.dtype.itemsize + out.dtype.itemsize * (2 if cast else 1)))
+    row_bytes = t.dtype.itemsize + out.dtype.itemsize * (2 if cast else 1)
+    pos, cb = _pinned(lw, kb, _plan(lw, hw, c1, row_bytes), c1, row_bytes)
     tiles = math.ceil(hw / pos)
     kb.tiling.update(positions=pos, blocks=cb)
     rows = cb * C0
@@ -116,7 +132,8 @@ def nc1hwc0_to_nchw(lw: Lowering, kb, t: DevTensor, out: DevTensor) -> None:
     n_, c_, h_, w_ = t.shape
     hw, c1 = h_ * w_, t.c1
     cast = t.dtype != out.dtype
-    pos, cb = _plan(lw, hw, c1, t.dtype.itemsize * 2 + (out.dtype.itemsize if cast else 0))
+    row_bytes = t.dtype.itemsize * 2 + (out.dtype.itemsize if cast else 0)
+    pos, cb = _pinned(lw, kb, _plan(lw, hw, c1, row_bytes), c1, row_bytes)
     tiles = math.ceil(hw / pos)
     kb.tiling.update(positions=pos, blocks=cb)
     rows = cb * C0

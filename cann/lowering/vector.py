@@ -329,11 +329,12 @@ def _pool_loops(kb, g: dict, plane: int, group: range, out_plane: int, taps) -> 
     def tile(idx, lo, hi) -> None:
         ho0, wo0, row0, col0, r0, r1, q0, q1 = geometry(group.start + idx[0], idx[1], lo, hi)
         pt_, pb_, pl_, pr_ = r0 - row0, row0 + rin - r1, q0 - col0, col0 + win - q1
+        whole = rin * win * 16  # (the strides of one burst: constant, not moved with the burst)
         if sides[0]:  # top rows (elsewhere: the first position, which the input copy overwrites)
-            kb_copy(fa, inb, nburst=1, burst=pt_ * win * 16 if pt_ else 16)
+            kb_copy(fa, inb, nburst=1, burst=pt_ * win * 16 if pt_ else 16, src_stride=whole, dst_stride=whole)
         if sides[1]:  # bottom rows (elsewhere: the first position of the last row)
             kb_copy(fa, inb, dst_offset=(rin - max(pb_, 1)) * win * 16, nburst=1,
-                    burst=pb_ * win * 16 if pb_ else 16)
+                    burst=pb_ * win * 16 if pb_ else 16, src_stride=whole, dst_stride=whole)
         if sides[2]:  # left columns (elsewhere: one position)
             kb_copy(fa, inb, nburst=rin if pl_ else 1, burst=max(pl_, 1) * 16, src_stride=0, dst_stride=win * 16)
         if sides[3]:  # right columns
