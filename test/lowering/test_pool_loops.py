@@ -123,7 +123,7 @@ def test_padding_beyond_the_border_tile_keeps_the_unrolled_form():
     """Padding that a second row tile reads too (pads 3, one output row per tile) is not one loop
     body: the kernel falls back to today's code, with the same values."""
     m = _model("MaxPool", 1, 16, 12, kernel_shape=[7, 7], strides=[1, 1], pads=[3, 3, 3, 3])
-    pins = {"max_pool_0": {"loops": 1, "rows": 1}}
+    pins = {"max_pool_0": {"loops": 1, "rows": 1, "m_blocks": 1}}
     _check(m, "must_keep_origin_dtype", pins)
     module = lower(m, until="tile", precision_mode="must_keep_origin_dtype", tiling=pins, kb="none")
     assert "lo = " not in str(module)  # no clamped step: the border tiles are code of their own
