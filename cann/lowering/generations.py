@@ -18,7 +18,9 @@ A hardware loop whose ``loop_step`` s move accesses of the buffer (an M-subtile 
 parts of one accumulator) walks different parts of it, not one refill per iteration: its accesses
 count as the whole range they step over, its begin and end are no boundary, and it may start at
 most one generation, in its first iteration (a body that starts one and then reads, or starts
-two, is illegal to rename); no ``loop_rotate`` for it.
+two, is illegal to rename); no ``loop_rotate`` for it. A ``loop_clamp`` ed write that runs before
+anything in its loop body reads the spaces it writes (a border tile's input copy or padding fill,
+clamped at the map's edge) is a refill of the buffer, not such a walk.
 
 Renaming is *legal* when no access reaches across the buffer's edge (renaming moves an address
 inside the buffer, not the bytes beyond it), every read reads only bytes written in its own

@@ -16,9 +16,16 @@ differ (padding at a border, a partial tile, an ``init`` flag) stay as they are.
 when they differ only in fields a ``loop_clamp`` can give them (a pad, a window stopping at the
 edge), and ops of loops nested in the iteration may move too (their steps name the outer loop with
 ``up``). A kernel's code size then depends on its tiling, not on its tensor sizes.
+
+:func:`border_plan` (``KernelBuilder.tile_loops``, the loop form of tiling ``loops`` = 1) goes one
+step further: a grid of tiles is one loop nest whatever its counts (a loop of one iteration too),
+the fields of its border tiles modelled from *virtual* tiles (the middle tiles' pattern extended)
+and clamped steps present at every count, so the code is the same for any map.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from xdsl.ir import Operation, SSAValue
 
@@ -304,7 +311,6 @@ def border_plan(counts: tuple[int, ...], capture) -> tuple[list[Operation], list
         return {f: g0[f] + sum(idx[d] * lin[d].get(f, 0) + (idx[d] == 0) * low[d].get(f, 0)
                                + (idx[d] == counts[d] - 1) * high[d].get(f, 0) for d in range(dims)) for f in g0}
 
-    import itertools
     picks = [sorted({0, n - 1, min(1, n - 1), n // 2}) for n in counts]
     for idx in itertools.product(*picks):
         real = vals(capture(idx, every, every))
