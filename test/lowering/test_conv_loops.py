@@ -57,6 +57,7 @@ def test_code_size_and_values(cin, cout, h, k, stride, tiling):
 @pytest.mark.parametrize("pins", [
     {"rows": 3, "cols": 8, "n": 32, "m_blocks": 3},   # rectangles, 2 C0 blocks: a copy per map row; uneven groups
     {"rows": 2, "cols": 5, "n": 16, "m_blocks": 4},   # a group starting and ending inside a tile row
+    {"rows": 2, "cols": 5, "n": 16, "m_blocks": 4, "loops": 1},  # ... ragged last row and columns moved back
     {"rows": 4, "cols": 6, "m": 16, "n": 16},         # M subtiles of 16 across the rectangle's rows
 ])
 def test_rectangles_with_fused_residual_epilogue(pins):
