@@ -4,15 +4,16 @@ size depends on its tiling, not on its tensor sizes).
 Compiles a test model (``cann.testing.test_model``) down to ascend instructions at its declared input
 size and at twice its height and width, the second time with every kernel's tiling of the first
 pinned through ``convert-graph-to-tile{tiling=...}`` (a conv's ``m_blocks``, recorded only when above
-1, pinned to 1 where absent); an ``AveragePool`` covering the whole map (the
+1, pinned to 1 where absent, and its ``cols``, recorded only when its tiles split a row, pinned to the
+small map's output width: at the large size its tiles are the same rows x cols rectangles, and its
+``loops`` pinned to 1: a ragged last tile moved back into the loops; the small size is compiled again
+with the same pins); an ``AveragePool`` covering the whole map (the
 final pool of ResNet-50) scales its kernel and strides with the map. Prints per kernel ``name
 static_small static_large ratio`` (static: instructions of the kernel's code, loops not expanded),
 sorted by ratio, and a summary line with the number of kernels whose code grew by more than 5%.
 
-Both sizes are compiled in the kernels' loop form (tiling ``loops`` = 1 pinned on the kernels of
-:data:`LOOP_FORMS`:
-tiles as hardware loops whose code does not depend on the map, docs/pipelining.md "Code size");
-``--no-loops`` measures the default form instead.
+The pools and trans_data are compiled in their loop form (``loops`` = 1) too; ``--no-loops``
+measures every kernel's default form instead.
 
 Usage: ``PYTHONPATH=. python benchmarks/codesize.py [model] [--top N] [--dump KERNEL] [--no-loops]``
 (``--dump``: print that kernel's instructions at the large size).
@@ -23,13 +24,15 @@ from __future__ import annotations
 import argparse
 import copy
 
+import onnx
+
 from cann.compiler import lower
 from cann.dialects.ascend import kernels, op_to_instr
 from cann.testing import test_model
 
 #: growth above which a kernel counts as growing with its tensors
 LIMIT = 1.05
-#: kernels (name prefixes) that have a loop form (tiling ``loops`` = 1)
+#: kernels (name prefixes) besides convolutions that have a loop form (tiling ``loops`` = 1)
 LOOP_FORMS = ("trans_data", "max_pool", "avg_pool", "global_avg_pool")
 
 
@@ -49,13 +52,27 @@ def resized(model, shape: list[int], base: list[int]):
 
 
 def compile_kernels(model, pins: dict | None = None) -> dict:
-    """``{kernel: (instructions, tiling)}`` of ``model`` lowered to ascend, ``pins`` pinned."""
+    """``{kernel: (instructions, tiling, ONNX node name)}`` of ``model`` lowered to ascend, ``pins`` pinned."""
     module = lower(model, until="ascend", tiling=pins)
     out = {}
     for k in kernels(module):
         t = k.attributes.get("tile.tiling")
         tiling = {kk: v.value.data for kk, v in t.data.items()} if t else {}
-        out[k.sym_name.data] = ([op_to_instr(op) for op in k.instructions], tiling)
+        node = k.location.desc.data if hasattr(k.location, "desc") else ""
+        out[k.sym_name.data] = ([op_to_instr(op) for op in k.instructions], tiling, node)
+    return out
+
+
+def output_widths(model) -> dict[str, int]:
+    """``{node name: width of its first output}`` (NCHW outputs; names as the importer gives them)."""
+    m = onnx.shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in (*m.graph.value_info, *m.graph.output)}
+    out = {}
+    for i, n in enumerate(m.graph.node):
+        shape = shapes.get(n.output[0], [])
+        if len(shape) == 4:
+            out[n.name or f"{n.op_type}_{i}"] = shape[3]
     return out
 
 
@@ -68,16 +85,22 @@ def main() -> None:
     args = ap.parse_args()
     model = test_model(args.model)
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    small = compile_kernels(model)
-    if not args.no_loops:  # the loop form of every kernel that has one
-        small = compile_kernels(model, {k: {"loops": 1} for k in small if k.startswith(LOOP_FORMS)})
+    default = compile_kernels(model)
+    if not args.no_loops:  # the loop form of the pools and trans_data (their tilings differ in it)
+        default = compile_kernels(model, {k: {"loops": 1} for k in default if k.startswith(LOOP_FORMS)})
     big = list(dims)
     big[2] *= 2
     big[3] *= 2
-    pins = {k: dict(t) for k, (_, t) in small.items()}
-    for t in pins.values():  # a conv records its core groups only when it splits its output tiles
-        if "rows" in t and "block_dim" in t:
+    pins = {k: dict(t) for k, (_, t, _) in default.items()}
+    widths = output_widths(model)
+    for k, t in pins.items():  # a conv records its core groups only when it splits its output tiles,
+        if "rows" in t and "block_dim" in t:  # its columns only when they split a row
             t.setdefault("m_blocks", 1)
+            if "k" in t and default[k][2] in widths:  # a cube kernel (Conv): ragged last tiles in the loops
+                t.setdefault("cols", widths[default[k][2]])
+                if not args.no_loops:
+                    t.setdefault("loops", 1)
+    small = compile_kernels(model, pins)
     large = compile_kernels(resized(model, big, dims), pins)
     rows = sorted(((len(large[k][0]) / max(len(small[k][0]), 1), k) for k in small if k in large), reverse=True)
     over = [k for r, k in rows if r > LIMIT]

@@ -306,8 +306,8 @@ class LoopStepOp(IRDLOperation):
 
     With ``offset``, ``lo`` and ``hi`` (``lo <= hi``) the advance is ``clamp(offset + i * step, lo,
     hi)`` (ISA ``loop_clamp``): the border tiles of a loop share its body, e.g. a GM offset
-    (``src_offset`` of a GM ``src``), a copy's ``nburst`` / ``burst`` or img2col's ``fm_h`` /
-    ``pad_t`` / ``pad_b`` that only the first or last iteration changes. With ``up`` (default 0) the
+    (``src_offset`` of a GM ``src``), a copy's ``nburst`` / ``burst`` or img2col's window (``fm_h``,
+    ``fm_w`` and the pads) that only the first or last iteration changes. With ``up`` (default 0) the
     step is of the loop that many levels out from the innermost one around the op (an op of a
     nested loop moving with an outer loop; lowered to ``loop_clamp``)."""
 

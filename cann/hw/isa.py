@@ -268,8 +268,8 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "loop) sees the field advanced by clamp(offset + i*step, lo, hi) = min(max(offset + i*step, lo), hi) "
      "(lo <= hi): a window that stops at a tensor's edge, a pad that only the first tile has, a last tile "
      "moved back to end at the edge, an instruction of a nested loop moving with an outer one; the field must "
-     "be clampable (CLAMP_FIELDS: the steppable fields, GM offsets, DMA nburst / burst, img2col fm_h / pad_t / "
-     "pad_b); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
+     "be clampable (CLAMP_FIELDS: the steppable fields, GM offsets, DMA nburst / burst, img2col fm_h / fm_w / "
+     "pad_t / pad_b / pad_l / pad_r); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
     # multiply-accumulate on the vector unit (depthwise convolution); appended: opcodes above are unchanged
     ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
      "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
@@ -325,7 +325,8 @@ _EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_star
                                                    "img2col_c04": ("m_start", "k_start")}
 #: instruction group -> its size / window fields a ``loop_clamp`` may also move
 _EXTRA_CLAMP_FIELDS: dict[str, tuple[str, ...]] = {"dma": ("nburst", "burst", "src_stride", "dst_stride"),
-                                                    "img2col": ("fm_h", "pad_t", "pad_b")}
+                                                    "img2col": ("fm_h", "fm_w", "pad_t", "pad_b", "pad_l",
+                                                                "pad_r")}
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
     InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
@@ -357,8 +358,8 @@ def step_fields(defn: InstrDef) -> frozenset[int]:
 def clamp_fields(defn: InstrDef) -> frozenset[int]:
     """Indices of the fields of ``defn`` a ``loop_clamp`` may move: the :func:`step_fields`, the GM
     byte offsets (``src`` of a ``src_arg``, ``dst`` of a ``dst_arg``), and the fields of
-    :data:`_EXTRA_CLAMP_FIELDS` (a DMA's ``nburst`` / ``burst``, img2col's ``fm_h`` / ``pad_t`` /
-    ``pad_b``)."""
+    :data:`_EXTRA_CLAMP_FIELDS` (a DMA's ``nburst`` / ``burst``, img2col's window: ``fm_h`` /
+    ``fm_w`` / ``pad_t`` / ``pad_b`` / ``pad_l`` / ``pad_r``)."""
     names = defn.field_names
     gm = [names.index(o) for a, o in (("src_arg", "src"), ("dst_arg", "dst")) if a in names and o in names]
     extra = [names.index(f) for f in _EXTRA_CLAMP_FIELDS.get(defn.group, ()) if f in names]

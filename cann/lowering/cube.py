@@ -9,10 +9,17 @@ convolutions to the vector unit).
 
 Tiling (recorded on each kernel as ``tile.tiling``, overridable per kernel): ``n`` output channels
 and ``k`` reduction columns per L0B tile, ``m`` output positions per L0A tile; for Conv ``rows``
-output rows per L1 feature-map tile and, when split, ``cols`` output columns of one row, ``c1``
+output rows per L1 feature-map tile and, when split, ``cols`` output columns of one row (both pinned:
+``rows`` x ``cols`` rectangles), ``c1``
 input C1 blocks per L1 load (partial sums accumulate in L0C) and ``taps`` (1: one 1x1
-sub-convolution per kernel tap). Defaults fill L0A/L0B and keep the accumulator of a whole tile in
+sub-convolution per kernel tap), ``loops`` (1: a ragged last output tile is moved back to end at the
+map's edge, joining the tile loops; 0, the default: it has its own code, computing no overlap).
+Defaults fill L0A/L0B and keep the accumulator of a whole tile in
 L0C; every axis is split as far as the SoC's buffers need, so no size is refused.
+
+A Conv's output tiles are nested hardware loops (rows of tiles of a core group, the column tiles of
+each row; :func:`_emit_tiles`), the border tiles joining them through ``loop_clamp``: the kernel's
+code grows with its tiling and core groups, not with its feature map.
 """
 
 from __future__ import annotations
@@ -288,7 +295,9 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     GM), combined as a p-norm (:data:`CONV_OVERLAP_NORM`); plus the first loads (fill) and the last
     epilogue (drain), which nothing overlaps, and, when a K tile's M subtiles are a hardware loop
     (two or more whole ones: the loop is fenced by barriers), every K tile's weight load, which then
-    waits for the loop before it. Used only to choose among the tilings that fit."""
+    waits for the loop before it. A ``rows`` x ``cols`` rectangle narrower than the map (pinned)
+    with more than one C0 block of channels writes a copy per map row. Used only to choose among
+    the tilings that fit."""
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     active = max(1, active)
     gm_bw = min(bw.gm_to_l1, bw.gm_total / active)
@@ -321,7 +330,9 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     fm_load = read(fm, shared) + loads * lat.mte_startup
     w_gm = k_tiles * lat.mte_startup + read(k_all * n_t * isz, m_blocks)  # one round's weights to L1
     w_l0 = k_tiles * lat.mte_startup + k_all * n_t * isz / bw.l1_to_l0b  # ... and on to L0B
-    epilogue = m_sub * (lat.mte_startup + 3 * lat.vector_startup) + \
+    # a rectangle narrower than the map with several C0 blocks writes each subtile a copy per map row
+    writes = rows if rows > 1 and cols < g.wo and n_t > cube.n0 else 1
+    epilogue = m_sub * (writes * lat.mte_startup + 3 * lat.vector_startup) + \
         m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / min(bw.ub_to_gm, bw.gm_total / active))
     # a feature-map tile shared by the rounds is loaded before them, into a buffer the tile before
     # was still reading: nothing overlaps it; a tile loaded in C1 chunks loads them under the rounds
@@ -343,8 +354,8 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
     every output-channel tile of its share of the output tiles).
 
     Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
-    ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks;
-    each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
+    ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks
+    (``rows`` and ``cols`` both pinned: rectangles of several rows narrower than the map); each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
     many groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest by ``_conv_cycles``
     wins. Kernel taps run one at a time only when a 16-column window of one C1 block overflows L1.
     Pinned values (``tiling``) fix their axis. ``shared``: the cores reading each feature-map tile
@@ -379,10 +390,7 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
         else:
             row_opts = range(max(1, min(g.ho, m_cap // cols)), 0, -1) if cols == g.wo else [1]
         for rows in row_opts:
-            if rows > 1 and cols < g.wo:
-                if "cols" in pins:
-                    raise unsupported(loc, f"Conv: tiling rows = {rows} with cols = {cols}: a split row is one "
-                                           f"row per tile")
+            if rows > 1 and cols < g.wo and not ("cols" in pins and "rows" in pins):  # rectangles only pinned
                 refused = refused or (f"Conv: tiling rows = {rows} needs whole rows of {g.wo} positions "
                                       f"({m_cap} fit L0C)")
                 continue
@@ -409,6 +417,56 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
         raise unsupported(loc, refused)
     return taps, best[1], best[2], best[3], best[4], best[0]
+
+
+def _row_segments(ms0: int, valid: int, cols: int, ho0: int, wo0: int, wo: int) -> list[tuple[int, int, int]]:
+    """``[(tile position, map position, count), ...]``: positions ``[ms0, ms0 + valid)`` of an output
+    tile ``cols`` wide at (``ho0``, ``wo0``) of a ``wo``-wide map, one run per map row they cover
+    (one run when the tile spans whole map rows)."""
+    if cols == wo:
+        return [(ms0, ho0 * wo + ms0, valid)]
+    out, p = [], ms0
+    while p < ms0 + valid:
+        r, c = divmod(p, cols)
+        cnt = min(cols - c, ms0 + valid - p)
+        out.append((p, (ho0 + r) * wo + wo0 + c, cnt))
+        p += cnt
+    return out
+
+
+def _emit_tiles(kb: KernelBuilder, mine: list[tuple[int, int]], n_ct: int, rows: int, cols: int, ho: int, wo: int,
+                tile_code, move_back: bool) -> None:
+    """Emit the output tiles ``mine`` (``(tile row, tile column)``, row-major and consecutive) of one
+    core group as hardware loops whose counts are the only thing the map size changes: a partial
+    first and last tile row as loops over their column tiles, the whole tile rows between as a loop
+    over rows of a loop over columns (the border tiles' pads and windows through ``loop_clamp``).
+    With ``move_back`` a ragged last tile (the map's edge inside it) of a loop of two or more is
+    moved back to end at the edge: every tile of the loop is whole (it joins the loop) and the
+    overlap is recomputed and rewritten with the same values by the same core; without, it is
+    peeled (its own, smaller code)."""
+    by_row: dict[int, list[int]] = {}
+    for r, c in mine:
+        by_row.setdefault(r, []).append(c)
+    segs = list(by_row.items())
+    full = [i for i, (_, cs) in enumerate(segs) if len(cs) == n_ct]  # consecutive: partial rows only at the ends
+    first, last = (full[0], full[-1]) if full else (len(segs), len(segs) - 1)
+
+    def col_of(c: int, cs: list[int]) -> int:
+        return wo - cols if move_back and c * cols + cols > wo and len(cs) > 1 else c * cols
+
+    def row_of(r: int, rs: list[int]) -> int:
+        return ho - rows if move_back and r * rows + rows > ho and len(rs) > 1 else r * rows
+
+    def one_row(ho0: int, cs: list[int]) -> None:
+        kb.roll(len(cs), lambda j: tile_code(ho0, col_of(cs[j], cs)), clamp=True)
+
+    for r, cs in segs[:first]:
+        one_row(r * rows, cs)
+    whole = [segs[i][0] for i in range(first, last + 1)]
+    if whole:
+        kb.roll(len(whole), lambda i: one_row(row_of(whole[i], whole), segs[first + i][1]), clamp=True)
+    for r, cs in segs[last + 1:]:
+        one_row(r * rows, cs)
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -543,6 +601,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         kb.tiling["taps"] = int(taps)
     if c04:
         kb.tiling["c04"] = 1
+    loops = pins.get("loops", 0)  # 1: ragged last tiles moved back into the loops (code size over cycles)
+    if loops not in (0, 1):
+        raise unsupported(loc, f"Conv: tiling loops = {loops}: 0 (ragged last tiles peeled) or 1 (moved back)")
+    if "loops" in pins:
+        kb.tiling["loops"] = loops
 
     # weight K order: (c1, kh, kw, c0) as img2col produces it, or per tap (kh, kw, c1, c0)
     if c04:  # (c1, kh, kw, c4), K padded to k0 by fractal_z
@@ -597,13 +660,15 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * nr * nq * c0, nburst=nr,
                         burst=nq * c0, src_stride=w_ * c0, dst_stride=nq * c0)
 
-    out_tiles = [(ho0, wo0) for ho0 in range(0, ho_, rows) for wo0 in range(0, wo_, cols)]
+    n_rt, n_ct = -(-ho_ // rows), -(-wo_ // cols)  # rows and columns of output tiles
+    out_tiles = [(r, c) for r in range(n_rt) for c in range(n_ct)]
     per_block = [len(out_tiles) // m_blocks + (i < len(out_tiles) % m_blocks) for i in range(m_blocks)]
     starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
     n = 0  # image 0's code; the batch loop moves to the next image
 
     def tile_code(ho0: int, wo0: int) -> None:
-        """One output tile: its feature-map loads and every output-channel tile of this core."""
+        """One output tile (at output row ``ho0``, column ``wo0``, clipped to the map): its
+        feature-map loads and every output-channel tile of this core."""
         ho1 = min(ho_, ho0 + rows)
         wo1 = min(wo_, wo0 + cols)
         m_valid = (ho1 - ho0) * (wo1 - wo0)
@@ -658,13 +723,39 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 valid = min(ms, m_valid - ms0)
                 if valid <= 0:
                     return
-                out_off = ((n * n1 + nt0 // 16) * ho_ * wo_ + ho0 * wo_ + wo0 + ms0) * 16
+                base = (n * n1 + nt0 // 16) * ho_ * wo_ * 16
+                segs = _row_segments(ms0, valid, wo1 - wo0, ho0, wo0, wo_)
+                n1t_ = n1t
+
+                def move(src, dst, into_ub: bool, segs=segs, base=base, valid=valid, n1t=n1t_) -> None:
+                    """GM <-> UB ([n1t][valid][16]) for the subtile's positions, a copy per map row
+                    they cover (one when they are contiguous in the map; with one C0 block, one per
+                    run of whole tile rows: a burst per row); the rows' copies are one loop."""
+                    tw = wo1 - wo0
+                    runs = []  # (tile position, map position, positions per burst, bursts)
+                    for p0, gpos, cnt in segs:
+                        if n1t == 1 and cnt == tw and runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0:
+                            runs[-1] = (*runs[-1][:3], runs[-1][3] + 1)
+                        else:
+                            runs.append((p0, gpos, cnt, 1))
+
+                    def seg(i: int) -> None:
+                        p0, gpos, cnt, nrow = runs[i]
+                        gm, ub = base + gpos * 16, (p0 - ms0) * 16
+                        if nrow > 1:  # one C0 block: a burst per map row
+                            kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
+                                    nburst=nrow, burst=cnt * 16, src_stride=wo_ * 16 if into_ub else cnt * 16,
+                                    dst_stride=cnt * 16 if into_ub else wo_ * 16)
+                            return
+                        kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
+                                nburst=n1t, burst=cnt * 16, src_stride=ho_ * wo_ * 16 if into_ub else valid * 16,
+                                dst_stride=valid * 16 if into_ub else ho_ * wo_ * 16)
+                    kb.roll(len(runs), seg)
+
                 for i, ra in enumerate(tiles.residual_args):
-                    kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=out_off, nburst=n1t, burst=valid * 16,
-                            src_stride=ho_ * wo_ * 16)
+                    move(ra, tiles.bufs[f"r{i}"], True)
                 tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
-                kb.copy(tiles.ub_out, ya, dst_offset=out_off, nburst=n1t, burst=valid * 16,
-                        dst_stride=ho_ * wo_ * 16)
+                move(tiles.ub_out, ya, False)
 
             # the epilogue per M subtile: one hardware loop stepping the L0C offset and the output
             kb.roll(-(-m_pad // m_t), out_subtile)
@@ -680,9 +771,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             size = n_blocks * i_blocks
             with kb.core_group(grp * size, size) if m_blocks > 1 else contextlib.nullcontext():
                 mine = out_tiles[starts[grp]:starts[grp + 1]]
-                by_row = [[t for t in mine if t[0] == r] for r in dict.fromkeys(t[0] for t in mine)]
-                # one iteration per row of output tiles: the inner rows (no padding, full) are one hardware loop
-                kb.roll(len(by_row), lambda i, by_row=by_row: [tile_code(*t) for t in by_row[i]], clamp=True)
+                _emit_tiles(kb, mine, n_ct, rows, cols, ho_, wo_, tile_code, bool(loops))
     lw.launch(kb)
     return y
 

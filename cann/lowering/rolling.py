@@ -120,9 +120,10 @@ def runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict[SSAValu
 
 
 #: properties only a clamped ``tile.loop_step`` may move (the window of a border tile), per op name
+_WINDOW = ("fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r")
 _CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"),
-                 "tile.copy_add": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": ("fm_h", "pad_t", "pad_b"),
-                 "tile.img2col_c04": ("fm_h", "pad_t", "pad_b")}
+                 "tile.copy_add": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": _WINDOW,
+                 "tile.img2col_c04": _WINDOW}
 
 
 def _clamped_key(ops: list[Operation]) -> tuple[tuple, tuple, tuple]:
@@ -217,8 +218,8 @@ def clamped_runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict
     into the loop, their deviations as clamped steps, and moving fields of ops in nested loops too
     (:func:`depths` gives their ``up``): ``(first, count, GM moves, {(op index,
     property): step}, {(op index, property): [(step, offset, lo, hi), ...]})``. Fields that only a
-    clamp may move (:data:`_CLAMP_FIELDS`: a copy's bursts and strides, img2col's ``fm_h`` /
-    ``pad_t`` / ``pad_b``) may differ too."""
+    clamp may move (:data:`_CLAMP_FIELDS`: a copy's bursts and strides, img2col's window ``fm_h`` /
+    ``fm_w`` / ``pad_t`` / ``pad_b`` / ``pad_l`` / ``pad_r``) may differ too."""
     keys = [_clamped_key(ops) for ops in iterations]
     out = []
     i = 0

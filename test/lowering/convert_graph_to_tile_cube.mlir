@@ -11,6 +11,14 @@
 // padding, so it runs as a 1x1 (kernel 1x1, no taps split).
 
 // CHECK:      func.func @conv2d_0({{.*}}tile.tiling = {block_dim = 1 : i64, c1 = 1 : i64, cols = 5 : i64, k = {{[0-9]+}} : i64, m = {{[0-9]+}} : i64, n = 16 : i64, rows = 1 : i64}}
+// rows 0..3 (their top windows clamped to the map), of chunks 0..3
+// CHECK:        tile.loop_begin {count = 4 : i64}
+// CHECK-NEXT:   tile.loop_offset %3 {stride = 336}
+// CHECK-NEXT:   tile.loop_begin {count = 4 : i64}
+// CHECK-NEXT:   tile.loop_offset %0 {stride = 80}
+// CHECK-NEXT:   tile.loop_offset %3 {stride = 80}
+// CHECK-NEXT:   tile.loop_step {field = "src_offset", step = -32 : i64, offset = 0 : i64, lo = -32 : i64, hi = 0 : i64}
+// CHECK-NEXT:   tile.loop_step {field = "burst", step = 32 : i64, offset = 0 : i64, lo = 0 : i64, hi = 32 : i64}
 // CHECK:        tile.copy %0, %[[FM:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 3, burst = 112, src_stride = 336, dst_stride = 112}
 // CHECK:        tile.img2col %[[FM]], %{{.*}}fm_c1 = 1, fm_h = 3, fm_w = 7, pad_t = 2, pad_b = 0, pad_l = 2, pad_r = 0, {{.*}}kernel_h = 3, kernel_w = 3, dil_h = 2, dil_w = 2
 // CHECK-NEXT:   tile.mmad {{.*}}m = 16, k = 144, n = 16, init = 1}
@@ -21,9 +29,12 @@
 // CHECK-NEXT:   tile.copy
 // CHECK-NEXT:   tile.copy_l0c_to_ub {{.*}}n1 = 1, m = 5, src_m = 16}
 // CHECK:        tile.copy %{{.*}}, %3 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 80,
-// second chunk of row 0: columns 5..9 read input columns 3..11
-// CHECK:        tile.copy %0, %[[FM]] {src_offset = 48, dst_offset = 0, nburst = 3, burst = 144,
-// CHECK:        tile.img2col %[[FM]], {{.*}}fm_w = 9, pad_t = 2, pad_b = 0, pad_l = 0, pad_r = 0
+// the chunks of a row are one loop (cube.py _emit_tiles): the first chunk's code, loop_clamps giving
+// chunks 1.. their window: columns 5..9 read input columns 3..11 (src_offset 80 - 32 = 48, a
+// 9-column burst, fm_w 7 + 2 = 9, pad_l 2 - 2 = 0)
+// CHECK:        tile.loop_end
+// the ragged last chunk (column 20 of 21: input columns 18..20 and 2 of padding) is peeled
+// CHECK:        tile.img2col %[[FM]], {{.*}}fm_w = 3, pad_t = 2, pad_b = 0, pad_l = 0, pad_r = 2
 // CHECK:      func.func @conv2d_1({{.*}}tile.tiling = {block_dim = 1 : i64, k = {{[0-9]+}} : i64, m = {{[0-9]+}} : i64, n = 16 : i64, rows = 3 : i64, taps = 1 : i64}}
 // tap (0, 0) of output rows 0..2 (stride 2) reads input rows -2, 0, 2 and columns -2, 0, .., 18;
 // tap (0, 1)'s weights are the next 48 K rows (3 fractal rows of 256 further on)

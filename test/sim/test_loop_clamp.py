@@ -64,7 +64,8 @@ def test_check_control_rejects_bad_clamps(fields, target, message):
 def test_img2col_window_fields_are_clampable():
     names = isa.BY_MNEMONIC["img2col"].field_names
     ok = {names[k] for k in isa.clamp_fields(isa.BY_MNEMONIC["img2col"])}
-    assert {"fm_h", "pad_t", "pad_b", "m_start", "k_start", "dst", "src"} == ok
+    # the height and the width window (the conv's column tiles join their loop too, cube._emit_tiles)
+    assert {"fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start", "dst", "src"} == ok
 
 
 def test_variants_cover_every_position():
