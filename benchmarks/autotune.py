@@ -27,7 +27,8 @@ measured, minus one (a lower bound of the exhaustive regret when the space was s
 model's near-best are measured, far-off ones only by sample).
 
 Measurements are kept in a persistent cache (``--cache``, JSON lines) keyed by the sha256 of the
-candidate's tile-stage module text (the lowering's output, so a changed lowering re-measures)
+candidate's tile-stage module text, each dense constant in it printed as the sha256 of its bytes
+(the lowering's output, so a changed lowering or weight layout re-measures)
 together with a fingerprint of the sources downstream of it (tile-to-ascend lowering,
 synchronization, codegen, the simulator, the SoC descriptions), so a stale entry is never reused.
 Shapes run cheapest first over ``--jobs`` processes; the rows print in the list's order.
@@ -35,7 +36,11 @@ Shapes run cheapest first over ``--jobs`` processes; the rows print in the list'
 Usage::
 
     PYTHONPATH=. python benchmarks/autotune.py [--only conv|gemm] [--shapes N] [--skip N]
-        [--top T] [--sample S | --all] [--jobs J] [--cache PATH] [--kb-out PATH]
+        [--top T] [--sample S | --all] [--jobs J] [--cache PATH] [--json PATH] [--kb-out PATH]
+    PYTHONPATH=. python benchmarks/autotune.py --report RUN.json [MORE.json ...] [--markdown]
+
+``--report`` prints the rows and the summary of results saved with ``--json`` (several files: runs
+of parts of the list, e.g. by ``--skip`` / ``--shapes``) without measuring.
 
 (needs scipy: ``pip install -e '.[bench]'``).
 """
@@ -55,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import kendalltau
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from xdsl.passes import PassPipeline
 from xdsl.printer import Printer
 
@@ -120,12 +126,26 @@ class Cache:
                 f.write(json.dumps({"key": key, "cycles": cycles}) + "\n")
 
 
+class _KeyPrinter(Printer):
+    """The module's text with every dense constant printed as ``dense_sha256<HASH> : TYPE``, the
+    sha256 of its raw bytes: xDSL unpacks a constant element by element to print it (53 s for the
+    weight of a 512x4096x11008 GEMM), while the hash of its bytes changes exactly when they do."""
+
+    def print_attribute(self, attribute) -> None:
+        if isinstance(attribute, DenseIntOrFPElementsAttr):
+            self.print_string(f"dense_sha256<{hashlib.sha256(attribute.data.data).hexdigest()}> : ")
+            self.print_attribute(attribute.type)
+            return
+        super().print_attribute(attribute)
+
+
 def module_key(module, salt: str) -> str:
-    """sha256 of ``salt`` and the printed module."""
+    """sha256 of ``salt`` and the printed module, its dense constants by the sha256 of their bytes
+    (:class:`_KeyPrinter`): a changed constant (bytes, element type or shape) changes the key."""
     import io
 
     buf = io.StringIO()
-    Printer(stream=buf).print_op(module)
+    _KeyPrinter(stream=buf).print_op(module)
     return hashlib.sha256(salt.encode() + b"\0" + buf.getvalue().encode()).hexdigest()
 
 
@@ -351,7 +371,18 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write every shape's result (and measured runs) here")
     ap.add_argument("--kb-out", default=None, help="write each shape's best tiling, where it beats the default, "
                                                    "as a knowledge base here")
+    ap.add_argument("--report", nargs="+", default=None, metavar="JSON",
+                    help="print the results saved by --json in these files (a later file's row of a shape "
+                         "replaces an earlier one's) without measuring anything")
     args = ap.parse_args()
+    if args.report:
+        done = load_results(args.report)
+        for r in done:
+            _row(r)
+        summary(done)
+        if args.markdown:
+            print(markdown(done))
+        return
     t_all = time.perf_counter()
     items = targets(args.only, args.model)[args.skip:]
     items = items[:args.shapes] if args.shapes is not None else items
@@ -391,6 +422,17 @@ def main() -> None:
                    for r in done if r.best_pins]
         Path(args.kb_out).write_text(dump(entries))
         print(f"{args.kb_out}: {len(entries)} entries")
+
+
+def load_results(paths) -> list[Result]:
+    """The :class:`Result` rows that ``--json`` wrote to ``paths``, in file order; a later row of the
+    same shape (op and label) replaces an earlier one in its place."""
+    by_shape: dict[tuple[str, str], Result] = {}
+    for path in paths:
+        for d in json.loads(Path(path).read_text()):
+            r = Result(**d)
+            by_shape[(r.op, r.label)] = r
+    return list(by_shape.values())
 
 
 def _row(r: Result) -> None:

@@ -70,3 +70,43 @@ def test_fingerprint_follows_the_downstream_sources(bm, tmp_path):
     before = bm.fingerprint(tmp_path)
     (tmp_path / "cann/sim/a.py").write_text("y = 2\n")
     assert bm.fingerprint(tmp_path) != before
+
+
+def test_module_key_hashes_constants_by_their_bytes(bm):
+    """The cache key prints each dense constant as the sha256 of its bytes: an equal weight gives the
+    same key, a changed one (one element) another; printing never unpacks the weight."""
+    from xdsl.dialects.builtin import BytesAttr, DenseIntOrFPElementsAttr
+
+    from cann.dialects import tile
+
+    target = bm.build("gemm", (32, 64, 48))
+    pins = target.cands[0][0]
+    one, two = target.tile(pins), target.tile(pins)
+    assert bm.module_key(one, "s") == bm.module_key(two, "s")
+    assert bm.module_key(one, "s") != bm.module_key(one, "t")  # the downstream sources' fingerprint
+    (weight, *_) = [op for op in two.walk() if isinstance(op, tile.ConstantOp)]
+    data = bytearray(weight.value.data.data)
+    data[0] ^= 1  # one bit of the first element
+    weight.properties["value"] = DenseIntOrFPElementsAttr(weight.value.type, BytesAttr(bytes(data)))
+    assert bm.module_key(one, "s") != bm.module_key(two, "s")
+    data[0] ^= 1  # the same bytes again, in a new attribute
+    weight.properties["value"] = DenseIntOrFPElementsAttr(weight.value.type, BytesAttr(bytes(data)))
+    assert bm.module_key(one, "s") == bm.module_key(two, "s")
+
+
+def test_report_reads_saved_results(bm, tmp_path, capsys):
+    """``--report`` rebuilds the rows from ``--json`` files; a later file's row of a shape replaces
+    the earlier one's."""
+    import json
+
+    def row(label, tau, regret):
+        return {"label": label, "op": "MatMul", "sig": label, "space": 10, "measured": 5, "tau": tau,
+                "regret": regret, "default_cycles": 110, "best_cycles": 100, "best_pins": {}, "default_tiling": {},
+                "seconds": 1.0, "hits": 0, "runs": []}
+
+    (tmp_path / "a.json").write_text(json.dumps([row("1x2x3", 0.5, 0.1), row("4x5x6", 0.9, 0.0)]))
+    (tmp_path / "b.json").write_text(json.dumps([row("1x2x3", 0.7, 0.0)]))
+    done = bm.load_results([tmp_path / "a.json", tmp_path / "b.json"])
+    assert [(r.label, r.tau) for r in done] == [("1x2x3", 0.7), ("4x5x6", 0.9)]
+    med, geo = bm.summary(done)["gemm"]
+    assert med == pytest.approx(0.8) and geo == pytest.approx(0.0)

@@ -16,6 +16,7 @@ A tile-level module has two parts:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -98,6 +99,13 @@ def buffer_type(space: Space, elem: Attribute, count: int) -> MemRefType:
     return MemRefType(elem, [count], memory_space=SpaceAttr(space))
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _i64(value: int) -> IntegerAttr:
+    """The i64 ``IntegerAttr`` of ``value``, one shared per value (attributes are immutable; building
+    and verifying a new one per instruction field was a large part of lowering a big kernel)."""
+    return IntegerAttr(value, i64)
+
+
 class _TileInstr(IRDLOperation):
     """Shared text form: ``tile.op %a, %b {key = value, ...} : type, type``.
 
@@ -117,7 +125,7 @@ class _TileInstr(IRDLOperation):
     def __init__(self, *args: SSAValue, **fields):
         props: dict[str, Attribute] = {}
         for k in self.INTS:
-            props[k] = IntegerAttr(int(fields.pop(k, 0)), i64)
+            props[k] = _i64(int(fields.pop(k, 0)))
         for k in self.FLOATS:
             props[k] = FloatAttr(float(fields.pop(k, 0.0)), f64)
         for k in self.STRS:

@@ -108,6 +108,19 @@ def narrow(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return array.astype(dtype)
 
 
+def narrow_f32(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``array`` cast to float32 and then narrowed to ``dtype`` (:func:`narrow`): the values a float32
+    copy of it holds after narrowing. Narrowing is elementwise, so a layout (padding with zeros,
+    reordering) built on this result has the bytes of the same layout built in float32 and narrowed
+    last, with fewer bytes moved. Already in ``dtype``: returned as it is (the float32 round trip
+    of a ``dtype`` no wider than float32 is exact)."""
+    array, dtype = np.asarray(array), np.dtype(dtype)
+    if array.dtype == dtype and dtype.itemsize <= 4:
+        return array
+    with np.errstate(over="ignore"):  # float64 beyond float32's range: inf, as any float32 copy casts it
+        return narrow(array.astype(np.float32, copy=False), dtype)
+
+
 def narrow_scalar(value: float, dtype: np.dtype) -> float:
     """A scalar operand of a vector instruction on ``dtype`` lanes, saturated as :func:`narrow`."""
     dtype = np.dtype(dtype)

@@ -269,7 +269,8 @@ class _Converter:
             b2 = sb if len(sb) > 1 else sb + (1,)
             if op.b in self.consts and len(b2) == 2:  # [..., M, K] x constant [K, N]: one Gemm
                 a = data.reshape(lw, self.tensor(op.a, loc), (int(np.prod(a2[:-1])), a2[-1]), loc)
-                y = gemm.gemm(lw, a, self.const(op.b).astype(np.float32).reshape(b2), None, loc,
+                # B as stored: the weight layout narrows it to the device dtype through float32 itself
+                y = gemm.gemm(lw, a, np.asarray(self.const(op.b)).reshape(b2), None, loc,
                               kernel_hint="matmul", epilogue=epilogue, pins=recorded_tiling(op))
                 return data.reshape(lw, y, out_shape, loc) if y.shape != out_shape else y
             if epilogue is not None:

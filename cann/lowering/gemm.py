@@ -324,9 +324,10 @@ def _choose(lw: Lowering, m_: int, k_: int, n_: int, epi: Epilogue, tiling: dict
 
 def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, loc,
          kernel_hint: str = "gemm", epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor:
-    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] plus optional ``bias`` [N]: ND [M, N] in the
-    device dtype, followed by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`); M < 16
-    runs on the vector unit when estimated cheaper (:func:`_choose`, :mod:`cann.lowering.gemv`);
+    """``a`` [M, K] (ND) times constant ``bmat`` [K, N] (any numeric dtype: its values as float32,
+    narrowed to the device dtype) plus optional ``bias`` [N]: ND [M, N] in the device dtype, followed
+    by the fused ``epilogue`` if any. Any size is tiled (:func:`plan`); M < 16 runs on the vector unit
+    when estimated cheaper (:func:`_choose`, :mod:`cann.lowering.gemv`);
     ``pins``: tiling fields recorded on the graph op (a knowledge base's), under the kernel-name pins.
 
     Raises:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cann.dialects.tile import Space
-from cann.lowering.common import DevTensor, KernelBuilder, Lowering, narrow, unsupported
+from cann.lowering.common import DevTensor, KernelBuilder, Lowering, narrow, narrow_f32, unsupported
 from cann.lowering.cube import Epilogue
 
 #: the tiling keys of a vector GEMV kernel (``vector`` = 1 pins this path, 0 the cube)
@@ -65,11 +65,15 @@ def b_layout(bmat: np.ndarray, nt: int, lanes: int, dtype: np.dtype) -> np.ndarr
     ``lanes``; K zero-padded), flat, the last tile compact (``[C][N - (T-1)*nt][lanes]``)."""
     k_, n_ = bmat.shape
     c, t = math.ceil(k_ / lanes), math.ceil(n_ / nt)
-    bt = np.zeros((t * nt, c * lanes), np.float32)
-    bt[:n_, :k_] = bmat.T
-    bt = bt.reshape(t, nt, c, lanes).transpose(0, 2, 1, 3)
+    padded = np.zeros((c * lanes, t * nt), dtype)  # narrowed first (the same bytes, fewer moved)
+    padded[:k_, :n_] = narrow_f32(bmat, dtype)
+    tiles = padded.reshape(c, lanes, t, nt).transpose(2, 0, 3, 1)  # [T][C][nt][lanes], a view
     last = n_ - (t - 1) * nt
-    return narrow(np.concatenate([bt[:t - 1].reshape(-1), bt[t - 1, :, :last].reshape(-1)]), dtype)
+    full = (t - 1) * c * nt * lanes
+    out = np.empty(full + c * last * lanes, dtype)  # written once, in place
+    out[:full].reshape(t - 1, c, nt, lanes)[...] = tiles[:t - 1]
+    out[full:].reshape(c, last, lanes)[...] = tiles[t - 1, :, :last]
+    return out
 
 
 def _ub_fixed(lw: Lowering, m_: int, k_: int, nt: int, epi: Epilogue) -> int:

@@ -75,3 +75,35 @@ def test_conv_weight_beyond_float16_range_saturates():
     x = np.full((1, 2, 2, 2), 0.5, np.float32)
     out = cann.compile(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])).run({"x": x})["y"]
     np.testing.assert_array_equal(out, np.full((1, 1, 2, 2), np.float16(65504 * 0.5 + 0.5), np.float32))
+
+
+@pytest.mark.parametrize("src", [np.float16, np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_weight_layouts_narrow_first_with_the_same_bytes(src, dtype):
+    """fractal_z and gemv.b_layout narrow the weight before padding and reordering it (fewer bytes
+    moved): the bytes are those of the layout built in float32 and narrowed last, saturation included."""
+    from cann.lowering.cube import fractal_z
+    from cann.lowering.gemv import b_layout
+
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((37, 53)) * (1e5 if src != np.float16 else 1e3)
+    if np.dtype(src).kind == "f":
+        b[0, 0], b[1, 1], b[2, 2] = np.inf, np.nan, -1e39  # -1e39: -inf in float32 (as the old order cast it)
+    with np.errstate(over="ignore", invalid="ignore"):
+        b = b.astype(src)
+        f32 = b.astype(np.float32)
+    for k0 in (16, 8):  # [K/k0][N1][16][k0], K and N zero-padded
+        kp, np_ = -(-37 // k0) * k0, 64
+        ref = np.zeros((kp, np_), np.float32)
+        ref[:37, :53] = f32
+        ref = narrow(np.ascontiguousarray(ref.reshape(kp // k0, k0, np_ // 16, 16).transpose(0, 2, 3, 1)), dtype)
+        got = fractal_z(b, k0, dtype)
+        assert got.dtype == np.dtype(dtype) and got.tobytes() == ref.tobytes()
+    for nt in (16, 48):  # [T][C][nt][lanes] of B^T, the last tile compact
+        t, last = -(-53 // nt), 53 - (-(-53 // nt) - 1) * nt
+        ref = np.zeros((t * nt, 128), np.float32)
+        ref[:53, :37] = f32.T
+        ref = ref.reshape(t, nt, 1, 128).transpose(0, 2, 1, 3)
+        ref = narrow(np.concatenate([ref[:t - 1].reshape(-1), ref[t - 1, :, :last].reshape(-1)]), dtype)
+        got = b_layout(b, nt, 128, dtype)
+        assert got.dtype == np.dtype(dtype) and got.tobytes() == ref.tobytes()
