@@ -296,7 +296,8 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     epilogue (drain), which nothing overlaps, and, when a K tile's M subtiles are a hardware loop
     (two or more whole ones: the loop is fenced by barriers), every K tile's weight load, which then
     waits for the loop before it. A ``rows`` x ``cols`` rectangle narrower than the map (pinned)
-    with more than one C0 block of channels writes a copy per map row. Used only to choose among
+    loads its window a copy per input row or C1 block and, with more than one C0 block of channels,
+    writes a copy per map row. Used only to choose among
     the tilings that fit."""
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     active = max(1, active)
@@ -318,16 +319,20 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
+    # a rectangle narrower than the map loads its window a copy per input row or per C1 block
+    # (load_fm's "lines" / "blocks"), one whole-rows copy otherwise
+    fh = min(g.h, (rows - 1) * g.sh + g.dh * ((1 if taps else g.kh) - 1) + 1)
+    copies = min(fh, c1) if rows > 1 and cols < g.wo else 1
     img2col = k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a
     mmad = k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
     if g.resident:  # one channel tile, weights loaded once: the tiles pipeline (load, img2col, mmad, write)
-        fm_cycles = fm / gm_bw + loads * lat.mte_startup
+        fm_cycles = fm / gm_bw + loads * copies * lat.mte_startup
         weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
         stages = (fm_cycles, img2col, mmad,
                   m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
         return weights + sum(stages) + (tiles - 1) * max(stages)
     units = tiles * rounds  # (output tile, channel tile) pairs of the core
-    fm_load = read(fm, shared) + loads * lat.mte_startup
+    fm_load = read(fm, shared) + loads * copies * lat.mte_startup
     w_gm = k_tiles * lat.mte_startup + read(k_all * n_t * isz, m_blocks)  # one round's weights to L1
     w_l0 = k_tiles * lat.mte_startup + k_all * n_t * isz / bw.l1_to_l0b  # ... and on to L0B
     # a rectangle narrower than the map with several C0 blocks writes each subtile a copy per map row
