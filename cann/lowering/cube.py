@@ -360,8 +360,10 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
 
     Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
     ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks
-    (``rows`` and ``cols`` both pinned: rectangles of several rows narrower than the map); each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
-    many groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest by ``_conv_cycles``
+    (``rows`` and ``cols`` both pinned: rectangles of several rows narrower than the map); each with
+    as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as many
+    groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest
+    by ``_conv_cycles``
     wins. Kernel taps run one at a time only when a 16-column window of one C1 block overflows L1.
     Pinned values (``tiling``) fix their axis. ``shared``: the cores reading each feature-map tile
     (the channel groups of a group of cores; 0: ``n_cores``), whose reads the L2 serves.
@@ -739,7 +741,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     tw = wo1 - wo0
                     runs = []  # (tile position, map position, positions per burst, bursts)
                     for p0, gpos, cnt in segs:
-                        if n1t == 1 and cnt == tw and runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0:
+                        joins = runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0
+                        if n1t == 1 and cnt == tw and joins:
                             runs[-1] = (*runs[-1][:3], runs[-1][3] + 1)
                         else:
                             runs.append((p0, gpos, cnt, 1))
