@@ -297,7 +297,8 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     epilogue (drain), which nothing overlaps, and, when a K tile's M subtiles are a hardware loop
     (two or more whole ones: the loop is fenced by barriers), every K tile's weight load, which then
     waits for the loop before it. A ``rows`` x ``cols`` rectangle narrower than the map (pinned)
-    with more than one C0 block of channels writes a copy per map row. Used only to choose among
+    loads its window a copy per input row or C1 block and, with more than one C0 block of channels,
+    writes a copy per map row. Used only to choose among
     the tilings that fit."""
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     active = max(1, active)
@@ -319,16 +320,20 @@ def _conv_cycles(g: _ConvGeom, soc: SocSpec, taps: bool, rows: int, cols: int, c
     m_pad = _ceil(rows * cols, 16)
     m_sub = math.ceil(m_pad / m_t)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
+    # a rectangle narrower than the map loads its window a copy per input row or per C1 block
+    # (load_fm's "lines" / "blocks"), one whole-rows copy otherwise
+    fh = min(g.h, (rows - 1) * g.sh + g.dh * ((1 if taps else g.kh) - 1) + 1)
+    copies = min(fh, c1) if rows > 1 and cols < g.wo else 1
     img2col = k_tiles * m_sub * lat.mte_startup + m_pad * k_all * isz / bw.l1_to_l0a
     mmad = k_tiles * m_sub * lat.cube_startup + m_pad / cube.m0 * k_all / cube.k0(isz) * n_t / cube.n0 * rate
     if g.resident:  # one channel tile, weights loaded once: the tiles pipeline (load, img2col, mmad, write)
-        fm_cycles = fm / gm_bw + loads * lat.mte_startup
+        fm_cycles = fm / gm_bw + loads * copies * lat.mte_startup
         weights = k_tiles * 2 * lat.mte_startup + k_all * n_t * isz * (1 / gm_bw + 1 / bw.l1_to_l0b)
         stages = (fm_cycles, img2col, mmad,
                   m_pad * n_t * (4 / max(bw.l0c_to_ub, 1) + isz / gm_bw) + m_sub * (lat.mte_startup + 3 * lat.vector_startup))
         return weights + sum(stages) + (tiles - 1) * max(stages)
     units = tiles * rounds  # (output tile, channel tile) pairs of the core
-    fm_load = read(fm, shared) + loads * lat.mte_startup
+    fm_load = read(fm, shared) + loads * copies * lat.mte_startup
     w_gm = k_tiles * lat.mte_startup + read(k_all * n_t * isz, m_blocks)  # one round's weights to L1
     w_l0 = k_tiles * lat.mte_startup + k_all * n_t * isz / bw.l1_to_l0b  # ... and on to L0B
     # a rectangle narrower than the map with several C0 blocks writes each subtile a copy per map row
@@ -356,8 +361,10 @@ def _conv_plan(geo: _ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l
 
     Every tiling whose accumulators fit L0C (``m_cap`` positions) and whose feature-map tile fits
     ``l1_budget`` bytes is a candidate: whole output rows (any number), or one row in column chunks
-    (``rows`` and ``cols`` both pinned: rectangles of several rows narrower than the map); each with as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as
-    many groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest by ``_conv_cycles``
+    (``rows`` and ``cols`` both pinned: rectangles of several rows narrower than the map); each with
+    as many input C1 blocks per load as fit (more loads accumulate in L0C), split over as many
+    groups (at most ``m_blocks_cap``) as it has output tiles of at least 16 positions. The cheapest
+    by ``_conv_cycles``
     wins. Kernel taps run one at a time only when a 16-column window of one C1 block overflows L1.
     Pinned values (``tiling``) fix their axis. ``shared``: the cores reading each feature-map tile
     (the channel groups of a group of cores; 0: ``n_cores``), whose reads the L2 serves.
@@ -735,7 +742,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     tw = wo1 - wo0
                     runs = []  # (tile position, map position, positions per burst, bursts)
                     for p0, gpos, cnt in segs:
-                        if n1t == 1 and cnt == tw and runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0:
+                        joins = runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0
+                        if n1t == 1 and cnt == tw and joins:
                             runs[-1] = (*runs[-1][:3], runs[-1][3] + 1)
                         else:
                             runs.append((p0, gpos, cnt, 1))

@@ -14,7 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from onnx import helper
 
+import cann
+from cann import testing
 from cann.compiler import lower
 from cann.dialects.ascend import kernels
 
@@ -63,8 +66,6 @@ def test_code_size_and_values(cin, cout, h, k, stride, tiling):
 def test_rectangles_with_fused_residual_epilogue(pins):
     """Conv + Add(residual) + Relu fused into the conv kernel, ``rows`` x ``cols`` rectangle tiles: the
     residual is read and the output written per map row of each M subtile (race checker on)."""
-    from onnx import helper
-
     m = conv_model(32, 32, 11, 19, 1)
     m.graph.node[0].output[0] = "c"
     m.graph.node.extend([helper.make_node("Add", ["c", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])])
@@ -73,7 +74,14 @@ def test_rectangles_with_fused_residual_epilogue(pins):
 
 
 def test_loops_pin_is_0_or_1():
-    import cann
-
     with pytest.raises(cann.CannError, match=r"Conv: tiling loops = 2: 0 \(ragged last tiles peeled\) or 1"):
         compile_checked(conv_model(16, 16, 8, 8, 1), "force_fp16", TOL, {"conv2d_0": {"loops": 2}})
+
+
+def test_rectangles_over_a_batch_in_fp32():
+    """Two images over two image groups (``i_blocks``), fp32 (k0 = 8), rectangles with moved-back
+    ragged tiles: the tile loops sit inside the batch loop and the image groups' block offsets."""
+    m = testing.with_batch(conv_model(16, 32, 10, 13, 1), 2)
+    pins = {"rows": 3, "cols": 4, "n": 16, "m_blocks": 1, "i_blocks": 2, "loops": 1}
+    _, tilings = compile_checked(m, "must_keep_origin_dtype", 1e-4, {"conv2d_0": pins})
+    assert {k: tilings["conv2d_0"][k] for k in pins} == pins
