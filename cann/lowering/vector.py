@@ -136,6 +136,10 @@ def pool(lw: Lowering, x: DevTensor, kind: str, kernel, strides, pads, dilations
     ``krows`` x ``kcols`` taps that combine into the same output tile (the running max or sum stays
     in UB), so any size fits. Tiling preference: whole windows and rows, then fewer columns, then
     window blocks.
+
+    Tiling ``loops`` = 1 (the loop form, whole windows): each core group's tiles are one loop nest
+    whose code does not depend on the map (:func:`_pool_loops`); an AveragePool whose window is the
+    whole map (no padding) is then the global average pool's kernel (:func:`global_avg_pool`).
     """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
@@ -400,6 +404,11 @@ def global_avg_pool(lw: Lowering, x: DevTensor, loc, hint: str = "global_avg_poo
     planes, writing float32 partial sums
     ``[parts][planes][16]`` to GM; a one-core kernel (``global_avg_pool_sum``) adds the parts,
     scales and converts.
+
+    Tiling ``loops`` = 1 with whole planes (the loop form): each plane is ``H*W / cols`` rows of
+    ``cols`` positions (default W; a divisor of H*W), rows 1.. added into row 0 by one hardware loop,
+    then the halving tree over that row: the code depends on ``cols``, not on the map. ``hint``
+    names the kernel (``avg_pool`` for a whole-map AveragePool).
     """
     x = lw.as_format(x, NC1HWC0, lw.dtype, loc)
     n_, c_, h_, w_ = x.shape
