@@ -63,7 +63,7 @@ TILE_LOOP_WAIT = 0.25
 CHUNK_LOOP_WAIT = 0.5
 #: contention of near-equal streams: :func:`_cost` adds the excess of the p-norm of the cube, MTE2 and
 #: MTE1 streams over their largest (equal streams cost 2^(1/p) of one; the old model's p = 4 on the
-#: total over-charged equal cube and MTE2 streams; fitted: p = 6 over 4, 6, 8, 12 and none on 9 shapes
+#: total over-charged equal cube and MTE2 streams; fitted: p = 6 over 4, 6, 8, 12 and none on 8 shapes
 #: of the GEMM suite, and 2048^3 picks the simulated-faster 256 x 256 tiles, 78,816 cycles, not the
 #: 128 x 128 A panel's 83,815 that a plain max prefers)
 OVERLAP_NORM = 6
