@@ -277,8 +277,8 @@ def _fm_copies_aligned(g: _ConvGeom, rows: int, cols: int, c1: int, isz: int, al
     return True
 
 
-#: the exponent of the p-norm combining a convolution's pipe streams in :func:`_conv_cycles` (as
-#: ``gemm.OVERLAP_NORM``: equal streams cost 2^(1/p) of one)
+#: the exponent of the p-norm combining a convolution's pipe streams in :func:`_conv_cycles` (equal
+#: streams cost 2^(1/p) of one)
 CONV_OVERLAP_NORM = 4
 
 

@@ -45,15 +45,28 @@ UNROLL_STEPS = 16
 UNROLL_TILES = 8
 UNROLL_TILE_STEPS = 64
 
-#: the exponent of the p-norm combining the busiest core's streams in :func:`_cost` (max: infinity);
-#: fitted to the simulator on the GEMM suite (equal streams cost 2^(1/p) of one)
-OVERLAP_NORM = 4
-
 #: an unpinned A panel (``a_panel``) is chosen only when estimated this much faster (its estimate is
 #: divided by it): the smaller L0C tiles it pays off with cost more per tile than :func:`_cost` counts
-#: (fitted: estimated / simulated gains 4.8% / -1.2% on 100x300x90, 5.3% / 0.5% on 1024^3, 0.5% / -0.2%
-#: on 1x4096x4096, 11.2% / 11.6% on 256^3)
+#: (fitted with the 4-norm model: estimated / simulated gains 4.8% / -1.2% on 100x300x90, 5.3% / 0.5% on
+#: 1024^3, 0.5% / -0.2% on 1x4096x4096, 11.2% / 11.6% on 256^3; kept with the pipeline model: on the
+#: 7 smallest shapes of the GEMM suite the picks are the same with 1.0, and the median tau 0.948 / 0.940)
 PANEL_MARGIN = 0.93
+
+#: a core's L0C tiles in a hardware loop (:data:`UNROLL_TILES`) without the A panel: the share of its
+#: cube (or MTE1) stream that waits for the loads instead of overlapping them (the loop's barrier
+#: ends each tile; fitted to the simulator: 0.25 over 1,0.75,0.5,0.25,0 on 1024^3, 1x4096x4096, 256^3)
+TILE_LOOP_WAIT = 0.25
+
+#: the K chunks of a tile in a hardware loop (:data:`UNROLL_STEPS`) inside the tiles' loop: the share
+#: of each chunk's steps (MTE1 and cube) that waits for its load (fitted as :data:`TILE_LOOP_WAIT`:
+#: 0.5 over 1, 0.5, 0; a chunk loop in unrolled tiles overlaps its loads: 2048^3's 256 x 256 tiles)
+CHUNK_LOOP_WAIT = 0.5
+#: contention of near-equal streams: :func:`_cost` adds the excess of the p-norm of the cube, MTE2 and
+#: MTE1 streams over their largest (equal streams cost 2^(1/p) of one; the old model's p = 4 on the
+#: total over-charged equal cube and MTE2 streams; fitted: p = 6 over 4, 6, 8, 12 and none on 8 shapes
+#: of the GEMM suite, and 2048^3 picks the simulated-faster 256 x 256 tiles, 78,816 cycles, not the
+#: 128 x 128 A panel's 83,815 that a plain max prefers)
+OVERLAP_NORM = 6
 
 #: bytes of zeros a memset launch keeps in UB (its stores re-read them: fewer vector repeats first)
 ZERO_BYTES = 1024
@@ -99,53 +112,92 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          gm: int, gn: int, parts: bool = False, a_panel: int = 0) -> float:
-    """Estimated cycles of the busiest core: the slowest of its cube, MTE2 (GM -> L1: of the A rows the
-    ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B columns the
-    ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it holds;
-    docs/core-model.md "L2"), MTE1 (L1 -> L0A/L0B) and MTE3 (UB -> GM) streams, plus one L1
-    load and one epilogue that do not overlap (and, for an accumulator taking more than one copy's
-    share of L0C, every tile's L0C -> UB move). ``a_panel``: a row of tiles reads its A rows once
-    (the first tile's loads stay in L1 for the others)."""
+          gm: int, gn: int, parts: bool = False, a_panel: int = 0):
+    """Estimated cycles of the busiest core (the first block: ``min(sm, M)`` rows x ``min(sn, N)``
+    columns, K = ``k_``), from its per-pipe streams and the loop structure :func:`gemm` emits.
+
+    Streams (each pipe's busy cycles, as the simulator charges the instructions): cube (one ``mmad``
+    of ``kt`` per step, padded rows and columns), MTE2 (``nd2nz`` of the A rows -- the real rows, once
+    per row of tiles with ``a_panel`` -- and the burst copy of the B columns per L1 chunk; of the A
+    rows the ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B
+    columns the ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it
+    holds; docs/core-model.md "L2"), MTE1 (``load2d`` to L0A / L0B per step) and MTE3 (UB -> GM).
+
+    Combination (a pipeline: the binding stream plus what cannot overlap it): the first L1 chunk
+    (``fill``) precedes every MTE1 / cube step; after the last L1 load its chunk's steps remain
+    (``tail``: MTE1 and cube pipelined, the larger per step plus one of the other); after the last
+    step, one tile's epilogue (``drain``). So the core takes ``max(mte2 + tail, fill + compute,
+    fill + mte3) + drain``, ``compute`` being the MTE1 and cube streams pipelined. The earlier model
+    (the streams as a 4-norm plus ``fill`` plus ``drain``) charged the fill a second time when MTE2
+    binds (it is that stream's first load), missed the tail, and charged equal cube and MTE2
+    streams 2^(1/4) of one; near-equal cube, MTE2 and MTE1 streams still contend: the excess of
+    their :data:`OVERLAP_NORM`-norm over the largest is added. A hardware loop's end is a barrier
+    of every pipe, so when the tiles are a loop (above :data:`UNROLL_TILES`): with the K chunks a
+    loop too (above :data:`UNROLL_STEPS` steps) :data:`CHUNK_LOOP_WAIT` of every chunk's steps
+    waits for its load; else, without the A panel, :data:`TILE_LOOP_WAIT` of the cube (or MTE1)
+    stream waits for the tiles' loads.
+
+    Returns:
+        The estimate in cycles (a float); with ``parts`` a dict of the terms (``cube``, ``mte2``,
+        ``mte1``, ``mte3``, ``fill``, ``tail``, ``drain``, ``contention``, ``chunk_loop``, ``tile_loop``,
+        ``cycles``).
+    """
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     k0 = cube.k0(isz)
     kp = _ceil(k_, k0)
-    tm, tn = math.ceil(sm / cm), math.ceil(sn / cn)
+    rows = min(sm, m_)  # the A rows the block reads (nd2nz moves the real rows)
+    rp, cols = min(sm, _ceil(m_, 16)), min(sn, _ceil(n_, 16))  # padded rows (L0A, cube) and B columns
+    tm, tn = math.ceil(rp / cm), math.ceil(cols / cn)
     tiles = tm * tn
-    steps = math.ceil(kp / kt)
-    loads = math.ceil(kp / kc)
+    steps, csteps, loads = math.ceil(kp / kt), math.ceil(min(kc, kp) / kt), math.ceil(kp / kc)
     rate = cube.fp32_rate_divisor if isz == 4 else 1
-    mac = tiles * (steps * lat.cube_startup + (cm // 16) * (cn // 16) * (kp // k0) * rate)
+    step_mac = lat.cube_startup + (cm // 16) * (cn // 16) * (kt // k0) * rate
+    mac = tiles * steps * lat.cube_startup + (rp // 16) * (cols // 16) * (kp // k0) * rate
     active = gm * gn
     # L2 hits: A rows are read by the gn cores of a block row, which run one code (a "group",
     # docs/core-model.md "L2": always shared); B columns by gm groups, shared as far as the launch's
     # distinct bytes fit the L2
     scale = min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
     hit_a, hit_b = (gn - 1) / gn, (gm - 1) / gm * scale
-    a_reads = tm if a_panel else tiles  # L0C tiles loading their A rows
-    read = (a_reads * cm + tiles * cn) * kp * isz
-    hbm = (a_reads * cm * (1 - hit_a) + tiles * cn * (1 - hit_b)) * kp * isz
+    a_times = 1 if a_panel else tn  # each A row is loaded once per row of tiles (a_panel) or per tile
+    a_bytes, b_bytes = rows * k_ * isz * a_times, cols * kp * isz * tm
+    hbm = a_bytes * (1 - hit_a) + b_bytes * (1 - hit_b)
     hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
-    mte2 = hbm / hbm_bw + (read - hbm) / soc.l2.rate + \
-        a_reads * loads * (lat.mte_startup + lat.burst_overhead * cm) + \
-        tiles * loads * (lat.mte_startup + lat.burst_overhead * kc // k0)
-    a_loads = min(cm // 16, kt // k0)
-    mte1 = tiles * steps * ((a_loads + 1) * lat.mte_startup + cm * kt * isz / bw.l1_to_l0a
-                            + kt * cn * isz / bw.l1_to_l0b)
-    out = sm * sn * isz
+    a_loads, b_loads = loads * tm * a_times, loads * tiles
+    mte2 = hbm / hbm_bw + (a_bytes + b_bytes - hbm) / soc.l2.rate + (a_loads + b_loads) * lat.mte_startup + \
+        lat.burst_overhead * (loads * (rows - tm) * a_times + tiles * (kp // k0 - loads))
+    a_l0 = min(cm // 16, kt // k0)  # load2d instructions per step for A (+ one for B)
+    step_mte1 = (a_l0 + 1) * lat.mte_startup + (cm * kt * isz) / bw.l1_to_l0a + (kt * cn * isz) / bw.l1_to_l0b
+    mte1 = tiles * steps * (a_l0 + 1) * lat.mte_startup + rp * kp * isz * tn / bw.l1_to_l0a + \
+        cols * kp * isz * tm / bw.l1_to_l0b
     wr_bw = min(bw.ub_to_gm, bw.gm_total / active)
-    mte3 = out / wr_bw + tiles * lat.mte_startup + lat.burst_overhead * sm * tn
-    # not overlapped: the first L1 load (mostly from HBM) and the last tile's epilogue
-    fill = (cm * (1 - hit_a) + cn * (1 - hit_b)) * kc * isz / hbm_bw + (cm * hit_a + cn * hit_b) * kc * isz / \
-        soc.l2.rate + 2 * lat.mte_startup + (cm + kc // k0) * lat.burst_overhead
+    mte3 = rows * min(sn, n_) * isz / wr_bw + tiles * lat.mte_startup + lat.burst_overhead * rows * tn
+    # the first L1 chunk (mostly from HBM), the steps after the last load, the last tile's epilogue
+    ra = min(cm, rows)
+    chunk_a, chunk_b = ra * min(kc, k_) * isz, cn * min(kc, kp) * isz
+    fill = (chunk_a * (1 - hit_a) + chunk_b * (1 - hit_b)) / hbm_bw + (chunk_a * hit_a + chunk_b * hit_b) / \
+        soc.l2.rate + 2 * lat.mte_startup + (ra + min(kc, kp) // k0) * lat.burst_overhead
+    tail = csteps * max(step_mte1, step_mac) + min(step_mte1, step_mac)
     drain = cm * cn * 4 / bw.l0c_to_ub + cm * cn * isz / wr_bw + cm * lat.burst_overhead + 3 * lat.mte_startup
     serial = tiles * cm * cn * 4 / bw.l0c_to_ub if cm * cn * 4 * max(1, lw.buffers) > lw.usable("l0c") else 0
-    streams = sorted((mac + serial, mte2, mte1, mte3))
+    compute = max(mac, mte1) + min(step_mac, step_mte1) + serial
+    chunk_loop = loads * csteps > UNROLL_STEPS
+    tile_loop = not (tiles <= UNROLL_TILES and tiles * steps <= UNROLL_TILE_STEPS)
+    if tile_loop and chunk_loop:  # both loops: each chunk's load waits for part of the previous steps
+        waits = CHUNK_LOOP_WAIT * tiles * loads * tail
+    elif tile_loop and not a_panel:  # each tile's loads wait for part of the previous tile's steps
+        waits = TILE_LOOP_WAIT * max(mac, mte1)
+    else:
+        waits = tail
+    streams = (mac + serial, mte2, mte1)
+    contention = sum(x ** OVERLAP_NORM for x in streams) ** (1 / OVERLAP_NORM) - max(streams)
+    cycles = max(mte2 + waits, fill + compute, fill + mte3) + contention + drain
     if parts:
-        return streams, fill, drain
-    # the streams overlap imperfectly: two nearly equal ones cost more than the larger (a p-norm)
-    return sum(x ** OVERLAP_NORM for x in streams) ** (1 / OVERLAP_NORM) + fill + drain
+        return {"cube": mac + serial, "mte2": mte2, "mte1": mte1, "mte3": mte3, "fill": fill, "tail": tail,
+                "drain": drain, "contention": contention, "chunk_loop": chunk_loop, "tile_loop": tile_loop,
+                "cycles": cycles}
+    return cycles
 
 
 def _l0_k(lw: Lowering, cm: int, cn: int, k0: int, kp: int, whole: bool = False) -> int:

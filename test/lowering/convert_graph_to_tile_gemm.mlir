@@ -1,5 +1,5 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 2, \"n_blocks\": 3}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=GRID
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 2, \"n_blocks\": 3, \"m\": 32}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=GRID
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"k\": 64, \"step_k\": 2}}"}' | filecheck %s --check-prefix=CHUNK
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 16, \"n\": 16}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ROLL
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"m_blocks\": 8, \"n_blocks\": 8}}"}' 2>&1 | filecheck %s --check-prefix=ERR
@@ -26,7 +26,7 @@
 // CHECK:        tile.block_if {lo = 18 : i64, hi = 21 : i64}
 // CHECK:        tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 28800, dst_offset = 0, rows = 4, cols = 300, src_row_stride = 300}
 
-// Pinned 2 x 3: blocks of 64 x 32 in two 32 x 32 L0C tiles, unrolled (few tiles: a hardware loop's
+// Pinned 2 x 3 and 32-row tiles: blocks of 64 x 32 in two 32 x 32 L0C tiles, unrolled (few tiles: a hardware loop's
 // end is a barrier of every pipe, so a tile's epilogue would not overlap the next tile's loads);
 // the ND output leaves in one burst per row (26 columns in the last block).
 // GRID:       ascend.kernel @matmul_0 attributes {block_dim = 6 : i64, {{.*}}m_blocks = 2 : i64, n = 32 : i64, n_blocks = 3 : i64, sm = 64 : i64, sn = 32 : i64

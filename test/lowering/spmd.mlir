@@ -1,13 +1,13 @@
-// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"gemm_0\": {\"vector\": 0}}"}' | filecheck %s
-// RUN: cann-opt %s -p 'convert-graph-to-tile{tiling="{\"gemm_0\": {\"vector\": 0}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ASM
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"gemm_0\": {\"vector\": 0, \"n_blocks\": 21, \"n\": 16, \"a_panel\": 1}}"}' | filecheck %s
+// RUN: cann-opt %s -p 'convert-graph-to-tile{tiling="{\"gemm_0\": {\"vector\": 0, \"n_blocks\": 21, \"n\": 16, \"a_panel\": 1}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ASM
 // RUN: cann-opt %s -p 'convert-graph-to-tile{tiling="{\"conv2d_0\": {\"m_blocks\": 2, \"rows\": 2}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ROWS
 
 // SPMD: 64 output channels are 4 C0 blocks; the conv kernel spreads its 16-channel tiles over 4
 // cores; each core moves its weight, bias and output pointers by block_idx * tile. 4 planes of
 // the relu likewise. The 1 x 1000 Gemm output is 63 column blocks of 16, split 1 x 21 over the
-// cores (cann/lowering/gemm.py): 48 columns per core, the last core's block (40 columns) guarded
-// on its own. The Gemm is pinned to the cube (vector = 0): by default its one row runs on the
-// vector unit (cann/lowering/gemv.py, gemv.mlir).
+// cores (pinned, with 16-column tiles reading the A panel; cann/lowering/gemm.py): 48 columns per
+// core, the last core's block (40 columns) guarded on its own. The Gemm is pinned to the cube
+// (vector = 0): by default its one row runs on the vector unit (cann/lowering/gemv.py, gemv.mlir).
 
 // CHECK:      func.func @conv2d_0({{.*}}) attributes {tile.kernel, tile.block_dim = 4 : i64, tile.tiling = {block_dim = 4 : i64, k = 16 : i64, m = 16 : i64, n = 16 : i64
 // CHECK:        tile.block_offset %1 {stride = 256}
