@@ -278,16 +278,23 @@ class KernelBuilder:
                 nothing is emitted then.
         """
         outer = self._sink
+        made: list[list] = []
 
         def capture(idx, lo, hi):
             self._sink = []
+            made.append(self._sink)
             try:
                 body(idx, lo, hi)
                 return self._sink
             finally:
                 self._sink = outer
 
-        ops, chip, gm_steps, clamps = rolling.border_plan(tuple(counts), capture)
+        try:
+            ops, chip, gm_steps, clamps = rolling.border_plan(tuple(counts), capture)
+        except ValueError:  # the built ops go (their operand uses with them): the caller emits another form
+            for o in made:
+                rolling.discard(o)
+            raise
         dims = len(counts)
         depth = rolling.depths(ops)  # an op in a loop of the tile's own code steps from further in
         for d, n in enumerate(counts):

@@ -138,7 +138,10 @@ class _Kernel:
             raise self.error("tile.loop_step at the end of the kernel (it applies to the next tile instruction)")
         if self.regions:
             try:
-                self.out = rename(self.out, self.soc, self.regions, f"@{self.name}")
+                tiling = self.fn.attributes.get("tile.tiling")
+                pin = tiling.data.get("loops") if tiling is not None else None
+                self.out = rename(self.out, self.soc, self.regions, f"@{self.name}",
+                                  every_loop=pin is not None and pin.value.data == 1)
             except ValueError as e:
                 raise CannError(f"@{self.name}", str(e).split(": ", 1)[1]) from None
         return self.out

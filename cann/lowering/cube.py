@@ -468,6 +468,8 @@ def _emit_tiles(kb: KernelBuilder, mine: list[tuple[int, int]], n_ct: int, rows:
     def one_row(ho0: int, cs: list[int]) -> None:
         kb.roll(len(cs), lambda j: tile_code(ho0, col_of(cs[j], cs)), clamp=True)
 
+    if move_back and _tile_grid(kb, segs, n_ct, rows, cols, ho, wo, tile_code):
+        return
     for r, cs in segs[:first]:
         one_row(r * rows, cs)
     whole = [segs[i][0] for i in range(first, last + 1)]
@@ -475,6 +477,34 @@ def _emit_tiles(kb: KernelBuilder, mine: list[tuple[int, int]], n_ct: int, rows:
         kb.roll(len(whole), lambda i: one_row(row_of(whole[i], whole), segs[first + i][1]), clamp=True)
     for r, cs in segs[last + 1:]:
         one_row(r * rows, cs)
+
+
+def _tile_grid(kb: KernelBuilder, segs: list[tuple[int, list[int]]], n_ct: int, rows: int, cols: int, ho: int,
+               wo: int, tile_code) -> bool:
+    """The loop form (tiling ``loops`` = 1) of one core group's output tiles ``segs`` (``(tile row,
+    [tile columns])``, see :func:`_emit_tiles`) when they are a rectangle (one run of columns, or
+    whole tile rows): one nest of hardware loops (:meth:`KernelBuilder.tile_loops`), loops of one
+    iteration included, the last tile row / column of the map moved back to end at its edge, so the
+    code does not depend on the counts (the map size). ``tile_code(ho0, wo0, lo, hi, grid=True)`` emits a tile
+    whose windows are clipped at the map's low / high edges where ``lo`` / ``hi`` are true. False
+    (nothing emitted) when the tiles are no rectangle, a tile is larger than the map, or the tiles
+    are not one body (e.g. a kernel tap reading only padding in a border tile)."""
+    cs = segs[0][1]
+    if rows > ho or cols > wo or any(c != cs for _, c in segs) or cs != list(range(cs[0], cs[0] + len(cs))):
+        return False
+    n_rt, r_first = -(-ho // rows), segs[0][0]
+
+    def tile_(idx, lo, hi) -> None:
+        r, c = r_first + idx[0], cs[0] + idx[1]
+        ho0 = ho - rows if hi[0] and r == n_rt - 1 else r * rows
+        wo0 = wo - cols if hi[1] and c == n_ct - 1 else c * cols
+        tile_code(ho0, wo0, lo, hi, grid=True)
+
+    try:
+        kb.tile_loops((len(segs), len(cs)), tile_)
+    except ValueError:
+        return False
+    return True
 
 
 def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations, group: int,
@@ -652,10 +682,9 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
 
     def load_fm(ld) -> None:
         """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0]."""
-        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb = ld
+        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb, how = ld  # how: the tiling chose only aligned ways (_conv_plan)
         nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
         src = (ca * h_ + r0) * w_ * c0 + q0 * c0
-        how = _fm_copy(nr, nq, nc, w_, c0, isz, l1_align)  # the tiling chose only aligned ways (_conv_plan)
         if how == "whole":  # whole rows: one burst per C1 block
             kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
                     dst_stride=nr * w_ * c0)
@@ -674,19 +703,35 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]
     n = 0  # image 0's code; the batch loop moves to the next image
 
-    def tile_code(ho0: int, wo0: int) -> None:
+    def tile_code(ho0: int, wo0: int, lo=(True, True), hi=(True, True), grid: bool = False) -> None:
         """One output tile (at output row ``ho0``, column ``wo0``, clipped to the map): its
-        feature-map loads and every output-channel tile of this core."""
-        ho1 = min(ho_, ho0 + rows)
-        wo1 = min(wo_, wo0 + cols)
+        feature-map loads and every output-channel tile of this core. ``lo`` / ``hi`` (rows,
+        columns): False leaves the tile and its input windows unclipped at that low / high edge
+        (the virtual tiles of :func:`cann.lowering.rolling.border_plan`); ``grid``: a tile of
+        :func:`_tile_grid` (its feature map copied a C1 block at a time)."""
+        ho1 = min(ho_, ho0 + rows) if hi[0] else ho0 + rows
+        wo1 = min(wo_, wo0 + cols) if hi[1] else wo0 + cols
         m_valid = (ho1 - ho0) * (wo1 - wo0)
         m_pad = _ceil(m_valid, 16)
+
+        def clip(win, low: bool, high: bool):
+            start, end, a, b_ = win
+            return start, end, a if low else start, b_ if high else end
+
         loads = []  # (group, row window, column window, C1 blocks ca..cb) reading real input
         for gi, (oy, ox) in enumerate(groups):
             rw = _window(ho0, ho1, sh, geo.pt, oy, dh, khg, h_)
             cw = _window(wo0, wo1, sw, geo.pl, ox, dw, kwg, w_)
-            if rw[3] > rw[2] and cw[3] > cw[2]:
-                loads += [(gi, rw, cw, ca, min(c1in, ca + c1c)) for ca in range(0, c1in, c1c)]
+            if grid or (rw[3] > rw[2] and cw[3] > cw[2]):  # (a virtual tile may lie past the map)
+                nr, nq = rw[3] - rw[2], cw[3] - cw[2]  # the real window
+                rw, cw = clip(rw, lo[0], hi[0]), clip(cw, lo[1], hi[1])
+                for ca in range(0, c1in, c1c):
+                    cb = min(c1in, ca + c1c)
+                    # a tile of a grid copies a burst per row of each C1 block (one copy per block
+                    # whatever its window: the same ops in every tile); else the way its window allows
+                    how = "blocks" if grid and c0in * isz % l1_align == 0 else _fm_copy(nr, nq, cb - ca, w_, c0in,
+                                                                                       isz, l1_align)
+                    loads.append((gi, rw, cw, ca, cb, how))
         shared = len(loads) == 1  # one L1 tile serves every output-channel tile
         if shared:
             load_fm(loads[0])
@@ -696,7 +741,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             nt0, nt = first * n_t, n_t
             init = 1
             for ld in loads:
-                gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb = ld
+                gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb, _ = ld
                 if not shared:
                     load_fm(ld)
                 kbase, kc = ((0, kdim) if c04 else ((gi * c1in + ca) * kk, (cb - ca) * kk))

@@ -148,10 +148,12 @@ def _covered(lo: int, hi: int, written: list[tuple[int, int]]) -> bool:
 
 
 def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size: int,
-            accs: list | None = None) -> Generations:
+            accs: list | None = None, min_trips: int = 1) -> Generations:
     """The generations of buffer ``[base, base + size)`` of on-chip ``space`` (:data:`isa.SPACE_CODES`)
     in ``instrs`` (a kernel's static code, loops not expanded; ``accs``: :func:`accesses` of each
-    instruction, when the caller has them)."""
+    instruction, when the caller has them). ``min_trips``: every loop counted as running at least
+    that many iterations (a loop-form kernel's loops of one iteration as any count: the same
+    buffers whatever the map size)."""
     res = Generations()
     end = base + size
     if accs is None:
@@ -178,7 +180,7 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
         if m in _BOUNDARIES:
             if m == "loop_begin":
                 loops.append((i, cur, False))
-                counts.append(ins.count)
+                counts.append(max(ins.count, min_trips))
                 boundary = boundary or i not in spanning
             elif m == "loop_end":
                 j, cur0, crossing = loops.pop()
@@ -233,12 +235,14 @@ def analyse(instrs: list[isa.Instr], spec: SocSpec, space: int, base: int, size:
 
 
 def rename(instrs: list[isa.Instr], spec: SocSpec, regions: list[tuple[int, int, int, int, str]],
-           where: str) -> list[isa.Instr]:
+           where: str, every_loop: bool = False) -> list[isa.Instr]:
     """``instrs`` with each multi-buffered region renamed: ``regions`` lists ``(space, base, size,
     copies, name)`` (the region holds ``copies`` consecutive copies of ``size`` bytes from ``base``;
     ``instrs`` address copy 0). Generation ``g`` of a region uses copy ``g % copies``; a loop whose
     body starts ``G`` generations with ``G % copies != 0`` gets ``loop_rotate space, base, size,
-    copies, G % copies`` after its ``loop_begin`` (and its ``loop_offset`` instructions).
+    copies, G % copies`` after its ``loop_begin`` (and its ``loop_offset`` instructions); with
+    ``every_loop`` (a loop-form kernel) every loop whose body starts generations gets one, its step
+    possibly 0 (``G`` depends on the counts of the loops nested in it: the code must not).
 
     Raises:
         ValueError: renaming a region is illegal (see the module docstring), naming ``where``, the
@@ -258,7 +262,7 @@ def rename(instrs: list[isa.Instr], spec: SocSpec, regions: list[tuple[int, int,
             if c:
                 shifts.setdefault(i, []).append((space, base, base + size, c * size))
         for j, n in g.loop_gens.items():
-            if n % copies:
+            if n % copies or (every_loop and n):
                 rotates.setdefault(j, []).append(isa.make("loop_rotate", space=space, base=base, size=size,
                                                           copies=copies, step=n % copies))
     out: list[isa.Instr] = []

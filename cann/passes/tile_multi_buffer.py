@@ -4,7 +4,8 @@ Per ``tile.kernel``: the kernel is lowered with one copy of every buffer (the co
 ``convert-tile-to-ascend`` emits) and each ``tile.alloc`` is analysed for its *generations*
 (:mod:`cann.lowering.generations`). A buffer is a candidate when it runs at least two generations
 and renaming them is legal (every read reads bytes written in its own generation). Candidates get
-``n`` copies, recorded as the alloc's ``buffers`` property, as long as the SoC's capacities (L1,
+``n`` copies, recorded as the alloc's ``buffers`` property (in a kernel of tiling ``loops`` = 1, the loop
+form, a loop of one iteration counts as two: its buffers do not depend on the map size), as long as the SoC's capacities (L1,
 L0A, L0B, L0C, UB usable bytes, with :func:`cann.lowering.convert_tile_to_ascend.layout`'s
 alignment) hold them; while a space overflows, its largest multi-copied candidate (the later one
 of equal sizes) loses a copy. Buffers that are not candidates keep one copy (the property is
@@ -177,12 +178,15 @@ def kernel_buffers(fn: func.FuncOp, soc: SocSpec, buffers: int) -> list[int]:
         return counts
     code, lay = single_buffered_code(fn, soc)
     accs = [accesses(ins, soc) for ins in code]
+    tiling = fn.attributes.get("tile.tiling")
+    pin = tiling.data.get("loops") if tiling is not None else None
+    trips = 2 if pin is not None and pin.value.data == 1 else 1  # the loop form: loops of one may repeat
     sizes = []
     for k, op in enumerate(allocs):
         space = space_of(op.res)
         size = lay.pitch[k]  # one copy: its byte size
         sizes.append(size)
-        g = analyse(code, soc, isa.SPACE_CODES[space.value], lay.base[k], size, accs)
+        g = analyse(code, soc, isa.SPACE_CODES[space.value], lay.base[k], size, accs, trips)
         if g.problem is None and g.total >= 2:
             counts[k] = buffers
     while True:

@@ -6,8 +6,10 @@ instruction count (loops not expanded) grows by at most 5%, and that both sizes 
 run with the race checker on: the column tiles of a tile row and the tile rows of a core group are
 nested hardware loops, the border tiles (pads, a ragged last tile moved back to the map's edge)
 joining them through ``loop_clamp`` (with tiling ``loops`` = 1, else a ragged last tile is peeled).
-The loops' counts are at least 3 at the smaller size: the flags ``ascend-insert-sync`` gives a loop
-depend on its count below that (a loop of 2 carries no distance-2 dependence).
+Without the pin the loops' counts must be at least 3 at the smaller size (the flags
+``ascend-insert-sync`` gives a loop depend on its count below that); with ``loops`` = 1 a core
+group's tiles are one loop nest whatever its counts (one tile at the small size, a 2x2 grid at the
+large) and its flags are loop-carried at every distance.
 """
 
 import sys
@@ -41,6 +43,10 @@ CASES = [
     (16, 16, 15, 3, 2, {"rows": 3, "cols": 3, "n": 16, "m_blocks": 1, "loops": 1}),  # strided, ragged row, column
     (16, 48, 20, 3, 1, {"rows": 1, "cols": 8, "n": 48, "m_blocks": 1, "loops": 1}),  # column chunks, 3 C0 blocks
     (16, 16, 26, 3, 1, {"rows": 1, "cols": 6, "n": 16, "m_blocks": 1}),  # ragged last column peeled (loops 0)
+    # one tile per core group at the small size, a 2x2 grid at the large (loops of one iteration)
+    (16, 16, 8, 3, 1, {"rows": 8, "cols": 8, "n": 16, "k": 144, "m_blocks": 1, "loops": 1}),  # whole tiles
+    (16, 16, 15, 3, 2, {"rows": 8, "cols": 8, "n": 16, "k": 144, "m_blocks": 1, "loops": 1}),  # strided, last moved back
+    (16, 32, 8, 3, 1, {"rows": 4, "cols": 8, "n": 16, "k": 144, "m_blocks": 2, "loops": 1}),  # two core groups
 ]
 
 

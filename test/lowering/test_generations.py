@@ -137,3 +137,17 @@ def test_a_stepping_loop_that_refills_the_buffer_is_not_renamed():
     g = analyse(prog, SPEC, L0C, 0, 4096)
     assert g.problem == ("instruction 0 `loop_begin count=4` starts a loop stepping through the buffer (loop_step) "
                          "whose iterations refill it")
+
+
+def test_loop_form_counts_a_loop_of_one_as_repeating_and_rotates_every_loop():
+    """A loop-form kernel (tiling ``loops`` = 1): ``min_trips`` = 2 makes a loop of one iteration a
+    multi-buffering candidate (two generations), and ``every_loop`` gives a loop whose iterations
+    start an even number of generations its ``loop_rotate`` of step 0 (its code as with odd)."""
+    one = [M("loop_begin", count=1), _load(), _store(), M("loop_end")]
+    assert _gens(one).total == 1 and analyse(one, SPEC, UB, 0, 512, min_trips=2).total == 2
+    two = [M("loop_begin", count=3), M("loop_begin", count=2), _load(), _store(), M("loop_end"), M("loop_end")]
+    plain = rename(two, SPEC, [(UB, 0, 512, 2, "ub")], "@k")
+    every = rename(two, SPEC, [(UB, 0, 512, 2, "ub")], "@k", every_loop=True)
+    rot = lambda p: [(i, x.values[-1]) for i, x in enumerate(p) if x.defn.mnemonic == "loop_rotate"]
+    assert rot(plain) == [(2, 1)]  # the inner loop: one generation per iteration; the outer: two
+    assert rot(every) == [(1, 0), (3, 1)]
