@@ -94,6 +94,15 @@ def fused_nodes(kernel: Operation) -> list[str]:
     return [kernel.location.desc.data] if isinstance(kernel.location, NameLoc) else []
 
 
+def loop_form(kernel: Operation) -> bool:
+    """Whether a kernel function (tile or ascend level) was lowered in its loop form: ``loops`` = 1
+    in its ``tile.tiling`` (code independent of the map size: loops of one iteration stay loops,
+    and multi-buffering and synchronization treat them as repeating)."""
+    t = kernel.attributes.get("tile.tiling")
+    v = t.data.get("loops") if t is not None else None
+    return v is not None and v.value.data == 1
+
+
 def buffer_type(space: Space, elem: Attribute, count: int) -> MemRefType:
     """A flat buffer type ``memref<count x elem, #tile<space S>>``."""
     return MemRefType(elem, [count], memory_space=SpaceAttr(space))

@@ -23,7 +23,7 @@ from xdsl.passes import ModulePass
 
 from cann.dialects import tile
 from cann.dialects.ascend import KernelOp, instr_to_op
-from cann.dialects.tile import Space, space_of
+from cann.dialects.tile import Space, loop_form, space_of
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
@@ -138,10 +138,7 @@ class _Kernel:
             raise self.error("tile.loop_step at the end of the kernel (it applies to the next tile instruction)")
         if self.regions:
             try:
-                tiling = self.fn.attributes.get("tile.tiling")
-                pin = tiling.data.get("loops") if tiling is not None else None
-                self.out = rename(self.out, self.soc, self.regions, f"@{self.name}",
-                                  every_loop=pin is not None and pin.value.data == 1)
+                self.out = rename(self.out, self.soc, self.regions, f"@{self.name}", every_loop=loop_form(self.fn))
             except ValueError as e:
                 raise CannError(f"@{self.name}", str(e).split(": ", 1)[1]) from None
         return self.out

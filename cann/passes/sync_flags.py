@@ -46,6 +46,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from cann.dialects.ascend import AscendInstrOp, KernelOp, make_op
+from cann.dialects.tile import loop_form
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec
@@ -513,12 +514,6 @@ def _emit_region(region: Region, reserved: dict, ctx: _Ctx, where: str) -> tuple
     return [*pre, region.open, *region.ctrl, *rot, *body, region.close, *drain], hoist
 
 
-def _loop_form(kernel: KernelOp) -> bool:
-    """Whether the kernel was lowered in its loop form (``loops`` = 1 in its ``tile.tiling``)."""
-    t = kernel.attributes.get("tile.tiling")
-    v = t.data.get("loops") if t is not None else None
-    return v is not None and v.value.data == 1
-
 
 def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True) -> int:
     """Mode ``flags`` on one kernel (see the module docstring); returns the number of sync
@@ -545,7 +540,7 @@ def insert_flags(kernel: KernelOp, spec: SocSpec, *, free_barriers: bool = True)
         else:
             kept.append(op)
     items = parse(kept, where)
-    ctx = _Ctx(spec, nids, free_barriers, where=where, any_count=_loop_form(kernel))
+    ctx = _Ctx(spec, nids, free_barriers, where=where, any_count=loop_form(kernel))
     ctx.regions = check_regions(items, where)
     fill_accesses(items, spec, kernel.num_args.value.data)
     ctx.pipes = frozenset(it.pipe for it in walk_ins(items) if isinstance(it, Ins))

@@ -4,10 +4,10 @@ Per ``tile.kernel``: the kernel is lowered with one copy of every buffer (the co
 ``convert-tile-to-ascend`` emits) and each ``tile.alloc`` is analysed for its *generations*
 (:mod:`cann.lowering.generations`). A buffer is a candidate when it runs at least two generations
 and renaming them is legal (every read reads bytes written in its own generation). Candidates get
-``n`` copies, recorded as the alloc's ``buffers`` property (in a kernel of tiling ``loops`` = 1, the loop
-form, a loop of one iteration counts as two: its buffers do not depend on the map size), as long as the SoC's capacities (L1,
-L0A, L0B, L0C, UB usable bytes, with :func:`cann.lowering.convert_tile_to_ascend.layout`'s
-alignment) hold them; while a space overflows, its largest multi-copied candidate (the later one
+``n`` copies, recorded as the alloc's ``buffers`` property (in a kernel of tiling ``loops`` = 1,
+the loop form, a loop of one iteration counts as two: its buffers do not depend on the map size),
+as long as the SoC's capacities (L1, L0A, L0B, L0C, UB usable bytes, with
+:func:`cann.lowering.convert_tile_to_ascend.layout`'s alignment) hold them; while a space overflows, its largest multi-copied candidate (the later one
 of equal sizes) loses a copy. Buffers that are not candidates keep one copy (the property is
 removed).
 
@@ -41,7 +41,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
 from xdsl.passes import ModulePass
 
 from cann.dialects import tile
-from cann.dialects.tile import Space, space_of
+from cann.dialects.tile import Space, loop_form, space_of
 from cann.errors import CannError
 from cann.hw import isa
 from cann.hw.config import SocSpec, load_soc
@@ -178,9 +178,7 @@ def kernel_buffers(fn: func.FuncOp, soc: SocSpec, buffers: int) -> list[int]:
         return counts
     code, lay = single_buffered_code(fn, soc)
     accs = [accesses(ins, soc) for ins in code]
-    tiling = fn.attributes.get("tile.tiling")
-    pin = tiling.data.get("loops") if tiling is not None else None
-    trips = 2 if pin is not None and pin.value.data == 1 else 1  # the loop form: loops of one may repeat
+    trips = 2 if loop_form(fn) else 1  # the loop form: loops of one may repeat
     sizes = []
     for k, op in enumerate(allocs):
         space = space_of(op.res)
