@@ -62,6 +62,38 @@ def fire_onnx(tmp_path):
     return p
 
 
+def pool_model(op: str, batch: int, channels: int, size: int, **attrs) -> onnx.ModelProto:
+    """A one-node float32 model ``y = op(x)``, x ``[batch, channels, size, size]``: a pooling op
+    (``MaxPool`` / ``AveragePool`` with ``kernel_shape``, ``strides``, optional ``pads`` and
+    ``dilations``, or ``GlobalAveragePool``); ``"Identity"`` is a 1x1 MaxPool (the model is then
+    the two layout conversions); ``"Conv"`` a 3x3 convolution to 16 channels with seeded weights
+    (3 input channels: the NCHW -> NC1HWC0_C04 trans_data through the cube)."""
+    if op == "Conv":
+        w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((16, channels, 3, 3)) / 5)
+                                    .astype(np.float32), "w")
+        g = helper.make_graph(
+            [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], "conv",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16, size, size])], [w])
+    else:
+        if op == "GlobalAveragePool":
+            out = 1
+        elif op == "Identity":
+            op, attrs, out = "MaxPool", dict(kernel_shape=[1, 1]), size
+        else:
+            (k, _), (s, _) = attrs["kernel_shape"], attrs["strides"]
+            p0, _, p1, _ = attrs.get("pads", [0, 0, 0, 0])
+            d = attrs.get("dilations", [1, 1])[0]
+            out = (size + p0 + p1 - d * (k - 1) - 1) // s + 1
+        g = helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"], **attrs)], "pool",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, channels, out, out])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
+
+
 def compile_pinned(model, precision_mode, pins=None, aicore_num=0):
     """Compile like ``cann.compile`` with kernel tilings pinned; returns (Model, {kernel: tiling})."""
     from cann.codegen.offline import build_offline_model

@@ -6,25 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
 
 import cann
 from cann import testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import compile_pinned  # noqa: E402
-
-
-def _pool_model(op: str, batch: int, channels: int, size: int, **attrs):
-    (k, _), (s, _), (p0, _, p1, _) = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
-    out = (size + p0 + p1 - k) // s + 1
-    g = helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"], **attrs)], "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, channels, out, out])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    return m
+from conftest import compile_pinned, pool_model  # noqa: E402
 
 
 RESNET_POOL = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
@@ -34,7 +21,7 @@ RESNET_POOL = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 def test_resnet_max_pool_uses_every_core(batch):
     """ResNet-50's pool (64 channels = 4 C1 planes, 112 -> 56): 8 groups of 4 cores, each its rows
     of output tiles; the batch stays a loop around one image's code."""
-    m = _pool_model("MaxPool", batch, 64, 112, **RESNET_POOL)
+    m = pool_model("MaxPool", batch, 64, 112, **RESNET_POOL)
     x = testing.random_inputs(m)
     ref = testing.run_onnxruntime(m, x)["y"]
     compiled, tilings = compile_pinned(m, "force_fp16")
@@ -49,7 +36,7 @@ def test_resnet_max_pool_uses_every_core(batch):
 def test_pinned_row_groups(op, attrs):
     """m_blocks pinned: 1 keeps the planes on 4 cores (must not split), 3 splits the rows unevenly;
     both match onnxruntime (an AveragePool's border divisors per group too)."""
-    m = _pool_model(op, 1, 64, 30, **attrs)
+    m = pool_model(op, 1, 64, 30, **attrs)
     x = testing.random_inputs(m)
     ref = testing.run_onnxruntime(m, x)["y"]
     name = "max_pool_0" if op == "MaxPool" else "avg_pool_0"
@@ -62,11 +49,11 @@ def test_pinned_row_groups(op, attrs):
 
 def test_planes_fill_the_cores_no_row_groups():
     """512 channels (32 C1 planes) on 32 cores: no row groups."""
-    compiled, tilings = compile_pinned(_pool_model("MaxPool", 1, 512, 14, **RESNET_POOL), "force_fp16")
+    compiled, tilings = compile_pinned(pool_model("MaxPool", 1, 512, 14, **RESNET_POOL), "force_fp16")
     assert "m_blocks" not in tilings["max_pool_0"] and tilings["max_pool_0"]["block_dim"] == 32
 
 
 def test_pinned_row_groups_beyond_the_rows_is_an_error():
     with pytest.raises(cann.CannError, match=r"^error: .*Pool: tiling m_blocks = 9: 1 to 8 \(the row tiles, "
                                              r"4 cores each, at most 32 cores\)"):
-        compile_pinned(_pool_model("MaxPool", 1, 64, 16, **RESNET_POOL), "force_fp16", {"max_pool_0": {"m_blocks": 9}})
+        compile_pinned(pool_model("MaxPool", 1, 64, 16, **RESNET_POOL), "force_fp16", {"max_pool_0": {"m_blocks": 9}})

@@ -7,43 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from cann import testing
 from cann.compiler import lower
 from cann.dialects.ascend import kernels, op_to_instr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import compile_pinned  # noqa: E402
-
-
-def _model(op: str, batch: int, channels: int, size: int, **attrs):
-    if op == "Conv":  # 3 input channels: the NCHW -> NC1HWC0_C04 trans_data through the cube
-        w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((16, channels, 3, 3)) / 5)
-                                    .astype(np.float32), "w")
-        g = helper.make_graph(
-            [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], "conv",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 16, size, size])], [w])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-        m.ir_version = 8
-        return m
-    if op == "GlobalAveragePool":
-        out = 1
-    elif op == "Identity":  # a 1x1 MaxPool: the model is the two layout conversions
-        op, attrs, out = "MaxPool", dict(kernel_shape=[1, 1]), size
-    else:
-        (k, _), (s, _) = attrs["kernel_shape"], attrs["strides"]
-        p0, _, p1, _ = attrs.get("pads", [0, 0, 0, 0])
-        d = attrs.get("dilations", [1, 1])[0]
-        out = (size + p0 + p1 - d * (k - 1) - 1) // s + 1
-    g = helper.make_graph(
-        [helper.make_node(op, ["x"], ["y"], **attrs)], "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, channels, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, channels, out, out])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 8
-    return m
+from conftest import compile_pinned, pool_model  # noqa: E402
 
 
 def _static(model, precision_mode: str, pins: dict) -> dict[str, int]:
@@ -87,7 +57,7 @@ CASES = [  # (op, batch, channels, small size, precision, kernels with a loop fo
 @pytest.mark.parametrize("op,batch,channels,size,precision_mode,names,attrs", CASES,
                          ids=[f"{c[0]}-{c[2]}x{c[3]}-{c[4]}" for c in CASES])
 def test_loop_form_code_does_not_grow_with_the_map(op, batch, channels, size, precision_mode, names, attrs):
-    small = _model(op, batch, channels, size, **attrs)
+    small = pool_model(op, batch, channels, size, **attrs)
     tilings = _check(small, precision_mode, {k: {"loops": 1} for k in names})
     pins = {k: tilings[k] for k in names}
     for k in names:
@@ -97,7 +67,7 @@ def test_loop_form_code_does_not_grow_with_the_map(op, batch, channels, size, pr
     big_attrs = dict(attrs)
     if op == "AveragePool" and attrs["kernel_shape"][0] == size:  # a window over the whole map scales
         big_attrs["kernel_shape"] = [2 * size, 2 * size]
-    big = _model(op, batch, channels, 2 * size, **big_attrs)
+    big = pool_model(op, batch, channels, 2 * size, **big_attrs)
     assert {k: t for k, t in _check(big, precision_mode, pins).items() if k in names} == pins  # the pin held
     s, b = _static(small, precision_mode, pins), _static(big, precision_mode, pins)
     for k in names:
@@ -107,7 +77,7 @@ def test_loop_form_code_does_not_grow_with_the_map(op, batch, channels, size, pr
 def test_whole_map_average_pool_takes_the_global_kernel_in_the_loop_form():
     """A 7x7 AveragePool over a 7x7 map under loops = 1 is the global average pool's loop form
     (planes, positions, cols), still named avg_pool_0; without the pin it is the window kernel."""
-    m = _model("AveragePool", 1, 64, 7, kernel_shape=[7, 7], strides=[1, 1])
+    m = pool_model("AveragePool", 1, 64, 7, kernel_shape=[7, 7], strides=[1, 1])
     assert {"planes", "cols"} <= set(_check(m, "force_fp16", {"avg_pool_0": {"loops": 1}})["avg_pool_0"])
     assert "planes" not in _check(m, "force_fp16", {})["avg_pool_0"]
 
@@ -115,7 +85,7 @@ def test_whole_map_average_pool_takes_the_global_kernel_in_the_loop_form():
 def test_global_average_pool_pinned_planes_in_chunks():
     """Bug: GlobalAveragePool with ``planes`` > 1 pinned and ``positions`` below the plane (the
     224x224 tiling of ResNet-50's pool pinned at 448x448) summed only the first plane of each group."""
-    m = _model("GlobalAveragePool", 1, 2048, 14)
+    m = pool_model("GlobalAveragePool", 1, 2048, 14)
     t = _check(m, "force_fp16", {"global_avg_pool_0": {"planes": 4, "positions": 49}})["global_avg_pool_0"]
     assert (t["planes"], t["positions"]) == (4, 49)
 
@@ -123,7 +93,7 @@ def test_global_average_pool_pinned_planes_in_chunks():
 def test_padding_beyond_the_border_tile_keeps_the_unrolled_form():
     """Padding that a second row tile reads too (pads 3, one output row per tile) is not one loop
     body: the kernel falls back to today's code, with the same values."""
-    m = _model("MaxPool", 1, 16, 12, kernel_shape=[7, 7], strides=[1, 1], pads=[3, 3, 3, 3])
+    m = pool_model("MaxPool", 1, 16, 12, kernel_shape=[7, 7], strides=[1, 1], pads=[3, 3, 3, 3])
     pins = {"max_pool_0": {"loops": 1, "rows": 1, "m_blocks": 1}}
     _check(m, "must_keep_origin_dtype", pins)
     module = lower(m, until="tile", precision_mode="must_keep_origin_dtype", tiling=pins, kb="none")
