@@ -145,7 +145,8 @@ def test_img2col(case):
     run([isa.make("img2col", dtype=CODE[dt], dst=512, src=96, fm_c1=c1, fm_h=h, fm_w=w,
                   pad_t=pads[0], pad_b=pads[1], pad_l=pads[2], pad_r=pads[3], stride_h=strides[0],
                   stride_w=strides[1], kernel_h=ks[0], kernel_w=ks[1], dil_h=dil[0], dil_w=dil[1],
-                  m_start=m_start, m_count=m_count, k_start=k_start, k_count=k_count)], core=core)
+                  m_start=m_start, m_count=m_count, k_start=k_start, k_count=k_count,
+                  fm_c1_stride=h * w * 16 * np.dtype(dt).itemsize)], core=core)
     full = ref_im2col(fm, pads, strides, ks, dil)
     big = np.zeros((m_start + m_count, k_start + k_count), dt)
     rr, cc = min(full.shape[0], big.shape[0]), min(full.shape[1], big.shape[1])
@@ -432,7 +433,7 @@ COST_CASES = [
     (isa.make("load2d", dst_space=2, repeat=8, src_stride=512, dst_stride=512),
      L.mte_startup + cdiv(8 * C.fractal_bytes, B.l1_to_l0b), "MTE1"),
     (isa.make("img2col", dtype=0, fm_c1=1, fm_h=4, fm_w=4, stride_h=1, stride_w=1, kernel_h=1, kernel_w=1, dil_h=1,
-              dil_w=1, m_count=16, k_count=16), L.mte_startup + cdiv(16 * 16 * 2, B.l1_to_l0a), "MTE1"),
+              dil_w=1, m_count=16, k_count=16, fm_c1_stride=512), L.mte_startup + cdiv(16 * 16 * 2, B.l1_to_l0a), "MTE1"),
     (isa.make("mmad", dtype=0, m=32, k=48, n=64, init=1), L.cube_startup + 2 * 3 * 4, "M"),
     (isa.make("mmad", dtype=1, m=32, k=48, n=64, init=1), L.cube_startup + 2 * 6 * 4 * C.fp32_rate_divisor, "M"),
     (isa.make("copy_l0c_to_ub", dtype=0, n1=2, m=32, src_m=32), L.vector_startup + cdiv(2 * 32 * 16 * 4, B.l0c_to_ub),
@@ -587,7 +588,8 @@ def test_img2col_huge_stride_with_one_output_row_is_exact():
     core = AICore(SPEC)
     put(core, "l1", 0, fm)
     run([isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, stride_h=2**62, stride_w=2**62,
-                  kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144)],
+                  kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144,
+                  fm_c1_stride=3 * 3 * 16 * 2)],
         core=core)
     got = get(core, "l0a", 0, F16, 16 * 144).reshape(1, 9, 16, 16).transpose(0, 2, 1, 3).reshape(16, 144)
     want = np.zeros((16, 144), F16)
@@ -598,7 +600,8 @@ def test_img2col_huge_stride_with_one_output_row_is_exact():
 def test_img2col_absurd_padding_is_an_error_not_an_allocation():
     ins = isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, pad_t=2**40, pad_b=2**40,
                    pad_l=2**40, pad_r=2**40, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1,
-                   m_start=2**40 * (2**41 + 1), m_count=16, k_start=0, k_count=144)
+                   m_start=2**40 * (2**41 + 1), m_count=16, k_start=0, k_count=144,
+                   fm_c1_stride=3 * 3 * 16 * 2)
     with pytest.raises(SimError) as e:
         run([ins])
     assert e.value.lines() == [
