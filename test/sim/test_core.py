@@ -158,6 +158,39 @@ def test_img2col(case):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dt,gap", [(F16, 32), (F16, 5 * 7 * 16 * 2), (F32, 64)])
+def test_img2col_reads_c1_blocks_at_fm_c1_stride(dt, gap):
+    """C1 block c of the map at src + c*fm_c1_stride: a pitch of a packed block plus ``gap`` bytes
+    (whose bytes hold NaN: none may be read) gives the img2col of the packed map."""
+    c1, h, w, isz = 3, 5, 7, np.dtype(dt).itemsize
+    fm = rnd((c1, h, w, 16), dt, seed=6)
+    pitch = h * w * 16 * isz + gap
+    core = AICore(SPEC)
+    put(core, "l1", 64, np.full(c1 * pitch // isz, np.nan, dt))
+    for c in range(c1):
+        put(core, "l1", 64 + c * pitch, fm[c])
+    k_count = c1 * 9 * 16
+    run([isa.make("img2col", dtype=CODE[dt], dst=0, src=64, fm_c1=c1, fm_h=h, fm_w=w, pad_t=1, pad_b=1, pad_l=1,
+                  pad_r=0, stride_h=1, stride_w=2, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0,
+                  m_count=32, k_start=0, k_count=k_count, fm_c1_stride=pitch)], core=core)
+    want = np.zeros((32, k_count), dt)
+    full = ref_im2col(fm, (1, 1, 1, 0), (1, 2), (3, 3), (1, 1))  # 5 x 3 = 15 positions
+    want[:full.shape[0]] = full
+    k0 = 16 if dt == F16 else 8
+    got = get(core, "l0a", 0, dt, 32 * k_count).reshape(2, k_count // k0, 16, k0).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(got.reshape(32, k_count), want)
+
+
+def test_img2col_fm_c1_stride_below_a_block_is_an_error():
+    ins = isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=2, fm_h=4, fm_w=4, stride_h=1, stride_w=1, kernel_h=1,
+                   kernel_w=1, dil_h=1, dil_w=1, m_count=16, k_count=32, fm_c1_stride=4 * 4 * 16 * 2 - 32)
+    with pytest.raises(SimError) as e:
+        run([ins])
+    assert e.value.lines() == [
+        f"error: k: instruction 0 `{ins.asm()}`: fm_c1_stride 480 is less than a 4x4x16 C1 block (512 bytes): "
+        "the blocks overlap"]
+
+
 # ---------------------------------------------------------------------------------------------
 # cube
 
