@@ -714,7 +714,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         feature-map loads and every output-channel tile of this core. ``lo`` / ``hi`` (rows,
         columns): False leaves the tile and its input windows unclipped at that low / high edge
         (the virtual tiles of :func:`cann.lowering.rolling.border_plan`); ``grid``: a tile of
-        :func:`_tile_grid` (its feature map copied a C1 block at a time)."""
+        :func:`_tile_grid` (its feature map copied a C1 block at a time, each at the fixed
+        pitch of the full window, which img2col's ``fm_c1_stride`` reads)."""
         ho1 = min(ho_, ho0 + rows) if hi[0] else ho0 + rows
         wo1 = min(wo_, wo0 + cols) if hi[1] else wo0 + cols
         m_valid = (ho1 - ho0) * (wo1 - wo0)
