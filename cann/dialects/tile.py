@@ -224,8 +224,9 @@ Load2dOp = _instr("load2d", ("src", "dst"), ("src_offset", "dst_offset", "count"
 Img2colOp = _instr("img2col", ("src", "dst"),
                    ("src_offset", "dst_offset", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
                     "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
-                    "m_start", "m_count", "k_start", "k_count"),
-                   doc="load3d of a [c1][h][w][16] feature map in L1 into a Zz matrix in L0A.")
+                    "m_start", "m_count", "k_start", "k_count", "fm_c1_stride"),
+                   doc="load3d of a [c1][h][w][16] feature map in L1 into a Zz matrix in L0A; C1 block c at "
+                       "src_offset + c*fm_c1_stride (elements, >= h*w*16; packed when equal).")
 Img2colC04Op = _instr("img2col_c04", ("src", "dst"), Img2colOp.INTS,
                       doc="load3d of a [c1][h][w][4] (NC1HWC0_C04) feature map in L1 into a Zz matrix in L0A; "
                           "K index ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0.")

@@ -71,8 +71,9 @@ def _footprints(spec: SocSpec):
 
     def img2col(v, args, c0=n0):
         isz = _isz(v[0])
-        dst, src, c1, fh, fw = v[1], v[2], v[3], v[4], v[5]
-        return ((_L1, src, src + c1 * fh * fw * c0 * isz, False), (_L0A, dst, dst + v[17] * v[19] * isz, True)), 0, 0
+        dst, src, c1, fh, fw, pitch = v[1], v[2], v[3], v[4], v[5], v[20]  # C1 block c at src + c*pitch
+        return ((_L1, src, src + (c1 - 1) * pitch + fh * fw * c0 * isz, False),
+                (_L0A, dst, dst + v[17] * v[19] * isz, True)), 0, 0
 
     def img2col_c04(v, args):  # a [c1][h][w][4] map
         return img2col(v, args, 4)

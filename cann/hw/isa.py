@@ -190,10 +190,11 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "i*src_stride, written at dst + i*dst_stride (bytes)"),
     ("img2col", Pipe.MTE1, _f("dtype", "dst", "src", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
                               "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
-                              "m_start", "m_count", "k_start", "k_count"), "img2col",
+                              "m_start", "m_count", "k_start", "k_count", "fm_c1_stride"), "img2col",
      "load3d: L1 feature map [fm_c1][fm_h][fm_w][16] -> L0A Zz [m_count/16][k_count/k0][16][k0] for output "
      "positions m_start.. and K columns k_start.. (K index = ((c1*kernel_h + kh)*kernel_w + kw)*16 + c0); "
-     "padding and positions past the output are zero"),
+     "padding and positions past the output are zero; C1 block c of the map starts at src + c*fm_c1_stride "
+     "(bytes, >= fm_h*fm_w*16*itemsize: packed when equal; ASSUMPTION: a model extension, docs/core-model.md)"),
     ("mmad", Pipe.M, _f("dtype", "dst", "a", "b", "m", "k", "n", "init"), "mmad",
      "L0C Nz [n/16][m][16] (fp32) (init ? = : +=) L0A Zz [m/16][k/k0][16][k0] x L0B Zn [k/k0][n/16][16][k0]"),
     ("copy_l0c_to_ub", Pipe.V, _f("dtype", "dst", "src", "n1", "m", "src_m"), "fixpipe",
@@ -269,17 +270,17 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "(lo <= hi): a window that stops at a tensor's edge, a pad that only the first tile has, a last tile "
      "moved back to end at the edge, an instruction of a nested loop moving with an outer one; the field must "
      "be clampable (CLAMP_FIELDS: the steppable fields, GM offsets, DMA nburst / burst, img2col fm_h / fm_w / "
-     "pad_t / pad_b / pad_l / pad_r); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
+     "pad_t / pad_b / pad_l / pad_r / fm_c1_stride); its terms add to those of other loop_step / loop_clamp instructions on the same field"),
     # multiply-accumulate on the vector unit (depthwise convolution); appended: opcodes above are unchanged
     ("vmla", Pipe.V, _VEC, "vector", "dst = src0 * src1 + dst (CCE vmla; reads dst as well; float dtypes; "
      "ASSUMPTION: the product is rounded to the dtype before the sum, and a repeat costs what vmul's does)"),
     # small-channel first layers (NC1HWC0_C04 feature maps); appended: opcodes above are unchanged
     ("img2col_c04", Pipe.MTE1, _f("dtype", "dst", "src", "fm_c1", "fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r",
                                   "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w",
-                                  "m_start", "m_count", "k_start", "k_count"), "img2col",
+                                  "m_start", "m_count", "k_start", "k_count", "fm_c1_stride"), "img2col",
      "load3d with channel size 4: L1 feature map [fm_c1][fm_h][fm_w][4] (NC1HWC0_C04) -> L0A Zz "
      "[m_count/16][k_count/k0][16][k0], K index = ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0 (four taps of "
-     "four channels per 16-column fractal); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
+     "four channels per 16-column fractal), C1 block c at src + c*fm_c1_stride (>= fm_h*fm_w*4*itemsize); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
      "ACLFORMAT; Ascend C LoadData3DParamsV2 channelSize 4; ASSUMPTION: the cost is img2col's, bytes written)"),
     # 16x16 lane transposes (layout changes in UB: channel shuffles, NCHW <-> NC1HWC0); appended
     ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep", "dst_row", "src_row"),
@@ -326,7 +327,7 @@ _EXTRA_STEP_FIELDS: dict[str, tuple[str, ...]] = {"img2col": ("m_start", "k_star
 #: instruction group -> its size / window fields a ``loop_clamp`` may also move
 _EXTRA_CLAMP_FIELDS: dict[str, tuple[str, ...]] = {"dma": ("nburst", "burst", "src_stride", "dst_stride"),
                                                     "img2col": ("fm_h", "fm_w", "pad_t", "pad_b", "pad_l",
-                                                                "pad_r")}
+                                                                "pad_r", "fm_c1_stride")}
 
 INSTRUCTIONS: tuple[InstrDef, ...] = tuple(
     InstrDef(m, i + 1, p, f, d, g) for i, (m, p, f, g, d) in enumerate(_defs)
@@ -359,7 +360,7 @@ def clamp_fields(defn: InstrDef) -> frozenset[int]:
     """Indices of the fields of ``defn`` a ``loop_clamp`` may move: the :func:`step_fields`, the GM
     byte offsets (``src`` of a ``src_arg``, ``dst`` of a ``dst_arg``), and the fields of
     :data:`_EXTRA_CLAMP_FIELDS` (a DMA's ``nburst`` / ``burst``, img2col's window: ``fm_h`` /
-    ``fm_w`` / ``pad_t`` / ``pad_b`` / ``pad_l`` / ``pad_r``)."""
+    ``fm_w`` / ``pad_t`` / ``pad_b`` / ``pad_l`` / ``pad_r`` and its C1 pitch ``fm_c1_stride``)."""
     names = defn.field_names
     gm = [names.index(o) for a, o in (("src_arg", "src"), ("dst_arg", "dst")) if a in names and o in names]
     extra = [names.index(f) for f in _EXTRA_CLAMP_FIELDS.get(defn.group, ()) if f in names]

@@ -349,9 +349,10 @@ class _Kernel:
 
     def _img2col(self, op, mnemonic: str = "img2col") -> None:
         src, dst = op.operand("src"), op.operand("dst")
-        f = {k: op.field(k) for k in op.INTS if k not in ("src_offset", "dst_offset")}
+        f = {k: op.field(k) for k in op.INTS if k not in ("src_offset", "dst_offset", "fm_c1_stride")}
         self.emit(mnemonic, dtype=self.code(src), dst=self.byte(dst, op.field("dst_offset")),
-                  src=self.byte(src, op.field("src_offset")), **f)
+                  src=self.byte(src, op.field("src_offset")), fm_c1_stride=op.field("fm_c1_stride") * self.isz(src),
+                  **f)
 
     def _img2col_c04(self, op) -> None:
         self._img2col(op, "img2col_c04")

@@ -680,21 +680,27 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
 
     l1_align = lw.soc.buffer("l1").align
 
+    # elements from one C1 block of an L1 feature-map tile to the next when it does not depend on the
+    # tile: a block of the full window (the tiles of a grid; any tile with one block, where it is unused)
+    fixed_pitch = geo.fm_bytes(taps, 1, rows, cols, isz) // isz
+
     def load_fm(ld) -> None:
-        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0]."""
-        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb, how = ld  # how: the tiling chose only aligned ways (_conv_plan)
+        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0],
+        C1 block c at c * pitch."""
+        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb, how, pitch = ld  # how: only aligned ways (_conv_plan)
         nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
         src = (ca * h_ + r0) * w_ * c0 + q0 * c0
+        step = pitch if nc > 1 else nr * nq * c0  # (one block: a stride no burst uses, as packed)
         if how == "whole":  # whole rows: one burst per C1 block
             kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
-                    dst_stride=nr * w_ * c0)
+                    dst_stride=step)
         elif how == "lines":  # one copy per row, a burst per C1 block
             for r in range(nr):
                 kb.copy(xa, l1_fm, src_offset=src + r * w_ * c0, dst_offset=r * nq * c0, nburst=nc,
-                        burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=nr * nq * c0)
+                        burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=step)
         else:  # one copy per C1 block, a burst per row
             for c in range(nc):
-                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * nr * nq * c0, nburst=nr,
+                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * pitch, nburst=nr,
                         burst=nq * c0, src_stride=w_ * c0, dst_stride=nq * c0)
 
     n_rt, n_ct = -(-ho_ // rows), -(-wo_ // cols)  # rows and columns of output tiles
@@ -708,7 +714,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         feature-map loads and every output-channel tile of this core. ``lo`` / ``hi`` (rows,
         columns): False leaves the tile and its input windows unclipped at that low / high edge
         (the virtual tiles of :func:`cann.lowering.rolling.border_plan`); ``grid``: a tile of
-        :func:`_tile_grid` (its feature map copied a C1 block at a time)."""
+        :func:`_tile_grid` (its feature map copied a C1 block at a time, each at the fixed
+        pitch of the full window, which img2col's ``fm_c1_stride`` reads)."""
         ho1 = min(ho_, ho0 + rows) if hi[0] else ho0 + rows
         wo1 = min(wo_, wo0 + cols) if hi[1] else wo0 + cols
         m_valid = (ho1 - ho0) * (wo1 - wo0)
@@ -731,7 +738,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     # whatever its window: the same ops in every tile); else the way its window allows
                     how = "blocks" if grid and c0in * isz % l1_align == 0 else _fm_copy(nr, nq, cb - ca, w_, c0in,
                                                                                        isz, l1_align)
-                    loads.append((gi, rw, cw, ca, cb, how))
+                    # a grid's blocks at the fixed pitch: the same fields in every tile whatever its
+                    # window (its window's size, a product of two clamps, is not one loop_clamp);
+                    # else packed, where the way copied them (as aligned as _fm_copy found it)
+                    fixed = (grid and how == "blocks") or cb - ca == 1
+                    loads.append((gi, rw, cw, ca, cb, how, fixed_pitch if fixed else nr * nq * c0in))
         shared = len(loads) == 1  # one L1 tile serves every output-channel tile
         if shared:
             load_fm(loads[0])
@@ -741,7 +752,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             nt0, nt = first * n_t, n_t
             init = 1
             for ld in loads:
-                gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb, _ = ld
+                gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb, _, pitch = ld
                 if not shared:
                     load_fm(ld)
                 kbase, kc = ((0, kdim) if c04 else ((gi * c1in + ca) * kk, (cb - ca) * kk))
@@ -751,14 +762,14 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                         tiles.load_weights(wa, n1, kbase + kt0, kt, nt0, nt)
 
                     def subtile(s: int, kt0=kt0, kt=kt, init=init, ca=ca, cb=cb, rs=rs, re=re, r0=r0, r1=r1,
-                                qs=qs, qe=qe, q0=q0, q1=q1) -> None:
+                                qs=qs, qe=qe, q0=q0, q1=q1, pitch=pitch) -> None:
                         ms0 = s * m_t
                         ms = min(m_t, m_pad - ms0)
                         kb.emit(img2col_op(
                             l1_fm, tiles.l0a, fm_c1=cb - ca, fm_h=r1 - r0, fm_w=q1 - q0, pad_t=r0 - rs,
                             pad_b=re - r1, pad_l=q0 - qs, pad_r=qe - q1, stride_h=sh, stride_w=sw,
                             kernel_h=khg, kernel_w=kwg, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms,
-                            k_start=kt0, k_count=kt))
+                            k_start=kt0, k_count=kt, fm_c1_stride=pitch))
                         kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt,
                                             init=init, b_offset=kt0 * nt if resident else 0))
 

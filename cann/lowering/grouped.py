@@ -194,7 +194,8 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
                     kb.emit(tile.Img2colOp(
                         l1_fm, tiles.l0a, fm_c1=wi, fm_h=hi - lo, fm_w=w_, pad_t=lo - rs, pad_b=re - hi,
                         pad_l=cw[2] - cw[0], pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_,
-                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=kt0, k_count=kt))
+                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=kt0, k_count=kt,
+                        fm_c1_stride=(hi - lo) * w_ * 16))  # packed, as copied
                     kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * n_t, m=ms, k=kt, n=n_t,
                                         init=init))
 

@@ -258,7 +258,8 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
                     kb.emit(tile.Img2colOp(
                         l1_fm, tiles.l0a, fm_c1=wi, fm_h=fhi - flo, fm_w=w_, pad_t=flo - rs, pad_b=re - fhi,
                         pad_l=cw[2] - cw[0], pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_,
-                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=koff + kt0, k_count=kt))
+                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=koff + kt0, k_count=kt,
+                        fm_c1_stride=(fhi - flo) * w_ * 16))  # packed, as copied
                     kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt, init=init))
 
                 kb.roll(-(-m_pad // m_t), subtile)

@@ -120,7 +120,7 @@ def runs(iterations: list[list[Operation]]) -> list[tuple[int, int, dict[SSAValu
 
 
 #: properties only a clamped ``tile.loop_step`` may move (the window of a border tile), per op name
-_WINDOW = ("fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r")
+_WINDOW = ("fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r", "fm_c1_stride")
 _CLAMP_FIELDS = {"tile.copy": ("nburst", "burst", "src_stride", "dst_stride"),
                  "tile.copy_add": ("nburst", "burst", "src_stride", "dst_stride"), "tile.img2col": _WINDOW,
                  "tile.img2col_c04": _WINDOW}

@@ -35,7 +35,7 @@ def conv_tile_program(tag: float = 0.5) -> list[isa.Instr]:
         isa.make("wait_flag", src_pipe=P.MTE2, dst_pipe=P.MTE1, event=0),
         isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=2, fm_h=14, fm_w=14, pad_t=1, pad_b=1, pad_l=1, pad_r=1,
                  stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=64, m_count=m,
-                 k_start=0, k_count=k),
+                 k_start=0, k_count=k, fm_c1_stride=14 * 14 * 16 * 2),
         isa.make("load2d", dst_space=2, dst=0, src=65536, repeat=k * n * 2 // 512, src_stride=512, dst_stride=512),
         isa.make("set_flag", src_pipe=P.MTE1, dst_pipe=P.M, event=0),
         isa.make("wait_flag", src_pipe=P.MTE1, dst_pipe=P.M, event=0),

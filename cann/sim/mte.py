@@ -190,7 +190,8 @@ class TransferUnit:
         uses: ``(dt, src, src_hi, dst, nbytes, dst5 shape, dst5 strides, window)``; ``window`` is
         None when no wanted row and column is inside the output, else the slab and gather geometry.
         ``c0``: the map's channel size (None: NC1HWC0's 16; 4: ``img2col_c04``'s NC1HWC0_C04)."""
-        (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count) = v
+        (code, dst, src, c1, fh, fw, pt, pb, pl, pr, sh, sw, kh, kw, dh, dw, m_start, m_count, k_start, k_count,
+         pitch) = v
         dt = self._fdtype(code)
         isz = dt.itemsize
         c0 = c0 or self._n0  # NC1HWC0 with C0 = 16 for both dtypes
@@ -207,11 +208,16 @@ class TransferUnit:
         if ho < 1 or wo < 1:
             raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
-        self._onchip("l1", "src", src, c1 * fh * fw * c0 * isz)
+        block = fh * fw * c0 * isz  # bytes of one packed C1 block
+        if pitch < block:
+            raise _Fault(f"fm_c1_stride {pitch} is less than a {fh}x{fw}x{c0} C1 block ({block} bytes): the "
+                         f"blocks overlap")
+        span = (c1 - 1) * pitch + block  # C1 block c at src + c*pitch
+        self._onchip("l1", "src", src, span)
         self._onchip("l0a", "dst", dst, m_count * k_count * isz, True)
         m0 = self._m0
         # the destination as the (n, m_count, k_count) matrix split into fractals: (n, m1, m0, k1, k0)
-        head = (dt, src, src + c1 * fh * fw * c0 * isz, dst, m_count * k_count * isz,
+        head = (dt, src, src + span, dst, m_count * k_count * isz,
                 (m_count // m0, m0, k_count // k0, k0), (k_count * m0 * isz, k0 * isz, m0 * k0 * isz, isz))
         m_hi = min(m_start + m_count, ho * wo)
         k_per_c1 = kh * kw * c0
@@ -229,7 +235,7 @@ class TransferUnit:
                          f"exceeds the simulator's {_MAX_SLAB}-byte limit (pads, strides or dilation too large)")
         r0, r1 = max(p0, pt), min(p1, pt + fh)  # padded rows holding real data
         return head + ((
-            (c1, fh, fw, c0), (fh * fw * c0 * isz, fw * c0 * isz, c0 * isz, isz),  # the map
+            (c1, fh, fw, c0), (pitch, fw * c0 * isz, c0 * isz, isz),  # the map
             (slice(ca, cb), slice(r0 - pt, r1 - pt)),  # its part in the slab
             r0 == p0 and r1 == p1 and wp == fw,  # no padding in the window: read the map in place
             (cb - ca, p1 - p0, wp, c0), (slice(None), slice(r0 - p0, r1 - p0), slice(pl, pl + fw)),

@@ -14,7 +14,7 @@
 // CHECK-DAG:    %[[L0B:.*]] = tile.alloc : memref<256xf16, #tile<space l0b>>
 // CHECK-DAG:    %[[L0C:.*]] = tile.alloc : memref<{{[0-9]+}}xf32, #tile<space l0c>>
 // CHECK:        tile.load2d %{{.*}}, %[[L0B]] {{{.*}}count = 1
-// CHECK:        tile.img2col %{{.*}}, %[[L0A]] {{{.*}}fm_c1 = 1, fm_h = 4, fm_w = 4, {{.*}}m_start = 0, m_count = 16, k_start = 0, k_count = 16}
+// CHECK:        tile.img2col %{{.*}}, %[[L0A]] {{{.*}}fm_c1 = 1, fm_h = 4, fm_w = 4, {{.*}}m_start = 0, m_count = 16, k_start = 0, k_count = 16, fm_c1_stride = 256}
 // CHECK:        tile.mmad %[[L0A]], %[[L0B]], %[[L0C]] {a_offset = 0, b_offset = 0, c_offset = 0, m = 16, k = 16, n = 16, init = 1}
 // CHECK:        tile.copy_l0c_to_ub %[[L0C]], {{.*}}n1 = 1, m = 16, src_m = 16
 // CHECK:        tile.vec {{.*}}src1_stride = 0, scalar = 0.0, op = "add"

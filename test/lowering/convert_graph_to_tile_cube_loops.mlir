@@ -1,4 +1,5 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"rows\": 3, \"cols\": 6, \"loops\": 1}}"}' | filecheck %s
+// RUN: cann-opt %S/Inputs/cube_loops_c1.mlir -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"rows\": 3, \"cols\": 6, \"loops\": 1}}"}' | filecheck %s --check-prefix=C1
 
 // The output tiles of a convolution as nested hardware loops (cube.py _emit_tiles): pinned 3 x 6
 // rectangles of a 10 x 14 map (3x3, pads 1) are a loop over 4 tile rows of a loop over 3 tile
@@ -38,7 +39,7 @@
 // CHECK-NEXT:   tile.loop_step {field = "fm_w", step = -1 : i64, offset = 1 : i64, lo = -1 : i64, hi = 0 : i64}
 // CHECK-NEXT:   tile.loop_step {field = "pad_l", step = -1 : i64, offset = 0 : i64, lo = -1 : i64, hi = 0 : i64}
 // CHECK-NEXT:   tile.loop_step {field = "pad_r", step = 1 : i64, offset = -1 : i64, lo = 0 : i64, hi = 1 : i64}
-// CHECK-NEXT:   tile.img2col %[[FM]], %{{.*}}fm_c1 = 1, fm_h = 4, fm_w = 7, pad_t = 1, pad_b = 0, pad_l = 1, pad_r = 0,
+// CHECK-NEXT:   tile.img2col %[[FM]], %{{.*}}fm_c1 = 1, fm_h = 4, fm_w = 7, pad_t = 1, pad_b = 0, pad_l = 1, pad_r = 0, {{.*}}fm_c1_stride = 640}
 // CHECK-NEXT:   tile.mmad {{.*}}m = 32, k = 144, n = 16, init = 1}
 // CHECK:        tile.copy_l0c_to_ub {{.*}}n1 = 1, m = 18, src_m = 32}
 // CHECK:        tile.loop_step {field = "dst_offset", step = -448 : i64, offset = 896 : i64, lo = -448 : i64, hi = 0 : i64, up = 1 : i64}
@@ -48,6 +49,24 @@
 // CHECK-NEXT:   tile.loop_end
 // CHECK-NOT:    tile.img2col
 // CHECK:        func.return
+
+// Two C1 blocks (Inputs/cube_loops_c1.mlir, 32 input channels): the same nest, the feature map a copy
+// per C1 block, block 1 at the fixed pitch of the full 5 x 8 window (640 elements) in every tile,
+// read by img2col at that pitch (fm_c1_stride): no step moves either (at a border tile the packed
+// pitch, rows x columns of its clipped window, is a product of two clamps no loop_clamp gives).
+
+// C1:           tile.loop_begin {count = 4 : i64}
+// C1:           tile.loop_begin {count = 3 : i64}
+// C1:           tile.copy %0, %[[FM:[0-9]+]] {src_offset = 0, dst_offset = 0, nburst = 4, burst = 112, src_stride = 224, dst_stride = 112}
+// C1-NOT:       field = "dst_offset"
+// C1:           tile.copy %0, %[[FM]] {src_offset = 2240, dst_offset = 640, nburst = 4, burst = 112, src_stride = 224, dst_stride = 112}
+// C1-NOT:       field = "fm_c1_stride"
+// C1:           tile.img2col %[[FM]], %{{.*}}fm_c1 = 2, {{.*}}k_start = 0, k_count = 256, fm_c1_stride = 640}
+// C1:           tile.img2col %[[FM]], %{{.*}}fm_c1 = 2, {{.*}}k_start = 256, k_count = 32, fm_c1_stride = 640}
+// C1:           tile.loop_end
+// C1-NEXT:      tile.loop_end
+// C1-NOT:       tile.img2col
+// C1:           func.return
 
 builtin.module {
   func.func @main(%x: tensor<1x16x10x14xf32> {graph.name = "x"}) -> (tensor<1x16x10x14xf32> {graph.name = "y"}) {

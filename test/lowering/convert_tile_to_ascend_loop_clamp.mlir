@@ -53,7 +53,7 @@ func.func @pads(%x: memref<2048xf16, #tile<space gm>>) attributes {tile.kernel, 
   tile.loop_begin {count = 2 : i64}
   tile.loop_step {field = "m_start", step = 32 : i64}
   tile.loop_step {field = "pad_t", step = -1 : i64, offset = 0 : i64, lo = -1 : i64, hi = 0 : i64}
-  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 1, fm_h = 8, fm_w = 16, pad_t = 1, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 3, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 48} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
+  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 1, fm_h = 8, fm_w = 16, pad_t = 1, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 3, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 48, fm_c1_stride = 2048} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
   tile.loop_end
   func.return
 }
@@ -66,7 +66,7 @@ func.func @nested(%x: memref<2048xf16, #tile<space gm>>) attributes {tile.kernel
   tile.loop_begin {count = 3 : i64}
   tile.loop_step {field = "m_start", step = 32 : i64}
   tile.loop_step {field = "k_start", step = 16 : i64, up = 1 : i64}
-  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 2, fm_h = 8, fm_w = 8, pad_t = 0, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 1, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 16} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
+  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 2, fm_h = 8, fm_w = 8, pad_t = 0, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 1, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 16, fm_c1_stride = 1024} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
   tile.loop_end
   tile.loop_end
   func.return

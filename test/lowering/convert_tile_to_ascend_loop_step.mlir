@@ -87,7 +87,7 @@ func.func @cube(%x: memref<2048xf16, #tile<space gm>>) attributes {tile.kernel, 
   tile.copy %x, %fm {src_offset = 0, dst_offset = 0, nburst = 1, burst = 2048, src_stride = 2048, dst_stride = 2048} : memref<2048xf16, #tile<space gm>>, memref<2048xf16, #tile<space l1>>
   tile.loop_begin {count = 3 : i64}
   tile.loop_step {field = "m_start", step = 32 : i64}
-  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 1, fm_h = 8, fm_w = 16, pad_t = 0, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 1, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 16} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
+  tile.img2col %fm, %a {src_offset = 0, dst_offset = 0, fm_c1 = 1, fm_h = 8, fm_w = 16, pad_t = 0, pad_b = 0, pad_l = 0, pad_r = 0, stride_h = 1, stride_w = 1, kernel_h = 1, kernel_w = 1, dil_h = 1, dil_w = 1, m_start = 0, m_count = 32, k_start = 0, k_count = 16, fm_c1_stride = 2048} : memref<2048xf16, #tile<space l1>>, memref<512xf16, #tile<space l0a>>
   tile.loop_step {field = "c_offset", step = 512 : i64}
   tile.mmad %a, %b, %c {a_offset = 0, b_offset = 0, c_offset = 0, m = 32, k = 16, n = 16, init = 1} : memref<512xf16, #tile<space l0a>>, memref<256xf16, #tile<space l0b>>, memref<1536xf32, #tile<space l0c>>
   tile.loop_end

@@ -12,15 +12,15 @@
 // F32:        tile.loop_begin {count = 3 : i64}
 // F32:        tile.loop_step {field = "k_start", step = -8 : i64}
 // F32-NEXT:   tile.loop_step {field = "k_start", step = 16 : i64, offset = 0 : i64, lo = 0 : i64, hi = 16 : i64}
-// F32-NEXT:   tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 8}
+// F32-NEXT:   tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 8, fm_c1_stride = 256}
 // F32-NEXT:   tile.mmad {{.*}}k = 8, n = 16,
 // F32:        tile.loop_end
 // F32-NOT:    tile.img2col
 
 // F16:      func.func @gconv2d_0(
-// F16:        tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 16}
+// F16:        tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 16, fm_c1_stride = 256}
 // F16:        tile.mmad {{.*}}k = 16, n = 32,
-// F16:        tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 16}
+// F16:        tile.img2col {{.*}}fm_c1 = 1, {{.*}}k_start = 0, k_count = 16, fm_c1_stride = 256}
 // F16:        tile.mmad {{.*}}k = 16, n = 16,
 // F16-NOT:    tile.img2col
 

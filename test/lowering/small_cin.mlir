@@ -25,7 +25,7 @@
 // CHECK:        tile.copy %{{.*}}nburst = 13, burst = 1024,
 // CHECK-NEXT:   tile.load2d {{.*}}count = 52,
 // CHECK-NOT:    tile.load2d
-// CHECK:        tile.img2col_c04 {{.*}}fm_c1 = 1, {{.*}}fm_w = 16, {{.*}}stride_h = 2, stride_w = 2, kernel_h = 7, kernel_w = 7, {{.*}}k_start = 0, k_count = 208}
+// CHECK:        tile.img2col_c04 {{.*}}fm_c1 = 1, {{.*}}fm_w = 16, {{.*}}stride_h = 2, stride_w = 2, kernel_h = 7, kernel_w = 7, {{.*}}k_start = 0, k_count = 208, fm_c1_stride = 576}
 // CHECK-NEXT:   tile.mmad {{.*}}m = 16, k = 208, n = 64, init = 1}
 // CHECK-NOT:    tile.load2d
 // CHECK:      func.func @conv2d_1(

@@ -47,6 +47,11 @@ CASES = [
     (16, 16, 8, 3, 1, {"rows": 8, "cols": 8, "n": 16, "k": 144, "m_blocks": 1, "loops": 1}),  # whole tiles
     (16, 16, 15, 3, 2, {"rows": 8, "cols": 8, "n": 16, "k": 144, "m_blocks": 1, "loops": 1}),  # strided, last moved back
     (16, 32, 8, 3, 1, {"rows": 4, "cols": 8, "n": 16, "k": 144, "m_blocks": 2, "loops": 1}),  # two core groups
+    # ResNet-50's conv2d_44 narrowed (3x3 stride 2, a whole 7x7 output tile, its k / m pins): four C1
+    # blocks copied one at a time, each at the fixed pitch of the full window (img2col fm_c1_stride):
+    # at a window clipped at both edges the packed pitch was a product of two clamps, no loop_clamp,
+    # and the 2x2 grid kept the rolled form (39 -> 239 instructions)
+    (64, 16, 14, 3, 2, {"rows": 7, "cols": 7, "n": 16, "k": 256, "m": 64, "m_blocks": 1, "loops": 1}),
 ]
 
 

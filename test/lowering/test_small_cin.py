@@ -130,7 +130,7 @@ def test_img2col_c04_matches_a_numpy_img2col(dt, c1, h, w, pads, strides, ks, di
     run([isa.make("img2col_c04", dtype=CODE[dt], dst=512, src=96, fm_c1=c1, fm_h=h, fm_w=w, pad_t=pads[0],
                   pad_b=pads[1], pad_l=pads[2], pad_r=pads[3], stride_h=strides[0], stride_w=strides[1],
                   kernel_h=ks[0], kernel_w=ks[1], dil_h=dil[0], dil_w=dil[1], m_start=m_start, m_count=m_count,
-                  k_start=k_start, k_count=k_count)], core=core)
+                  k_start=k_start, k_count=k_count, fm_c1_stride=h * w * 4 * dt.itemsize)], core=core)
     full = ref_im2col(fm, pads, strides, ks, dil)  # [Ho*Wo, c1*kh*kw*4]
     big = np.zeros((m_start + m_count, k_start + k_count), dt)
     rr, cc = min(full.shape[0], big.shape[0]), min(full.shape[1], big.shape[1])

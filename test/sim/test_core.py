@@ -145,7 +145,8 @@ def test_img2col(case):
     run([isa.make("img2col", dtype=CODE[dt], dst=512, src=96, fm_c1=c1, fm_h=h, fm_w=w,
                   pad_t=pads[0], pad_b=pads[1], pad_l=pads[2], pad_r=pads[3], stride_h=strides[0],
                   stride_w=strides[1], kernel_h=ks[0], kernel_w=ks[1], dil_h=dil[0], dil_w=dil[1],
-                  m_start=m_start, m_count=m_count, k_start=k_start, k_count=k_count)], core=core)
+                  m_start=m_start, m_count=m_count, k_start=k_start, k_count=k_count,
+                  fm_c1_stride=h * w * 16 * np.dtype(dt).itemsize)], core=core)
     full = ref_im2col(fm, pads, strides, ks, dil)
     big = np.zeros((m_start + m_count, k_start + k_count), dt)
     rr, cc = min(full.shape[0], big.shape[0]), min(full.shape[1], big.shape[1])
@@ -155,6 +156,39 @@ def test_img2col(case):
     got = get(core, "l0a", 512, dt, m_count * k_count).reshape(m_count // 16, k_count // k0, 16, k0)
     got = got.transpose(0, 2, 1, 3).reshape(m_count, k_count)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt,gap", [(F16, 32), (F16, 5 * 7 * 16 * 2), (F32, 64)])
+def test_img2col_reads_c1_blocks_at_fm_c1_stride(dt, gap):
+    """C1 block c of the map at src + c*fm_c1_stride: a pitch of a packed block plus ``gap`` bytes
+    (whose bytes hold NaN: none may be read) gives the img2col of the packed map."""
+    c1, h, w, isz = 3, 5, 7, np.dtype(dt).itemsize
+    fm = rnd((c1, h, w, 16), dt, seed=6)
+    pitch = h * w * 16 * isz + gap
+    core = AICore(SPEC)
+    put(core, "l1", 64, np.full(c1 * pitch // isz, np.nan, dt))
+    for c in range(c1):
+        put(core, "l1", 64 + c * pitch, fm[c])
+    k_count = c1 * 9 * 16
+    run([isa.make("img2col", dtype=CODE[dt], dst=0, src=64, fm_c1=c1, fm_h=h, fm_w=w, pad_t=1, pad_b=1, pad_l=1,
+                  pad_r=0, stride_h=1, stride_w=2, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0,
+                  m_count=32, k_start=0, k_count=k_count, fm_c1_stride=pitch)], core=core)
+    want = np.zeros((32, k_count), dt)
+    full = ref_im2col(fm, (1, 1, 1, 0), (1, 2), (3, 3), (1, 1))  # 5 x 3 = 15 positions
+    want[:full.shape[0]] = full
+    k0 = 16 if dt == F16 else 8
+    got = get(core, "l0a", 0, dt, 32 * k_count).reshape(2, k_count // k0, 16, k0).transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(got.reshape(32, k_count), want)
+
+
+def test_img2col_fm_c1_stride_below_a_block_is_an_error():
+    ins = isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=2, fm_h=4, fm_w=4, stride_h=1, stride_w=1, kernel_h=1,
+                   kernel_w=1, dil_h=1, dil_w=1, m_count=16, k_count=32, fm_c1_stride=4 * 4 * 16 * 2 - 32)
+    with pytest.raises(SimError) as e:
+        run([ins])
+    assert e.value.lines() == [
+        f"error: k: instruction 0 `{ins.asm()}`: fm_c1_stride 480 is less than a 4x4x16 C1 block (512 bytes): "
+        "the blocks overlap"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +466,7 @@ COST_CASES = [
     (isa.make("load2d", dst_space=2, repeat=8, src_stride=512, dst_stride=512),
      L.mte_startup + cdiv(8 * C.fractal_bytes, B.l1_to_l0b), "MTE1"),
     (isa.make("img2col", dtype=0, fm_c1=1, fm_h=4, fm_w=4, stride_h=1, stride_w=1, kernel_h=1, kernel_w=1, dil_h=1,
-              dil_w=1, m_count=16, k_count=16), L.mte_startup + cdiv(16 * 16 * 2, B.l1_to_l0a), "MTE1"),
+              dil_w=1, m_count=16, k_count=16, fm_c1_stride=512), L.mte_startup + cdiv(16 * 16 * 2, B.l1_to_l0a), "MTE1"),
     (isa.make("mmad", dtype=0, m=32, k=48, n=64, init=1), L.cube_startup + 2 * 3 * 4, "M"),
     (isa.make("mmad", dtype=1, m=32, k=48, n=64, init=1), L.cube_startup + 2 * 6 * 4 * C.fp32_rate_divisor, "M"),
     (isa.make("copy_l0c_to_ub", dtype=0, n1=2, m=32, src_m=32), L.vector_startup + cdiv(2 * 32 * 16 * 4, B.l0c_to_ub),
@@ -587,7 +621,8 @@ def test_img2col_huge_stride_with_one_output_row_is_exact():
     core = AICore(SPEC)
     put(core, "l1", 0, fm)
     run([isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, stride_h=2**62, stride_w=2**62,
-                  kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144)],
+                  kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144,
+                  fm_c1_stride=3 * 3 * 16 * 2)],
         core=core)
     got = get(core, "l0a", 0, F16, 16 * 144).reshape(1, 9, 16, 16).transpose(0, 2, 1, 3).reshape(16, 144)
     want = np.zeros((16, 144), F16)
@@ -598,7 +633,8 @@ def test_img2col_huge_stride_with_one_output_row_is_exact():
 def test_img2col_absurd_padding_is_an_error_not_an_allocation():
     ins = isa.make("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=3, fm_w=3, pad_t=2**40, pad_b=2**40,
                    pad_l=2**40, pad_r=2**40, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1,
-                   m_start=2**40 * (2**41 + 1), m_count=16, k_start=0, k_count=144)
+                   m_start=2**40 * (2**41 + 1), m_count=16, k_start=0, k_count=144,
+                   fm_c1_stride=3 * 3 * 16 * 2)
     with pytest.raises(SimError) as e:
         run([ins])
     assert e.value.lines() == [

@@ -65,7 +65,9 @@ def test_img2col_window_fields_are_clampable():
     names = isa.BY_MNEMONIC["img2col"].field_names
     ok = {names[k] for k in isa.clamp_fields(isa.BY_MNEMONIC["img2col"])}
     # the height and the width window (the conv's column tiles join their loop too, cube._emit_tiles)
-    assert {"fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start", "dst", "src"} == ok
+    # and the C1 pitch (a packed map's block is the window's size)
+    assert {"fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r", "fm_c1_stride", "m_start", "k_start", "dst",
+            "src"} == ok
 
 
 def test_variants_cover_every_position():

@@ -44,7 +44,8 @@ def test_img2col_m_start_and_mmad_dst_step_together():
     prog = [M("loop_begin", count=3),
             M("loop_step", field_no=_field("img2col", "m_start"), step=64),
             M("img2col", dtype=0, dst=0, src=0, fm_c1=1, fm_h=8, fm_w=8, stride_h=1, stride_w=1, kernel_h=1,
-              kernel_w=1, dil_h=1, dil_w=1, m_start=16, m_count=64, k_start=0, k_count=16),
+              kernel_w=1, dil_h=1, dil_w=1, m_start=16, m_count=64, k_start=0, k_count=16,
+              fm_c1_stride=8 * 8 * 16 * 2),
             M("loop_step", field_no=_field("mmad", "dst"), step=4096),
             M("mmad", dtype=0, dst=1024, a=0, b=0, m=64, k=16, n=16, init=1), M("loop_end")]
     out = specialize(prog, 0, ())[0]

@@ -22,7 +22,7 @@ L1_MAP, L1_W0, L1_W1 = 0, 8192, 16384
 def _img2col(m_start: int = 0, m_count: int = M) -> isa.Instr:
     return isa.make("img2col", dtype=0, dst=0, src=L1_MAP, fm_c1=C1, fm_h=H, fm_w=W, pad_t=1, pad_b=1, pad_l=1,
                     pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=m_start,
-                    m_count=m_count, k_start=0, k_count=K)
+                    m_count=m_count, k_start=0, k_count=K, fm_c1_stride=H * W * 16 * 2)
 
 
 def _prog() -> list[isa.Instr]:

@@ -33,7 +33,7 @@ def _conv_prog(overwrite: bool = False) -> list[isa.Instr]:
     p += [isa.make("copy_gm_to_l1", dst=L1_W, src_arg=1, src=0, nburst=1, burst=WGT, src_stride=0, dst_stride=0),
           isa.make("img2col", dtype=0, dst=0, src=L1_MAP, fm_c1=C1, fm_h=H, fm_w=W, pad_t=1, pad_b=1, pad_l=1,
                    pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=M,
-                   k_start=0, k_count=K),
+                   k_start=0, k_count=K, fm_c1_stride=H * W * 16 * 2),
           isa.make("load2d", dst_space=isa.L0B, dst=0, src=L1_W, repeat=WGT // 512, src_stride=512, dst_stride=512),
           isa.make("mmad", dtype=0, dst=0, a=0, b=0, m=M, k=K, n=N, init=1),
           isa.make("copy_l0c_to_ub", dtype=0, dst=UB, src=0, n1=1, m=M, src_m=M),

@@ -94,13 +94,16 @@ def _check_load2d(v: dict) -> None:
     _in(v, "dst_stride", 0)
 
 
-def _check_img2col(v: dict) -> None:
+def _check_img2col(v: dict, c0: int) -> None:
+    """img2col / img2col_c04 fields; ``c0``: the map's channel size (16, or 4 for img2col_c04)."""
     lim = limits()
     dt = _fdtype(v)
     for n in ("fm_c1", "fm_h", "fm_w", "stride_h", "stride_w", "kernel_h", "kernel_w", "dil_h", "dil_w"):
         _in(v, n, 1)
     for n in ("pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start"):
         _in(v, n, 0)
+    # the C1 blocks of the map must not overlap: a pitch of at least one packed block
+    _in(v, "fm_c1_stride", v["fm_h"] * v["fm_w"] * c0 * isa.DTYPES[dt].itemsize)
     _multiple(v, "m_count", lim.m0)
     _multiple(v, "k_count", lim.k0[dt])
 
@@ -251,7 +254,7 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
         elif g == "load2d":
             _check_load2d(v)
         elif g == "img2col":
-            _check_img2col(v)
+            _check_img2col(v, 4 if defn.mnemonic == "img2col_c04" else limits().n0)
         elif g == "mmad":
             _check_mmad(v)
         elif g == "fixpipe":

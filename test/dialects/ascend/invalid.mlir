@@ -109,9 +109,16 @@ ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
 
 // -----
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
-  ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=0, pad_b=0, pad_l=0, pad_r=0, stride_h=0, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144
+  ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=0, pad_b=0, pad_l=0, pad_r=0, stride_h=0, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144, fm_c1_stride=512
 }
 // CHECK: stride_h must be >= 1, got 0
+
+// -----
+// C1 blocks closer than a packed block (4 x 4 x 16 float16 = 512 bytes) would overlap
+ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {
+  ascend.img2col dtype=0, dst=0, src=0, fm_c1=2, fm_h=4, fm_w=4, pad_t=0, pad_b=0, pad_l=0, pad_r=0, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=288, fm_c1_stride=480
+}
+// CHECK: fm_c1_stride must be >= 512, got 480
 
 // -----
 ascend.kernel @k attributes {block_dim = 1 : i64, num_args = 1 : i64} {

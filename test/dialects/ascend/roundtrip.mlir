@@ -20,8 +20,8 @@ ascend.kernel @matmul_relu attributes {block_dim = 2 : i64, num_args = 3 : i64} 
   ascend.wait_flag src_pipe=4, dst_pipe=3, event=0
   // CHECK-NEXT: ascend.load2d dst_space=1, dst=0, src=0, repeat=1, src_stride=512, dst_stride=512
   ascend.load2d dst_space=1, dst=0, src=0, repeat=1, src_stride=512, dst_stride=512
-  // CHECK-NEXT: ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=1, pad_b=1, pad_l=1, pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144
-  ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=1, pad_b=1, pad_l=1, pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144
+  // CHECK-NEXT: ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=1, pad_b=1, pad_l=1, pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144, fm_c1_stride=512
+  ascend.img2col dtype=0, dst=0, src=0, fm_c1=1, fm_h=4, fm_w=4, pad_t=1, pad_b=1, pad_l=1, pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0, m_count=16, k_start=0, k_count=144, fm_c1_stride=512
   // CHECK-NEXT: ascend.load2d dst_space=2, dst=0, src=512, repeat=1, src_stride=512, dst_stride=512
   ascend.load2d dst_space=2, dst=0, src=512, repeat=1, src_stride=512, dst_stride=512
   // CHECK-NEXT: ascend.pipe_barrier pipe=6

@@ -59,6 +59,8 @@ def _valid_values(d: isa.InstrDef) -> dict:
         v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), base=0, copies=2, step=1)
     if d.mnemonic == "block_offset_mod":
         v.update(modulo=4)
+    if d.group == "img2col":  # a 1x1 map's C1 block, packed
+        v["fm_c1_stride"] = 16 * 2
     if d.mnemonic == "copy_ub_to_gm_add":  # whole float16 elements
         v["burst"] = 2
     if d.mnemonic in isa.VEC_DTYPES:  # a dtype the instruction computes on
