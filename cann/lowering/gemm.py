@@ -14,6 +14,9 @@
   L1 load (``nd2nz`` for A, a burst copy of FRACTAL_Z for B); each L1 chunk feeds ``step_k`` cube
   steps of ``k`` (``load2d`` to L0A / L0B, ``mmad``) accumulating in L0C; then L0C -> UB, bias,
   epilogue, UB -> GM.
+* **skew** -- with the A panel (a row of tiles keeping its A rows in L1 for the whole K), the row's
+  N tiles may share the K chunks, tile ``j`` running chunk ``c`` in round ``c + j * skew`` in its own
+  accumulator, so that MTE2 loads B for every running tile while the cube works.
 
 The split is chosen by :func:`plan` from ``cann/hw`` figures only (cube rate, per-core and shared GM
 bandwidth, L2 rate, L1 -> L0 bandwidths, startups, the buffers' usable bytes); every key may be
@@ -146,12 +149,14 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     of every pipe, so when the tiles are a loop (above :data:`UNROLL_TILES`): with the K chunks a
     loop too (above :data:`UNROLL_STEPS` steps) :data:`CHUNK_LOOP_WAIT` of every chunk's steps
     waits for its load; else, without the A panel, :data:`TILE_LOOP_WAIT` of the cube (or MTE1)
-    stream waits for the tiles' loads.
+    stream waits for the tiles' loads. An A panel's N tiles one after another (``skew`` 0) are each
+    bound by their own larger stream (the row's first tile loads A and B, the others B only):
+    :data:`PANEL_WAIT` of that imbalance is added; a skew interleaves them (the streams' totals).
 
     Returns:
         The estimate in cycles (a float); with ``parts`` a dict of the terms (``cube``, ``mte2``,
         ``mte1``, ``mte3``, ``fill``, ``tail``, ``drain``, ``contention``, ``chunk_loop``, ``tile_loop``,
-        ``cycles``).
+        ``panel_wait``, ``cycles``).
     """
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
@@ -260,10 +265,12 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     """The tiling of an [M, K] x [K, N] gemm kernel: the cheapest by :func:`_cost` over the core grids
     (``m_blocks`` x ``n_blocks`` <= the cores, or the pinned ``block_dim``) and, per grid, the L0C
     tiles of up to 8 near-equal pieces of the block along each axis whose fp32 accumulator fits L0C
-    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles). Pinned keys fix their value.
+    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles), with and without the A
+    panel, and with the panel ``skew`` 0 or 1 where :func:`_max_skew` allows. Pinned keys fix their value.
 
     Raises:
-        CannError: a pinned value beyond the cores or the buffers' capacities.
+        CannError: a pinned value beyond the cores or the buffers' capacities; a ``skew`` without
+            the A panel or beyond :func:`_max_skew`.
     """
     isz = lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)

@@ -169,8 +169,10 @@ def test_skew_keeps_mte2_and_the_cube_busy_on_1024_cubed():
     first tile loads A and B, the second B only, so with the tiles one after another MTE2 binds the
     first tile and idles in the second (13,590 cycles, 1.41x core 0's MTE2 busy time of 9,649).
     Interleaved (skew 1, the default pick now) MTE2 runs without a gap until its last load: 12,950
-    cycles, 1.34x. The bound: MTE2's stream plus its last chunk's cube steps (two mmads of 516 on
-    a 1,032-cycle lag) plus one tile's epilogue (L0C -> UB 260, moves 160, 32 KiB out 1,033)."""
+    cycles, 1.34x. The bound: MTE2's stream, then the cube's last two chunks (the cube trails MTE2 by
+    one round: 2 x 2 of the core's 16 mmads), then one tile's epilogue (L0C -> UB 260 cycles, ND moves
+    160, its 32 KiB to GM 1,033), plus 50 for the pipes' hand-offs: 13,216 here; the tiles one after
+    another need more than that."""
     model = gemm_model(1024, 1024, 1024)
     compiled, tilings = compile_pinned(model, "force_fp16")
     t = tilings["gemm_0"]
