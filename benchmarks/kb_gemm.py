@@ -9,10 +9,10 @@ compiled and timed with the timing-only simulator, then every tiling of the grid
 the K splits ``k_blocks`` in {2, 3, 4, 6, 8, 12, 16} (alone, and with every ``m_blocks`` x
 ``n_blocks`` using 24 to 32 cores in all; each with its ``memset`` launch), the L0C tile chosen by
 the plan under those pins; the model's simulated cycles (all its launches) rank them. Then, from
-the best, each L0C-tile key (``m``, ``n``, ``k``, ``step_k``, ``a_panel``) is varied alone over a few
+the best, each L0C-tile key (``m``, ``n``, ``k``, ``step_k``, ``a_panel``, ``skew``) is varied alone over a few
 values while that improves it (at most 3 rounds). A shape gets
 an entry (``op`` MatMul, :func:`cann.passes.tile_search_kb.signature` of its graph op, the best
-tiling's ``m_blocks, n_blocks, m, n, k, step_k, a_panel`` and ``k_blocks`` when split) only when its
+tiling's ``m_blocks, n_blocks, m, n, k, step_k, a_panel, skew`` and ``k_blocks`` when split) only when its
 best beats the default. The file is
 rewritten after every shape, so an interrupted run keeps what it measured. ``--max-macs`` skips the
 shapes slow to simulate.
@@ -34,10 +34,11 @@ from cann.runtime import Model
 from gemm import SHAPES, _shape, matmul_model  # benchmarks/gemm.py
 
 SOC, MODE, KERNEL = "Ascend910", "force_fp16", "matmul_0"
-FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k", "a_panel", "k_blocks")
+FIELDS = ("m_blocks", "n_blocks", "m", "n", "k", "step_k", "a_panel", "skew", "k_blocks")
 #: the values tried per L0C-tile key around the best grid
 TILE_VALUES = {"m": (16, 32, 48, 64, 80, 96, 128), "n": (16, 32, 48, 64, 96, 128, 192),
-               "k": (32, 48, 64, 96, 128, 192, 256), "step_k": (1, 2, 3, 4), "a_panel": (0, 1)}
+               "k": (32, 48, 64, 96, 128, 192, 256), "step_k": (1, 2, 3, 4), "a_panel": (0, 1),
+               "skew": (0, 1, 2)}
 
 
 def measure(model, pins: dict | None) -> tuple[dict, int, int] | None:
@@ -51,6 +52,7 @@ def measure(model, pins: dict | None) -> tuple[dict, int, int] | None:
     (k,) = [k for k in kernels(module) if k.sym_name.data == KERNEL]
     tiling = {f: v.value.data for f, v in k.attributes["tile.tiling"].data.items()}
     tiling.setdefault("k_blocks", 1)
+    tiling.setdefault("skew", 0)
     stats = Model(build_offline_model(module)).time()
     return tiling, stats.cycles, next(x.cycles for x in stats.kernels if x.name == KERNEL)
 
@@ -108,7 +110,10 @@ def main() -> None:
             start = best
             for key, values in TILE_VALUES.items():
                 for v in values:
-                    consider({f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v})
+                    pins = {f: best_t[f] for f in FIELDS if f != "k_blocks" or best_t[f] > 1} | {key: v}
+                    if not pins["a_panel"]:  # a skew needs the A panel
+                        pins["skew"] = 0
+                    consider(pins)
             if best == start:
                 break
         brief = " ".join(f"{f}={best_t[f]}" for f in FIELDS)

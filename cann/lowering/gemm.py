@@ -14,6 +14,9 @@
   L1 load (``nd2nz`` for A, a burst copy of FRACTAL_Z for B); each L1 chunk feeds ``step_k`` cube
   steps of ``k`` (``load2d`` to L0A / L0B, ``mmad``) accumulating in L0C; then L0C -> UB, bias,
   epilogue, UB -> GM.
+* **skew** -- with the A panel (a row of tiles keeping its A rows in L1 for the whole K), the row's
+  N tiles may share the K chunks, tile ``j`` running chunk ``c`` in round ``c + j * skew`` in its own
+  accumulator, so that MTE2 loads B for every running tile while the cube works.
 
 The split is chosen by :func:`plan` from ``cann/hw`` figures only (cube rate, per-core and shared GM
 bandwidth, L2 rate, L1 -> L0 bandwidths, startups, the buffers' usable bytes); every key may be
@@ -61,6 +64,12 @@ TILE_LOOP_WAIT = 0.25
 #: of each chunk's steps (MTE1 and cube) that waits for its load (fitted as :data:`TILE_LOOP_WAIT`:
 #: 0.5 over 1, 0.5, 0; a chunk loop in unrolled tiles overlaps its loads: 2048^3's 256 x 256 tiles)
 CHUNK_LOOP_WAIT = 0.5
+#: the A panel's N tiles one after another (``skew`` 0): the share of the per-tile imbalance (a row's
+#: first tile loading A and B, the others B only, each bound by its own larger stream, against the
+#: streams' totals) that the pipes do not hide (fitted: 1024^3 13,590 cycles sequential, 12,950 with
+#: skew 1; 512x768x3072 14,035 / 13,572)
+PANEL_WAIT = 0.5
+
 #: contention of near-equal streams: :func:`_cost` adds the excess of the p-norm of the cube, MTE2 and
 #: MTE1 streams over their largest (equal streams cost 2^(1/p) of one; the old model's p = 4 on the
 #: total over-charged equal cube and MTE2 streams; fitted: p = 6 over 4, 6, 8, 12 and none on 8 shapes
@@ -75,7 +84,7 @@ ZERO_BYTES = 1024
 _CONSIDERED: contextvars.ContextVar[list | None] = contextvars.ContextVar("gemm_considered", default=None)
 
 #: the tiling keys of a gemm kernel (``tile.tiling``); a pinned ``sm`` / ``sn`` pins the block count giving it
-KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "k_blocks", "block_dim")
+KEYS = ("m_blocks", "n_blocks", "sm", "sn", "m", "n", "k", "step_k", "a_panel", "skew", "k_blocks", "block_dim")
 
 
 @dataclass(frozen=True)
@@ -96,9 +105,14 @@ class GemmPlan:
     #: K columns ``p * k_part ..`` into the output with atomic adds (1: no split)
     k_blocks: int = 1
     k_part: int = 0
+    #: with the A panel: the N tiles of a row share its K chunks, each ``skew`` chunks behind the
+    #: previous, in accumulators of their own (0: the tiles one after another)
+    skew: int = 0
 
     def as_tiling(self) -> dict[str, int]:
         split = {"k_blocks": self.k_blocks} if self.k_blocks > 1 else {}
+        if self.skew:
+            split["skew"] = self.skew
         return {"m_blocks": self.m_blocks, "n_blocks": self.n_blocks, "sm": self.sm, "sn": self.sn, "m": self.m,
                 "n": self.n, "k": self.k, "step_k": self.step_k, "a_panel": self.a_panel, **split,
                 "block_dim": self.m_blocks * self.n_blocks * self.k_blocks}
@@ -112,7 +126,7 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          gm: int, gn: int, parts: bool = False, a_panel: int = 0):
+          gm: int, gn: int, parts: bool = False, a_panel: int = 0, skew: int = 0):
     """Estimated cycles of the busiest core (the first block: ``min(sm, M)`` rows x ``min(sn, N)``
     columns, K = ``k_``), from its per-pipe streams and the loop structure :func:`gemm` emits.
 
@@ -135,12 +149,14 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     of every pipe, so when the tiles are a loop (above :data:`UNROLL_TILES`): with the K chunks a
     loop too (above :data:`UNROLL_STEPS` steps) :data:`CHUNK_LOOP_WAIT` of every chunk's steps
     waits for its load; else, without the A panel, :data:`TILE_LOOP_WAIT` of the cube (or MTE1)
-    stream waits for the tiles' loads.
+    stream waits for the tiles' loads. An A panel's N tiles one after another (``skew`` 0) are each
+    bound by their own larger stream (the row's first tile loads A and B, the others B only):
+    :data:`PANEL_WAIT` of that imbalance is added; a skew interleaves them (the streams' totals).
 
     Returns:
         The estimate in cycles (a float); with ``parts`` a dict of the terms (``cube``, ``mte2``,
         ``mte1``, ``mte3``, ``fill``, ``tail``, ``drain``, ``contention``, ``chunk_loop``, ``tile_loop``,
-        ``cycles``).
+        ``panel_wait``, ``cycles``).
     """
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
@@ -165,8 +181,10 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     hbm = a_bytes * (1 - hit_a) + b_bytes * (1 - hit_b)
     hbm_bw = min(bw.gm_to_l1, bw.gm_total / active)
     a_loads, b_loads = loads * tm * a_times, loads * tiles
-    mte2 = hbm / hbm_bw + (a_bytes + b_bytes - hbm) / soc.l2.rate + (a_loads + b_loads) * lat.mte_startup + \
-        lat.burst_overhead * (loads * (rows - tm) * a_times + tiles * (kp // k0 - loads))
+    mte2_a = a_bytes * ((1 - hit_a) / hbm_bw + hit_a / soc.l2.rate) + a_loads * lat.mte_startup + \
+        lat.burst_overhead * loads * (rows - tm) * a_times
+    mte2 = mte2_a + b_bytes * ((1 - hit_b) / hbm_bw + hit_b / soc.l2.rate) + b_loads * lat.mte_startup + \
+        lat.burst_overhead * tiles * (kp // k0 - loads)
     a_l0 = min(cm // 16, kt // k0)  # load2d instructions per step for A (+ one for B)
     step_mte1 = (a_l0 + 1) * lat.mte_startup + (cm * kt * isz) / bw.l1_to_l0a + (kt * cn * isz) / bw.l1_to_l0b
     mte1 = tiles * steps * (a_l0 + 1) * lat.mte_startup + rp * kp * isz * tn / bw.l1_to_l0a + \
@@ -192,12 +210,34 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
         waits = tail
     streams = (mac + serial, mte2, mte1)
     contention = sum(x ** OVERLAP_NORM for x in streams) ** (1 / OVERLAP_NORM) - max(streams)
-    cycles = max(mte2 + waits, fill + compute, fill + mte3) + contention + drain
+    # the A panel's tiles one after another: a row's first tile loads the row's A as well as its B,
+    # the others B only; each tile is bound by its own larger stream (no skew interleaving them)
+    panel_wait = 0.0
+    if a_panel and not skew and tn > 1:
+        b_tile, c_tile = (mte2 - mte2_a) / tiles, max(mac, mte1) / tiles
+        a_row = mte2_a / tm
+        panel_wait = PANEL_WAIT * tm * (max(a_row + b_tile, c_tile) + (tn - 1) * max(b_tile, c_tile) -
+                                        max(a_row + tn * b_tile, tn * c_tile))
+    cycles = max(mte2 + waits, fill + compute, fill + mte3) + contention + drain + panel_wait
     if parts:
         return {"cube": mac + serial, "mte2": mte2, "mte1": mte1, "mte3": mte3, "fill": fill, "tail": tail,
                 "drain": drain, "contention": contention, "chunk_loop": chunk_loop, "tile_loop": tile_loop,
-                "cycles": cycles}
+                "panel_wait": panel_wait, "cycles": cycles}
     return cycles
+
+
+def _max_skew(lw: Lowering, m_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int, kp: int) -> int:
+    """The largest ``skew`` an A-panel tiling allows (0: none): the block's row has at least two N
+    tiles, their fp32 accumulators fit L0C together, and its tiles and their K chunks are unrolled
+    (:data:`UNROLL_TILES`, :data:`UNROLL_STEPS`); a skew of the chunks of a tile or more runs the
+    tiles one after another (in their own accumulators)."""
+    tn = math.ceil(sn / cn)
+    tiles = math.ceil(min(sm, _ceil(m_, 16)) / cm) * tn
+    chunks, steps = math.ceil(kp / kc), math.ceil(kp / kt)
+    if tn < 2 or tn * cm * cn * 4 > lw.usable("l0c") or chunks * math.ceil(kc / kt) > UNROLL_STEPS or \
+            tiles > UNROLL_TILES or tiles * steps > UNROLL_TILE_STEPS:
+        return 0
+    return chunks
 
 
 def _l0_k(lw: Lowering, cm: int, cn: int, k0: int, kp: int, whole: bool = False) -> int:
@@ -225,10 +265,12 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     """The tiling of an [M, K] x [K, N] gemm kernel: the cheapest by :func:`_cost` over the core grids
     (``m_blocks`` x ``n_blocks`` <= the cores, or the pinned ``block_dim``) and, per grid, the L0C
     tiles of up to 8 near-equal pieces of the block along each axis whose fp32 accumulator fits L0C
-    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles). Pinned keys fix their value.
+    (and, unpinned, at most ``m_cap`` rows: the fused epilogue's UB tiles), with and without the A
+    panel, and with the panel ``skew`` 0 or 1 where :func:`_max_skew` allows. Pinned keys fix their value.
 
     Raises:
-        CannError: a pinned value beyond the cores or the buffers' capacities.
+        CannError: a pinned value beyond the cores or the buffers' capacities; a ``skew`` without
+            the A panel or beyond :func:`_max_skew`.
     """
     isz = lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)
@@ -238,6 +280,10 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     for key in pins:
         if key not in KEYS:
             raise unsupported(loc, f"Gemm: unknown tiling key '{key}' (keys: {', '.join(KEYS)})")
+    if pins.get("skew", 0) < 0:
+        raise unsupported(loc, f"Gemm: tiling skew = {pins['skew']} must be 0 or more")
+    if pins.get("skew", 0) and pins.get("a_panel", 1) == 0:
+        raise unsupported(loc, f"Gemm: tiling skew = {pins['skew']} needs the A panel (a_panel = 1)")
     for key in ("m", "n", "k", "m_blocks", "n_blocks", "step_k", "block_dim", "sm", "sn", "k_blocks"):
         if key in pins and pins[key] < 1:
             raise unsupported(loc, f"Gemm: tiling {key} = {pins[key]} must be positive")
@@ -319,14 +365,22 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                                            f"{(cm * kp + cn * kc) * isz} bytes of L1, "
                                            f"{lw.usable('l1')} available")
                                 continue
-                            cost = _cost(lw, m_, min(k_, kp), n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used,
-                                         a_panel=ap)
-                            if ap and "a_panel" not in pins:
-                                cost /= PANEL_MARGIN
-                            if (seen := _CONSIDERED.get()) is not None:
-                                seen.append(GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp))
-                            if best is None or cost < best.cycles * 0.999:
-                                best = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp)
+                            top_skew = _max_skew(lw, m_, sm, sn, cm, cn, kt, kc, kp) if ap else 0
+                            if pins.get("skew", 0) > top_skew:
+                                refused = (f"Gemm: tiling skew = {pins['skew']} with m = {cm}, n = {cn}, k = {kt}, "
+                                           f"step_k = {sk}, a_panel = {ap} exceeds {top_skew} (the A panel's N "
+                                           f"tiles, unrolled, their accumulators together in L0C)")
+                                continue
+                            for skw in ([pins["skew"]] if "skew" in pins else [0, 1] if top_skew > 1 else [0]):
+                                cost = _cost(lw, m_, min(k_, kp), n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used,
+                                             a_panel=ap, skew=skw)
+                                if ap and "a_panel" not in pins:
+                                    cost /= PANEL_MARGIN
+                                cand = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp, skw)
+                                if (seen := _CONSIDERED.get()) is not None:
+                                    seen.append(cand)
+                                if best is None or cost < best.cycles * 0.999:
+                                    best = cand
     if best is None:
         raise unsupported(loc, refused or f"Gemm: no tiling within {limit} cores for the pinned values {pins}")
     for key, got in (("sm", best.sm), ("sn", best.sn)):
@@ -439,13 +493,19 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     ub_nd = kb.alloc(Space.UB, cm * ew, dt)
     panel = p.a_panel
     l1_a = kb.alloc(Space.L1, cm * (k_part if panel else kc), dt)
-    l0c = kb.alloc(Space.L0C, cm * cn, np.dtype(np.float32))
+    skew = p.skew
+    # with a skew the N tiles of a row are live together, each in its own accumulator
+    l0cs = [kb.alloc(Space.L0C, cm * cn, np.dtype(np.float32)) for _ in range(math.ceil(sn / cn) if skew else 1)]
 
-    def l0c_tile(r0: int, rows: int, c0: int, cols: int, load_a: bool = True, kbase: int = 0) -> None:
+    def l0c_tile(r0: int, rows: int, c0: int, cols: int, load_a: bool = True, kbase: int = 0, acc=None,
+                 parts: bool = False):
         """Output rows r0.. (rows of them) x the core block's columns c0.. (cols): K (the part from
-        ``kbase``) in L1 chunks of kc, each chunk in cube steps of kt accumulated in L0C, then the
-        epilogue (with a K split, added to GM). With the A panel (``panel``) chunk ``ci`` of A sits at
-        its own place in L1, loaded only when ``load_a`` (the row's first tile)."""
+        ``kbase``) in L1 chunks of kc, each chunk in cube steps of kt accumulated in L0C (``acc``,
+        default the first accumulator), then the epilogue (with a K split, added to GM). With the A
+        panel (``panel``) chunk ``ci`` of A sits at its own place in L1, loaded only when ``load_a``
+        (the row's first tile). With ``parts`` nothing is emitted: returns the chunks' emitters (a
+        list, unrolled) and the epilogue's, for :func:`skewed_row` to interleave."""
+        l0c = l0cs[0] if acc is None else acc
         m_pad, cnp = _ceil(rows, 16), _ceil(cols, 16)
         n1c = cnp // 16
         kend = min(kp, kbase + k_part)
@@ -482,33 +542,58 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
                 step(s)
 
         chunks = math.ceil((kend - kbase) / kc)
+
+        def epilogue() -> None:
+            for e0 in range(0, cnp, ew):  # the epilogue, ew columns at a time
+                ec = min(ew, cnp - e0)
+                n1e = ec // 16
+                tiles.load_bias(ba, c0 + e0, ec)
+                tiles.load_tables(c0 + e0, ec)
+                widths = [min(16, cols - (e0 + j * 16)) for j in range(n1e)]
+                for i, ra in enumerate(tiles.residual_args):
+                    for j, w in enumerate(widths):
+                        if w > 0:
+                            kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=r0 * n_ + c0 + e0 + j * 16,
+                                    dst_offset=j * rows * 16, nburst=rows, burst=w, src_stride=n_, dst_stride=16)
+                tiles.epilogue(l0c, e0 * m_pad, n1e, rows, m_pad)
+                # [n1e][rows][16] -> ND rows of ec (one strided vector move per C0 block), then one burst per row
+                for j in range(n1e):
+                    kb.vec("mov", ub_nd, tiles.ub_out, count=rows, unit=16, dst_offset=j * 16,
+                           src0_offset=j * rows * 16, dst_stride=ec, src0_stride=16)
+                if gk > 1:  # the K parts' partial sums meet in GM
+                    kb.emit(tile.CopyAddOp(ub_nd, ya, src_offset=0, dst_offset=r0 * n_ + c0 + e0, nburst=rows,
+                                           burst=min(ec, cols - e0), src_stride=ec, dst_stride=n_))
+                else:
+                    kb.copy(ub_nd, ya, dst_offset=r0 * n_ + c0 + e0, nburst=rows, burst=min(ec, cols - e0),
+                            src_stride=ec, dst_stride=n_)
+
+        if parts:
+            return [lambda ci=ci: chunk(ci) for ci in range(chunks)], epilogue
         if chunks * math.ceil(kc / kt) <= UNROLL_STEPS:  # short: unrolled (no barrier ending a loop)
             for ci in range(chunks):
                 chunk(ci)
         else:
             kb.roll(chunks, chunk)
-        for e0 in range(0, cnp, ew):  # the epilogue, ew columns at a time
-            ec = min(ew, cnp - e0)
-            n1e = ec // 16
-            tiles.load_bias(ba, c0 + e0, ec)
-            tiles.load_tables(c0 + e0, ec)
-            widths = [min(16, cols - (e0 + j * 16)) for j in range(n1e)]
-            for i, ra in enumerate(tiles.residual_args):
-                for j, w in enumerate(widths):
-                    if w > 0:
-                        kb.copy(ra, tiles.bufs[f"r{i}"], src_offset=r0 * n_ + c0 + e0 + j * 16,
-                                dst_offset=j * rows * 16, nburst=rows, burst=w, src_stride=n_, dst_stride=16)
-            tiles.epilogue(l0c, e0 * m_pad, n1e, rows, m_pad)
-            # [n1e][rows][16] -> ND rows of ec (one strided vector move per C0 block), then one burst per row
-            for j in range(n1e):
-                kb.vec("mov", ub_nd, tiles.ub_out, count=rows, unit=16, dst_offset=j * 16, src0_offset=j * rows * 16,
-                       dst_stride=ec, src0_stride=16)
-            if gk > 1:  # the K parts' partial sums meet in GM
-                kb.emit(tile.CopyAddOp(ub_nd, ya, src_offset=0, dst_offset=r0 * n_ + c0 + e0, nburst=rows,
-                                       burst=min(ec, cols - e0), src_stride=ec, dst_stride=n_))
-            else:
-                kb.copy(ub_nd, ya, dst_offset=r0 * n_ + c0 + e0, nburst=rows, burst=min(ec, cols - e0),
-                        src_stride=ec, dst_stride=n_)
+        epilogue()
+        return None
+
+    def skewed_row(r0: int, rows: int, cols: int, kbase: int) -> None:
+        """The N tiles of a row of L0C tiles (A panel) sharing the K chunks: tile ``j`` (accumulator
+        ``j``) runs chunk ``c`` in round ``c + j * skew``, the tiles of a round in order, and its
+        epilogue right after its last chunk: every round loads B for each running tile (A only in
+        the first tile's chunks), so MTE2 stays busy while the cube works, and the tiles finish
+        ``skew`` rounds apart, each epilogue overlapping the later tiles' chunks."""
+        tn_ = math.ceil(cols / cn)
+        plans = [l0c_tile(r0, rows, j * cn, min(cn, cols - j * cn), j == 0, kbase, l0cs[j], parts=True)
+                 for j in range(tn_)]
+        chunks = len(plans[0][0])
+        for r in range(chunks + (tn_ - 1) * skew):
+            for j, (steps, epilogue) in enumerate(plans):
+                c = r - j * skew
+                if 0 <= c < chunks:
+                    steps[c]()
+                    if c == chunks - 1:
+                        epilogue()
 
     def block(m0: int, rows: int, cols: int, kbase: int = 0) -> None:
         """One core block: rows m0.. (rows of them) x the block's cols columns, in L0C tiles, over
@@ -527,6 +612,9 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
 
         def row(i: int) -> None:
             r0 = m0 + i * cm
+            if skew:
+                skewed_row(r0, min(cm, m0 + rows - r0), cols, kbase)
+                return
             each(tn_, lambda j: l0c_tile(r0, min(cm, m0 + rows - r0), j * cn, min(cn, cols - j * cn),
                                          not panel or j == 0, kbase))
         each(tm_, row)

@@ -3,7 +3,9 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"k\": 64, \"step_k\": 2}}"}' | filecheck %s --check-prefix=CHUNK
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 16, \"n\": 16}}"},convert-tile-to-ascend' | filecheck %s --check-prefix=ROLL
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"m_blocks\": 8, \"n_blocks\": 8}}"}' 2>&1 | filecheck %s --check-prefix=ERR
-// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1}}"}' | filecheck %s --check-prefix=PANEL
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1, \"skew\": 0}}"}' | filecheck %s --check-prefix=PANEL
+// RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1, \"skew\": 1}}"}' | filecheck %s --check-prefix=SKEW
+// RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 1, \"skew\": 4}}"}' 2>&1 | filecheck %s --check-prefix=ERRSKEW
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling="{\"matmul_0\": {\"m_blocks\": 1, \"n_blocks\": 1, \"m\": 112, \"n\": 32, \"k\": 64, \"step_k\": 2, \"a_panel\": 0}}"}' | filecheck %s --check-prefix=NOPANEL
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"matmul_0\": {\"a_panel\": 2}}"}' 2>&1 | filecheck %s --check-prefix=ERRPANEL
 // RUN: cann-opt %s -p 'convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16}' | filecheck %s --check-prefix=NOBIAS
@@ -84,6 +86,38 @@
 // PANEL:        tile.copy %1, {{%[0-9]+}} {src_offset = 512,
 // PANEL-NOT:    tile.copy_nd2nz
 // PANEL:        func.func @trans_data_1
+
+// Pinned skew = 1 (same tiles): the three N tiles share the K chunks in rounds, tile j running chunk
+// c in round c + j, each in an accumulator of its own (three L0C buffers), its epilogue right after
+// its last chunk: round 0 loads A chunk 0 and tile 0's B; round 1 A chunk 1, tile 0's B, then tile
+// 1's first B columns (GM offset 2 x 256) initializing the second accumulator; tile 0's epilogue
+// follows its third chunk in round 2, before tile 1's and tile 2's chunks of that round.
+// SKEW:       func.func @matmul_0({{.*}}tile.tiling = {a_panel = 1 : i64, block_dim = 1 : i64, {{.*}}skew = 1 : i64
+// SKEW:         [[C0:%[0-9]+]] = tile.alloc : memref<3584xf32, #tile<space l0c>>
+// SKEW-NEXT:    [[C1:%[0-9]+]] = tile.alloc : memref<3584xf32, #tile<space l0c>>
+// SKEW-NEXT:    [[C2:%[0-9]+]] = tile.alloc : memref<3584xf32, #tile<space l0c>>
+// SKEW-NEXT:    tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 0, dst_offset = 0, rows = 100, cols = 128, src_row_stride = 300}
+// SKEW-NEXT:    tile.copy %1, {{%[0-9]+}} {src_offset = 0,
+// SKEW:         tile.mmad {{.*}}[[C0]] {{.*}}init = 1}
+// SKEW:         tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 128, dst_offset = 14336,
+// SKEW-NEXT:    tile.copy %1, {{%[0-9]+}} {src_offset = 12288,
+// SKEW:         tile.mmad {{.*}}[[C0]] {{.*}}init = 0}
+// SKEW:         tile.copy %1, {{%[0-9]+}} {src_offset = 512,
+// SKEW:         tile.mmad {{.*}}[[C1]] {{.*}}init = 1}
+// SKEW:         tile.copy_nd2nz %0, {{%[0-9]+}} {src_offset = 256, dst_offset = 28672,
+// SKEW:         tile.mmad {{.*}}[[C0]] {{.*}}k = 48, n = 32, init = 0}
+// SKEW-NEXT:    tile.copy_l0c_to_ub [[C0]]
+// SKEW:         tile.copy {{.*}}, %3 {src_offset = 0, dst_offset = 0,
+// SKEW-NEXT:    tile.copy %1, {{%[0-9]+}} {src_offset = 12800,
+// SKEW:         tile.mmad {{.*}}[[C1]] {{.*}}init = 0}
+// SKEW:         tile.copy %1, {{%[0-9]+}} {src_offset = 1024,
+// SKEW:         tile.mmad {{.*}}[[C2]] {{.*}}init = 1}
+// SKEW:         tile.copy_l0c_to_ub [[C1]]
+// SKEW:         tile.copy_l0c_to_ub [[C2]]
+// SKEW-NOT:     tile.copy_nd2nz
+// SKEW:         func.func @trans_data_1
+
+// ERRSKEW:    error: Gemm: tiling skew = 4 with m = 112, n = 32, k = 64, step_k = 2, a_panel = 1 exceeds 3 (the A panel's N tiles, unrolled, their accumulators together in L0C)
 
 // Pinned a_panel = 0: every tile reloads its A chunks into one chunk-sized L1 buffer.
 // NOPANEL:      func.func @matmul_0({{.*}}tile.tiling = {a_panel = 0 : i64, block_dim = 1 : i64
