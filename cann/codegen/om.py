@@ -31,20 +31,26 @@ import numpy as np
 
 from cann.errors import CannError
 from cann.fileio import atomic_write_bytes
+from cann.hw import isa
 from cann.hw.config import SocSpec
 
 MAGIC = b"CANNOM\0\0"
-VERSION = 5
+VERSION = 6
 #: the versions this reader accepts (version 3: no knowledge-base digests in the strings section;
-#: versions 3 and 4: a 32-byte header without flags and gm_size_no_reuse, read as no GM reuse)
-READABLE_VERSIONS = (3, 4, 5)
+#: versions 3 and 4: a 32-byte header without flags and gm_size_no_reuse, read as no GM reuse;
+#: versions 3 to 5: kernels whose img2col / img2col_c04 end before ``fm_c1_stride``, read as packed)
+READABLE_VERSIONS = (3, 4, 5, 6)
+#: the first version whose img2col / img2col_c04 carry ``fm_c1_stride`` (the C1 blocks' L1 pitch)
+C1_PITCH_VERSION = 6
+#: the instructions that gained ``fm_c1_stride`` (their last field, 8 bytes) in version 6
+_C1_PITCH_OPCODES = frozenset(isa.BY_MNEMONIC[m].opcode for m in ("img2col", "img2col_c04"))
 ALIGN = 64
 #: magic, version, section count, gm_size, weights_offset, flags, reserved (0), gm_size_no_reuse
 HEADER = struct.Struct("<8sIIQQIIQ")
 HEADER_V4 = struct.Struct("<8sIIQQ")  # versions 3 and 4: magic, version, section count, gm_size, weights_offset
 SECTION = struct.Struct("<QQ")  # file offset, size
 SECTION_NAMES = ("strings", "tensors", "weights", "kernels", "launches", "work")
-HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)  # header and section table (version 5)
+HEADER_SIZE = HEADER.size + SECTION.size * len(SECTION_NAMES)  # header and section table (versions 5 and 6)
 #: the header's flags: bit 0, activations and workspaces share GM (``cann-compile --gm-reuse``)
 FLAG_GM_REUSE = 1
 FLAGS = FLAG_GM_REUSE  # every defined bit
@@ -177,6 +183,39 @@ def _tensors(ts: tuple[IoTensor, ...]) -> bytes:
     return b"".join(out)
 
 
+def _c1_pitch_code(code: bytes, old: bool, where: str, kernel: str) -> bytes:
+    """A kernel's code between format versions 6 and older: ``old`` False reads older code (every
+    img2col / img2col_c04 gains ``fm_c1_stride`` = 0, packed); True writes older code (the field
+    dropped, which only a packed 0 allows).
+
+    Raises:
+        CannError: at ``where``: an img2col with a C1 pitch (``old``), or a corrupt stream.
+    """
+    out, pos, tail = bytearray(), 0, struct.Struct("<q")
+    while pos < len(code):
+        if pos + 2 > len(code):
+            raise CannError(where, f"corrupt .om: kernel {kernel}: truncated instruction at byte {pos}")
+        (opcode,) = struct.unpack_from("<H", code, pos)
+        d = isa.BY_OPCODE.get(opcode)
+        if d is None:
+            raise CannError(where, f"corrupt .om: kernel {kernel}: unknown opcode {opcode} at byte {pos}")
+        size = d.struct.size - (tail.size if opcode in _C1_PITCH_OPCODES and not old else 0)
+        if pos + size > len(code):
+            raise CannError(where, f"corrupt .om: kernel {kernel}: truncated {d.mnemonic} at byte {pos}")
+        body = code[pos:pos + size]
+        if opcode in _C1_PITCH_OPCODES:
+            if not old:
+                body += tail.pack(0)
+            elif tail.unpack_from(body, size - tail.size)[0]:
+                raise CannError(where, f".om format version {C1_PITCH_VERSION - 1} cannot record kernel "
+                                       f"{kernel}'s img2col C1 pitch (fm_c1_stride) at byte {pos}")
+            else:
+                body = body[:-tail.size]
+        out += body
+        pos += size
+    return bytes(out)
+
+
 def encode_om(model: OfflineModel, *, version: int = VERSION) -> bytes:
     """The bytes of ``model`` as an ``.om`` file (deterministic). ``version``: an older format
     (:data:`READABLE_VERSIONS`) for a reader that only knows it, when the model has nothing that
@@ -184,7 +223,7 @@ def encode_om(model: OfflineModel, *, version: int = VERSION) -> bytes:
 
     Raises:
         CannError: an inconsistent model (:func:`validate`); an unknown ``version``, or fields it
-            cannot hold (knowledge bases before 4, GM reuse before 5).
+            cannot hold (knowledge bases before 4, GM reuse before 5, an img2col C1 pitch before 6).
     """
     validate(model, "<model>")
     if version not in READABLE_VERSIONS:
@@ -196,7 +235,8 @@ def encode_om(model: OfflineModel, *, version: int = VERSION) -> bytes:
     tensors = _tensors(model.inputs) + _tensors(model.outputs)
     kernels = [struct.pack("<I", len(model.kernels))]
     for k in model.kernels:
-        kernels += [_str(k.name), struct.pack("<IIQ", k.block_dim, k.num_args, len(k.code)), k.code,
+        code = k.code if version >= C1_PITCH_VERSION else _c1_pitch_code(k.code, True, "<model>", k.name)
+        kernels += [_str(k.name), struct.pack("<IIQ", k.block_dim, k.num_args, len(code)), code,
                     struct.pack("<I", len(k.nodes)), *(_str(n) for n in k.nodes)]
     launches = [struct.pack("<I", len(model.launches))]
     for la in model.launches:
@@ -355,6 +395,8 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
         name = r.str()
         block_dim, num_args, size = r.unpack("IIQ")
         code = r.take(size)
+        if version < C1_PITCH_VERSION:
+            code = _c1_pitch_code(code, False, where, name)
         nodes = tuple(r.str() for _ in range(r.count("node names", 4)))
         kernels.append(Kernel(name, block_dim, num_args, code, nodes))
     r.end()

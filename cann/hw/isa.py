@@ -194,7 +194,8 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "load3d: L1 feature map [fm_c1][fm_h][fm_w][16] -> L0A Zz [m_count/16][k_count/k0][16][k0] for output "
      "positions m_start.. and K columns k_start.. (K index = ((c1*kernel_h + kh)*kernel_w + kw)*16 + c0); "
      "padding and positions past the output are zero; C1 block c of the map starts at src + c*fm_c1_stride "
-     "(bytes, >= fm_h*fm_w*16*itemsize: packed when equal; ASSUMPTION: a model extension, docs/core-model.md)"),
+     "(bytes, >= fm_h*fm_w*16*itemsize: packed when equal; 0: packed, as .om files before format version 6 "
+     "read; ASSUMPTION: a model extension, docs/core-model.md)"),
     ("mmad", Pipe.M, _f("dtype", "dst", "a", "b", "m", "k", "n", "init"), "mmad",
      "L0C Nz [n/16][m][16] (fp32) (init ? = : +=) L0A Zz [m/16][k/k0][16][k0] x L0B Zn [k/k0][n/16][16][k0]"),
     ("copy_l0c_to_ub", Pipe.V, _f("dtype", "dst", "src", "n1", "m", "src_m"), "fixpipe",
@@ -280,7 +281,7 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
                                   "m_start", "m_count", "k_start", "k_count", "fm_c1_stride"), "img2col",
      "load3d with channel size 4: L1 feature map [fm_c1][fm_h][fm_w][4] (NC1HWC0_C04) -> L0A Zz "
      "[m_count/16][k_count/k0][16][k0], K index = ((c1*kernel_h + kh)*kernel_w + kw)*4 + c0 (four taps of "
-     "four channels per 16-column fractal), C1 block c at src + c*fm_c1_stride (>= fm_h*fm_w*4*itemsize); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
+     "four channels per 16-column fractal), C1 block c at src + c*fm_c1_stride (>= fm_h*fm_w*4*itemsize, 0: packed); otherwise as img2col (ascend-core.md §2.3 NC1HWC0_C04 [OFF] "
      "ACLFORMAT; Ascend C LoadData3DParamsV2 channelSize 4; ASSUMPTION: the cost is img2col's, bytes written)"),
     # 16x16 lane transposes (layout changes in UB: channel shuffles, NCHW <-> NC1HWC0); appended
     ("vtranspose", Pipe.V, _f("dtype", "dst", "src", "repeat", "dst_rep", "src_rep", "dst_row", "src_row"),

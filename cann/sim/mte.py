@@ -209,6 +209,7 @@ class TransferUnit:
             raise _Fault(f"empty output: {ho}x{wo} positions for a {fh}x{fw} map, kernel {kh}x{kw}, "
                          f"dilation {dh}x{dw}, pads t{pt} b{pb} l{pl} r{pr}")
         block = fh * fw * c0 * isz  # bytes of one packed C1 block
+        pitch = pitch or block  # 0: packed (kernels of .om format versions before 6)
         if pitch < block:
             raise _Fault(f"fm_c1_stride {pitch} is less than a {fh}x{fw}x{c0} C1 block ({block} bytes): the "
                          f"blocks overlap")

@@ -319,16 +319,16 @@ def _entry(data: bytearray, i: int, off: int, size: int) -> None:
 
 
 def test_corrupt_header_is_reported_as_corrupt_not_as_a_version():
-    # flipping header bytes makes the version field 4294967290: the checksum tells it is corruption
+    # flipping header bytes makes the version field 4294967289: the checksum tells it is corruption
     data = bytearray(encode_om(small_model()))
     for i in range(8, 40):
         data[i] ^= 0xFF
     assert _reject(bytes(data)).lines() == [
         "error: m.om: corrupt .om: checksum mismatch (file truncated or modified; its header claims format "
-        "version 4294967290)"]
+        "version 4294967289)"]
     # a re-signed (well-formed) file of another version is an unsupported version
     assert _reject(_with_fixed_checksum(data)).lines() == [
-        "error: m.om: unsupported .om format version 4294967290 (this cann reads versions 3, 4, 5)"]
+        "error: m.om: unsupported .om format version 4294967289 (this cann reads versions 3, 4, 5, 6)"]
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -432,7 +432,28 @@ def test_version_4_files_load_without_reuse_and_cannot_record_it():
     assert decode_om(old, "v4.om") == small_model()
     with pytest.raises(CannError, match="format version 4 cannot record GM reuse"):
         encode_om(replace(small_model(), gm_reuse=True), version=4)
-    with pytest.raises(CannError, match="cannot write .om format version 6"):
-        encode_om(small_model(), version=6)
+    with pytest.raises(CannError, match="cannot write .om format version 7"):
+        encode_om(small_model(), version=7)
     with pytest.raises(CannError, match="gm_size_no_reuse 8192 differs from gm_size 4096 without GM reuse"):
         encode_om(replace(small_model(), gm_size_no_reuse=8192))
+
+
+def _img2col(pitch: int) -> isa.Instr:
+    return isa.make("img2col", dtype=0, dst=0, src=64, fm_c1=2, fm_h=4, fm_w=4, pad_t=1, pad_b=1, pad_l=1,
+                    pad_r=1, stride_h=1, stride_w=1, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0,
+                    m_count=16, k_start=0, k_count=32, fm_c1_stride=pitch)
+
+
+def test_version_5_kernels_read_img2col_as_packed_and_a_c1_pitch_cannot_be_written_to_them():
+    """Versions 3 to 5 encode img2col without ``fm_c1_stride`` (8 bytes shorter): read back with 0
+    (packed); writing one with a pitch as version 5 is an error naming the kernel."""
+    body = [isa.make("loop_begin", count=2), _img2col(0), isa.make("loop_end")]
+    packed = replace(small_model(), kernels=(Kernel("conv_0", 2, 3, isa.encode(body)), *small_model().kernels[1:]))
+    v5, v6 = encode_om(packed, version=5), encode_om(packed)
+    assert struct.unpack_from("<I", v5, 8)[0] == 5 and len(v6) - len(v5) == 8
+    assert decode_om(v5, "v5.om") == packed == decode_om(v6)
+    pitched = replace(packed, kernels=(Kernel("conv_0", 2, 3, isa.encode([_img2col(640)])), *packed.kernels[1:]))
+    assert decode_om(encode_om(pitched)) == pitched
+    with pytest.raises(CannError, match=r"\.om format version 5 cannot record kernel conv_0's img2col C1 "
+                                        r"pitch \(fm_c1_stride\) at byte 0"):
+        encode_om(pitched, version=5)

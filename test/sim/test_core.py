@@ -158,13 +158,14 @@ def test_img2col(case):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("dt,gap", [(F16, 32), (F16, 5 * 7 * 16 * 2), (F32, 64)])
+@pytest.mark.parametrize("dt,gap", [(F16, 32), (F16, 5 * 7 * 16 * 2), (F32, 64), (F16, None)])
 def test_img2col_reads_c1_blocks_at_fm_c1_stride(dt, gap):
     """C1 block c of the map at src + c*fm_c1_stride: a pitch of a packed block plus ``gap`` bytes
-    (whose bytes hold NaN: none may be read) gives the img2col of the packed map."""
+    (whose bytes hold NaN: none may be read) gives the img2col of the packed map; ``gap`` None:
+    ``fm_c1_stride`` 0, packed blocks (how kernels of .om versions before 6 are read)."""
     c1, h, w, isz = 3, 5, 7, np.dtype(dt).itemsize
     fm = rnd((c1, h, w, 16), dt, seed=6)
-    pitch = h * w * 16 * isz + gap
+    pitch = h * w * 16 * isz + (gap or 0)
     core = AICore(SPEC)
     put(core, "l1", 64, np.full(c1 * pitch // isz, np.nan, dt))
     for c in range(c1):
@@ -172,7 +173,7 @@ def test_img2col_reads_c1_blocks_at_fm_c1_stride(dt, gap):
     k_count = c1 * 9 * 16
     run([isa.make("img2col", dtype=CODE[dt], dst=0, src=64, fm_c1=c1, fm_h=h, fm_w=w, pad_t=1, pad_b=1, pad_l=1,
                   pad_r=0, stride_h=1, stride_w=2, kernel_h=3, kernel_w=3, dil_h=1, dil_w=1, m_start=0,
-                  m_count=32, k_start=0, k_count=k_count, fm_c1_stride=pitch)], core=core)
+                  m_count=32, k_start=0, k_count=k_count, fm_c1_stride=0 if gap is None else pitch)], core=core)
     want = np.zeros((32, k_count), dt)
     full = ref_im2col(fm, (1, 1, 1, 0), (1, 2), (3, 3), (1, 1))  # 5 x 3 = 15 positions
     want[:full.shape[0]] = full

@@ -102,8 +102,9 @@ def _check_img2col(v: dict, c0: int) -> None:
         _in(v, n, 1)
     for n in ("pad_t", "pad_b", "pad_l", "pad_r", "m_start", "k_start"):
         _in(v, n, 0)
-    # the C1 blocks of the map must not overlap: a pitch of at least one packed block
-    _in(v, "fm_c1_stride", v["fm_h"] * v["fm_w"] * c0 * isa.DTYPES[dt].itemsize)
+    # the C1 blocks of the map must not overlap: a pitch of at least one packed block (0: packed)
+    if v["fm_c1_stride"]:
+        _in(v, "fm_c1_stride", v["fm_h"] * v["fm_w"] * c0 * isa.DTYPES[dt].itemsize)
     _multiple(v, "m_count", lim.m0)
     _multiple(v, "k_count", lim.k0[dt])
 
