@@ -26,11 +26,10 @@ import math
 
 import numpy as np
 
-from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
 from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
-from cann.lowering.grouped_runs import run_grouped_conv2d
+from cann.lowering.grouped_runs import band_mmad, band_out, run_grouped_conv2d
 
 
 def _ceil(a: int, b: int) -> int:
@@ -183,41 +182,14 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
         if real:
             kb.copy(xa, l1_fm, src_offset=lo * w_ * 16, nburst=wi, burst=(hi - lo) * w_ * 16,
                     src_stride=h_ * w_ * 16, dst_stride=(hi - lo) * w_ * 16)
-            init = 1
-            for kt0 in range(0, _ceil(kdim, k0), k_t):
-                kt = min(k_t, _ceil(kdim, k0) - kt0)
-                tiles.load_weights(wa, wob, kt0, kt, 0, n_t)
-
-                def subtile(i: int, kt0=kt0, kt=kt, init=init) -> None:
-                    ms0 = i * m_t
-                    ms = min(m_t, m_pad - ms0)
-                    kb.emit(tile.Img2colOp(
-                        l1_fm, tiles.l0a, fm_c1=wi, fm_h=hi - lo, fm_w=w_, pad_t=lo - rs, pad_b=re - hi,
-                        pad_l=cw[2] - cw[0], pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_,
-                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=kt0, k_count=kt,
-                        fm_c1_stride=(hi - lo) * w_ * 16))  # packed, as copied
-                    kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * n_t, m=ms, k=kt, n=n_t,
-                                        init=init))
-
-                kb.roll(-(-m_pad // m_t), subtile)
-                init = 0
+            band_mmad(kb, tiles, l1_fm, l0c, dict(
+                fm_c1=wi, fm_h=hi - lo, fm_w=w_, pad_t=lo - rs, pad_b=re - hi, pad_l=cw[2] - cw[0],
+                pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_, kernel_w=kw_, dil_h=dh, dil_w=dw,
+                fm_c1_stride=(hi - lo) * w_ * 16), m_pad, m_t, _ceil(kdim, k0), k_t, n_t,  # packed, as copied
+                lambda kt0, kt: tiles.load_weights(wa, wob, kt0, kt, 0, n_t))
         tiles.load_bias(ba, 0, n_t)
         tiles.load_tables(0, n_t)
-
-        def out_subtile(i: int) -> None:
-            ms0 = i * m_t
-            ms = min(m_t, m_pad - ms0)
-            valid = min(ms, m_valid - ms0)
-            if valid <= 0:
-                return
-            off = (r0 * wo_ + ms0) * 16
-            for j, ra in enumerate(tiles.residual_args):
-                kb.copy(ra, tiles.bufs[f"r{j}"], src_offset=off, nburst=wob, burst=valid * 16,
-                        src_stride=ho_ * wo_ * 16)
-            tiles.epilogue(l0c if real else None, ms0 * n_t, wob, valid, ms)
-            kb.copy(tiles.ub_out, ya, dst_offset=off, nburst=wob, burst=valid * 16, dst_stride=ho_ * wo_ * 16)
-
-        kb.roll(-(-m_pad // m_t), out_subtile)
+        band_out(kb, tiles, ya, l0c if real else None, r0 * wo_ * 16, wob, m_valid, m_pad, m_t, n_t, ho_ * wo_ * 16)
 
     per_block = [len(bands) // m_blocks + (i < len(bands) % m_blocks) for i in range(m_blocks)]
     starts = [sum(per_block[:i]) for i in range(m_blocks + 1)]

@@ -89,6 +89,51 @@ def run_weights(w: np.ndarray, group: int, k0: int, dt: np.dtype) -> list[np.nda
     return mats
 
 
+def band_mmad(kb, tiles: _CubeTiles, l1_fm, l0c, window: dict, m_pad: int, m_t: int, kdim: int, k_t: int,
+              nt: int, load_weights, koff: int = 0) -> None:
+    """One band's products into ``l0c`` (fp32, ``[nt/16][m_pad][16]``): per K chunk of ``k_t`` of
+    ``kdim`` (elements, multiples of k0) ``load_weights(kt0, kt)`` (L0B), then a hardware loop over
+    the M subtiles of ``m_t`` of ``m_pad`` positions: img2col of ``l1_fm`` (its map and kernel fields
+    ``window``, K from ``koff + kt0``) into L0A and ``mmad`` (``nt`` output channels), the first
+    chunk initializing."""
+    init = 1
+    for kt0 in range(0, kdim, k_t):
+        kt = min(k_t, kdim - kt0)
+        load_weights(kt0, kt)
+
+        def subtile(i: int, kt0=kt0, kt=kt, init=init) -> None:
+            ms0 = i * m_t
+            ms = min(m_t, m_pad - ms0)
+            kb.emit(tile.Img2colOp(l1_fm, tiles.l0a, **window, m_start=ms0, m_count=ms, k_start=koff + kt0,
+                                   k_count=kt))
+            kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt, init=init))
+
+        kb.roll(-(-m_pad // m_t), subtile)
+        init = 0
+
+
+def band_out(kb, tiles: _CubeTiles, ya, l0c, off0: int, nblk: int, m_valid: int, m_pad: int, m_t: int, nt: int,
+             plane: int) -> None:
+    """One band's output: a hardware loop over its M subtiles of ``m_t`` positions (``m_valid`` real of
+    ``m_pad``), each reading its residuals, running the epilogue on ``l0c`` (None: a band past the map,
+    bias only) and writing ``nblk`` C1 blocks of ``valid * 16`` elements at ``off0`` + the subtile's
+    positions into ``ya`` (C1 blocks ``plane`` elements apart)."""
+
+    def out_subtile(i: int) -> None:
+        ms0 = i * m_t
+        ms = min(m_t, m_pad - ms0)
+        valid = min(ms, m_valid - ms0)
+        if valid <= 0:
+            return
+        off = off0 + ms0 * 16
+        for j, ra in enumerate(tiles.residual_args):
+            kb.copy(ra, tiles.bufs[f"r{j}"], src_offset=off, nburst=nblk, burst=valid * 16, src_stride=plane)
+        tiles.epilogue(l0c, ms0 * nt, nblk, valid, ms)
+        kb.copy(tiles.ub_out, ya, dst_offset=off, nburst=nblk, burst=valid * 16, dst_stride=plane)
+
+    kb.roll(-(-m_pad // m_t), out_subtile)
+
+
 def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, strides, pads, dilations,
                        group: int, out_shape: tuple[int, ...], loc, kernel_hint: str = "gconv2d",
                        epilogue: Epilogue | None = None, pins: dict[str, int] | None = None) -> DevTensor | None:
@@ -236,51 +281,25 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
         if real:
             kb.copy(xa, l1_fm, src_offset=(lo * h_ + flo) * w_ * 16, nburst=wi, burst=(fhi - flo) * w_ * 16,
                     src_stride=h_ * w_ * 16, dst_stride=(fhi - flo) * w_ * 16)
-            init = 1
-            for kt0 in range(0, kdim, k_t):
-                kt = min(k_t, kdim - kt0)
-                k1t = kt // k0
-                src = offs[ri] + ((kt0 // k0) * wo_run + c0) * 16 * k0
+            def load_weights(kt0: int, kt: int, src0=offs[ri], c0=c0, wo=wo, wo_run=wo_run, kdim=kdim) -> None:
                 if resident and kdim <= k_t:
-                    pass
-                elif cn == wo_run:  # the whole run: one burst
+                    return
+                k1t, src = kt // k0, src0 + ((kt0 // k0) * wo_run + c0) * 16 * k0
+                if cn == wo_run:  # the whole run: one burst
                     kb.copy(wa, tiles.l1_w, src_offset=src, burst=k1t * wo * 16 * k0)
                 else:
                     kb.copy(wa, tiles.l1_w, src_offset=src, nburst=k1t, burst=wo * 16 * k0, src_stride=wo_run * 16 * k0,
                             dst_stride=wo * 16 * k0)
-                if not (resident and kdim <= k_t):
-                    kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, count=k1t * wo, src_stride=16 * k0,
-                                          dst_stride=16 * k0))
+                kb.emit(tile.Load2dOp(tiles.l1_w, tiles.l0b, count=k1t * wo, src_stride=16 * k0, dst_stride=16 * k0))
 
-                def subtile(i: int, kt0=kt0, kt=kt, init=init) -> None:
-                    ms0 = i * m_t
-                    ms = min(m_t, m_pad - ms0)
-                    kb.emit(tile.Img2colOp(
-                        l1_fm, tiles.l0a, fm_c1=wi, fm_h=fhi - flo, fm_w=w_, pad_t=flo - rs, pad_b=re - fhi,
-                        pad_l=cw[2] - cw[0], pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_,
-                        kernel_w=kw_, dil_h=dh, dil_w=dw, m_start=ms0, m_count=ms, k_start=koff + kt0, k_count=kt,
-                        fm_c1_stride=(fhi - flo) * w_ * 16))  # packed, as copied
-                    kb.emit(tile.MmadOp(tiles.l0a, tiles.l0b, l0c, c_offset=ms0 * nt, m=ms, k=kt, n=nt, init=init))
-
-                kb.roll(-(-m_pad // m_t), subtile)
-                init = 0
+            band_mmad(kb, tiles, l1_fm, l0c, dict(
+                fm_c1=wi, fm_h=fhi - flo, fm_w=w_, pad_t=flo - rs, pad_b=re - fhi, pad_l=cw[2] - cw[0],
+                pad_r=cw[1] - cw[3], stride_h=sh, stride_w=sw, kernel_h=kh_, kernel_w=kw_, dil_h=dh, dil_w=dw,
+                fm_c1_stride=(fhi - flo) * w_ * 16), m_pad, m_t, kdim, k_t, nt, load_weights, koff)  # packed, as copied
         tiles.load_bias(ba, jo * 16, nt)
         tiles.load_tables(jo * 16, nt)
-
-        def out_subtile(i: int) -> None:
-            ms0 = i * m_t
-            ms = min(m_t, m_pad - ms0)
-            valid = min(ms, m_valid - ms0)
-            if valid <= 0:
-                return
-            off = jo * ho_ * wo_ * 16 + (r0 * wo_ + ms0) * 16
-            for j, ra in enumerate(tiles.residual_args):
-                kb.copy(ra, tiles.bufs[f"r{j}"], src_offset=off, nburst=wo, burst=valid * 16,
-                        src_stride=ho_ * wo_ * 16)
-            tiles.epilogue(l0c if real else None, ms0 * nt, wo, valid, ms)
-            kb.copy(tiles.ub_out, ya, dst_offset=off, nburst=wo, burst=valid * 16, dst_stride=ho_ * wo_ * 16)
-
-        kb.roll(-(-m_pad // m_t), out_subtile)
+        band_out(kb, tiles, ya, l0c if real else None, jo * ho_ * wo_ * 16 + r0 * wo_ * 16, wo, m_valid, m_pad, m_t,
+                 nt, ho_ * wo_ * 16)
 
     for grp in range(m_blocks):
         its = mine[grp]
