@@ -299,15 +299,20 @@ def test_bad_option_exits_2(tmp_path, capsys):
 
 
 def test_docs_commands_run_as_pasted(tmp_path, capsys, monkeypatch):
-    """Every ``cann-opst`` line of docs/opst.md's sh block, run from the repository root (/tmp -> tmp_path)."""
+    """Every ``cann-opst`` line of docs/opst.md's sh block, run as from the repository root (/tmp ->
+    tmp_path): in a copy of its test/opst, so that a line without ``--out`` writes its default
+    ``st_out/`` there, not into the source tree."""
     import glob
     import re
     import shlex
+    import shutil
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
     block = re.search(r"```sh\n(.*?)```", (root / "docs" / "opst.md").read_text(), re.S).group(1)
-    monkeypatch.chdir(root)
+    work = tmp_path / "repo"
+    shutil.copytree(root / "test" / "opst", work / "test" / "opst")
+    monkeypatch.chdir(work)
     lines = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.startswith("cann-opst ")]
     assert len(lines) == 5
     for line in lines:
@@ -316,6 +321,8 @@ def test_docs_commands_run_as_pasted(tmp_path, capsys, monkeypatch):
             argv += sorted(glob.glob(a)) if "*" in a else [a]
         code, out, err = _run(argv, capsys)
         assert code == 0, (line, out, err)
+    assert json.loads((work / "st_out" / "st_report.json").read_text())["run_cmd"].startswith(
+        "cann-opst run test/opst/conv.json -c Conv1x1_s2")  # the default --out, relative to the cwd
     rpt = json.loads((tmp_path / "suite_st" / "st_report.json").read_text())
     assert rpt["run_cmd"].startswith("cann-opst run test/opst/add.json test/opst/averagepool.json")
     assert rpt["summary"]["failed count"] == 0 and rpt["summary"]["test case count"] >= 20
