@@ -100,9 +100,11 @@ _MODES: dict[str, Callable[[KernelOp, SocSpec], int]] = {"barrier": insert_barri
 
 @dataclass(frozen=True)
 class AscendInsertSyncPass(ModulePass):
-    """Insert synchronisation into every ``ascend.kernel`` (option ``mode``: ``barrier`` or ``flags``;
+    """Insert synchronisation between pipes into every ``ascend.kernel``: a ``pipe_barrier`` at every pipe
+    change (``mode=barrier``) or set_flag / wait_flag pairs for the cross-pipe dependences only (``mode=flags``).
+
     ``free_barriers`` (flags only, default true): a barrier replaces a consumer's pairs where
-    that is no slower; false keeps every pair, as the wait-deletion test needs)."""
+    that is no slower; false keeps every pair, as the wait-deletion test needs."""
 
     name = "ascend-insert-sync"
 

@@ -176,10 +176,15 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
 
 @dataclass(frozen=True)
 class GraphFuseUbPass(ModulePass):
-    """Form ``graph.fused`` groups (see the module docstring).
+    """Form ``graph.fused`` groups, each lowered to one kernel whose intermediates stay in UB: a cube op
+    and its elementwise epilogue, elementwise chains, such a chain and its last-axis Softmax.
 
     Options: ``cube-epilogue``, ``elementwise`` and ``reduction`` switch each kind (ATC fusion switch file),
-    ``max-ops`` bounds a group, ``ub-bytes`` is the UB budget the profitability check uses.
+    ``max-ops`` bounds a group (at least 1; 1 forms none), ``ub-bytes`` is the UB budget the
+    profitability check uses (at least 1). See the module docstring.
+
+    Raises:
+        ValueError: ``max_ops`` or ``ub_bytes`` below 1 (``max_ops=0: ...``: cann-opt's bad pass option).
     """
 
     name = "graph-fuse-ub"
@@ -188,6 +193,12 @@ class GraphFuseUbPass(ModulePass):
     reduction: bool = True
     max_ops: int = 8
     ub_bytes: int = 248 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_ops < 1:
+            raise ValueError(f"max_ops={self.max_ops}: the largest group in ops, at least 1 (1: no fusion)")
+        if self.ub_bytes < 1:
+            raise ValueError(f"ub_bytes={self.ub_bytes}: the UB budget in bytes, at least 1")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         fuse(op, cube_epilogue=self.cube_epilogue, elementwise=self.elementwise, max_ops=self.max_ops,

@@ -361,8 +361,10 @@ class _Partitioner:
 
 @dataclass(frozen=True)
 class GraphSpatialPartitionPass(ModulePass):
-    """See the module docstring. ``grid``: ``RxC`` devices (rows split H, columns split W); ``depth``: window
-    layers per halo exchange (at least 1)."""
+    """Split the model's image over a ``grid`` of ``RxC`` devices (rows split H, columns split W): one
+    function per device with ``graph.halo_exchange`` ops every ``depth`` window layers (at least 1).
+
+    See the module docstring."""
 
     name = "graph-spatial-partition"
 

@@ -72,6 +72,42 @@ class _UserError(Exception):
         self.diagnostic = Diagnostic(location, message)
 
 
+def pass_summary(cls: type[ModulePass]) -> str:
+    """The first sentence of a pass's docstring, on one line, without reST's double backquotes
+    (``--help``'s line under the pass's signature)."""
+    doc = (cls.__doc__ or "").strip()
+    para = " ".join(ln.strip() for ln in doc.split("\n\n")[0].splitlines()).replace("``", "`")
+    m = re.match(r"(.+?\.)(\s|$)", para)
+    return m.group(1) if m else para
+
+
+_KIND = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def check_option_kinds(cls: type[ModulePass], spec) -> None:
+    """Raise ``_UserError(pass, "bad pass option NAME=VALUE: expected ...")`` for a ``-p`` option the
+    pass does not have or whose value is not of its type (before xDSL's ``from_spec``, whose own
+    messages name Python classes)."""
+    import dataclasses
+    import typing
+
+    from xdsl.utils import arg_spec
+
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "name" and not f.name.startswith("_")}
+    hints = typing.get_type_hints(cls)
+    for key, values in spec.normalize_parameter_names().parameters.items():
+        shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+        if key not in fields:
+            known = f"options: {', '.join(fields)}" if fields else "it takes no options"
+            raise _UserError(spec.name, f"bad pass option {key}: no such option ({known})")
+        try:
+            arg_spec._convert_arg_to_type(values, hints[key])
+        except (ValueError, TypeError):
+            kinds = [_KIND[t] for t in (typing.get_args(hints[key]) or (hints[key],)) if t in _KIND]
+            expected = " or ".join(kinds) if kinds else str(hints[key])
+            raise _UserError(spec.name, f"bad pass option {key}={shown}: expected {expected}") from None
+
+
 def _first_line(text: str) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     return lines[0] if lines else "unknown error"
@@ -170,9 +206,8 @@ class CannOptMain(xDSLOptMain):
         lines = ["cann passes (options in braces, shown with their defaults):"]
         for name, factory in ALL_PASSES.items():
             lines.append(f"  {pass_signature(name, factory())}")
-            doc = (factory().__doc__ or "").strip().splitlines()
-            if doc:
-                lines.append(f"      {doc[0].strip()}")
+            if summary := pass_summary(factory()):
+                lines.append(f"      {summary}")
         generic = [n for n in self.available_passes if n not in ALL_PASSES]
         lines.append(f"xDSL passes that apply to any IR: {', '.join(generic)}")
         lines.append("The compiler's stage pipelines (cann.compiler.stage_pipelines) can be pasted into -p.")
@@ -192,10 +227,14 @@ class CannOptMain(xDSLOptMain):
             if s.name not in self.available_passes:
                 raise _UserError(s.name, "unknown pass (cann-opt --help lists the available passes)")
         for s in specs:
+            cls = self.available_passes[s.name]()
+            check_option_kinds(cls, s)
             try:
-                p = self.available_passes[s.name]().from_pass_spec(s)
-            except (ValueError, TypeError) as e:
-                raise _UserError(s.name, f"bad pass option: {_first_line(str(e))}") from None
+                p = cls.from_pass_spec(s)
+            except (ValueError, TypeError) as e:  # a pass's own check of a value: "NAME=VALUE: ..."
+                message = _first_line(str(e))
+                sep = " " if re.match(r"\w+=", message) else ": "
+                raise _UserError(s.name, f"bad pass option{sep}{message}") from None
             check_pass_options(s.name, p)  # the compile options' own checks (cann.options)
         self.pipeline = PassPipeline.parse_spec(self.available_passes, spec, self._callback)
         self._timer = time.perf_counter()

@@ -69,7 +69,27 @@ def test_unknown_pass(good):
 def test_unknown_pass_option(good):
     r = cann_opt(good, "-p", "cse{bogus=1}")
     assert r.returncode == 2
-    assert r.stderr.splitlines() == ['error: cse: bad pass option: Provided arguments ["bogus"] not found in expected arguments []']
+    assert r.stderr.splitlines() == ["error: cse: bad pass option bogus: no such option (it takes no options)"]
+
+
+@pytest.mark.parametrize("option, message", [
+    ("graph-recompose{gelu=2}", "graph-recompose: bad pass option gelu=2: expected true or false"),
+    ("convert-graph-to-tile{aicore_num=x}", "convert-graph-to-tile: bad pass option aicore_num=x: expected an integer"),
+    ("graph-fuse-ub{max_ops=-3}", "graph-fuse-ub: bad pass option max_ops=-3: the largest group in ops, at least 1 (1: no fusion)"),
+])
+def test_bad_pass_option_value_names_option_and_kind(good, option, message):
+    # was: xDSL's "bad pass option: Incompatible types: given (2,), expected <class 'bool'>", and max_ops=-3 accepted
+    r = cann_opt(good, "-p", option)
+    assert (r.returncode, r.stderr, r.stdout) == (2, f"error: {message}\n", "")
+
+
+def test_help_gives_each_pass_a_whole_sentence():
+    # was: the docstring's first line, cut mid-sentence ("... (option ``mode``: ``barrier`` or ``flags``;")
+    r = cann_opt("--help")
+    assert r.returncode == 0
+    lines = r.stdout[r.stdout.index("cann passes"):].splitlines()
+    summaries = [ln.strip() for ln in lines if ln.startswith("      ")]
+    assert len(summaries) >= 13 and all(s.endswith(".") and "``" not in s for s in summaries), summaries
 
 
 def test_malformed_pipeline(good):

@@ -6,7 +6,7 @@
 // RUN: cann-opt %s --verify-diagnostics | filecheck %s --check-prefix=DIAG
 
 // PASS:   error: no-such-pass: unknown pass
-// OPT:    error: cse: bad pass option: Provided arguments ["bogus"] not found
+// OPT:    error: cse: bad pass option bogus: no such option (it takes no options)
 // VERIFY: error: {{.*}}errors.mlir: 'arith.addi' op result 'result' at position 0 does not verify: attribute i32 expected from variable 'T', but got i64
 // NOTB-NOT: {{Traceback|internal error}}
 // DIAG:   result 'result' at position 0 does not verify:
