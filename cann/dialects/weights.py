@@ -294,7 +294,10 @@ def resolve_weights(module: ModuleOp, weights_dir: str | os.PathLike | None, *,
     path = Path(weights_dir or ".") / attr.data
     try:
         npz = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except OSError as e:  # e.strerror: not Python's "[Errno 2] ...: 'path'" repeating the location
+        raise CannError(str(path), f"cannot read the weights file of the text's {WEIGHTS_ATTR} attribute: "
+                                   f"{e.strerror or e}") from None
+    except ValueError as e:
         raise CannError(str(path), f"cannot read weights file: {e}") from None
     with npz:
         for op in rest:
