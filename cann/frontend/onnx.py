@@ -248,7 +248,9 @@ class _Importer:
                 for i, d in enumerate(dims):
                     if not isinstance(d, int):
                         what = f"'{d}'" if d else "unknown"
-                        raise CannError(vi.name, f"dimension {i} is symbolic ({what}); fix it with input_shape")
+                        example = ",".join(str(x) if isinstance(x, int) else "1" for x in dims)
+                        raise CannError(vi.name, f"dimension {i} is symbolic ({what}); fix it with input_shape, "
+                                                 f"e.g. --input_shape \"{vi.name}:{example}\"")
         try:
             inferred = infer_shapes_pool_rule(fixed, lambda m: onnx.shape_inference.infer_shapes(
                 m, check_type=True, strict_mode=True, data_prop=True))

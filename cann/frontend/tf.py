@@ -513,8 +513,10 @@ class _Importer:
             raise CannError(node.name, "input has an unknown rank; give its shape with input_shape")
         for i, d in enumerate(dims):
             if d < 0:
+                example = ",".join(str(x) if x >= 0 else "1" for x in dims)
                 raise CannError(node.name, f"dimension {i} of input '{node.name}' is unknown "
-                                           f"(shape {['?' if x < 0 else x for x in dims]}); fix it with input_shape")
+                                           f"(shape {['?' if x < 0 else x for x in dims]}); fix it with input_shape, "
+                                           f"e.g. --input_shape \"{node.name}:{example}\"")
         return TensorType(elt, dims)
 
     def convert_node(self, node) -> None:

@@ -300,7 +300,8 @@ def _symbolic():
 def test_symbolic_dim_must_be_fixed():
     with pytest.raises(CannError) as e:
         import_onnx(_symbolic())
-    assert e.value.lines() == ["error: x: dimension 0 is symbolic ('batch'); fix it with input_shape"]
+    assert e.value.lines() == ["error: x: dimension 0 is symbolic ('batch'); fix it with input_shape, "
+                              'e.g. --input_shape "x:1,3"']
 
 
 def test_input_shape_fixes_symbolic_dim(tmp_path):

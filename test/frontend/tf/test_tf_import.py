@@ -498,7 +498,8 @@ def test_missing_input_shape_names_input_and_dimension():
     with pytest.raises(CannError) as e:
         import_tf(gr.bytes())
     assert e.value.lines() == ["error: images: dimension 0 of input 'images' is unknown "
-                               "(shape ['?', 8, '?', 3]); fix it with input_shape"]
+                               "(shape ['?', 8, '?', 3]); fix it with input_shape, "
+                               'e.g. --input_shape "images:1,8,1,3"']
     with pytest.raises(CannError) as e:
         import_tf(gr.bytes(), input_shape={"images:0": (1, 9, 8, 3)})
     assert e.value.lines() == ["error: images: input_shape dimension 1 is 9, the model fixes it to 8"]

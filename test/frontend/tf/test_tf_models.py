@@ -120,7 +120,8 @@ def test_cann_compile_missing_input_shape_names_input_and_dimension(tmp_path):
                         "-o", str(tmp_path / "m.om")], capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
-        "error: input: dimension 0 of input 'input' is unknown (shape ['?', 32, 32, 3]); fix it with input_shape"]
+        "error: input: dimension 0 of input 'input' is unknown (shape ['?', 32, 32, 3]); fix it with input_shape, "
+        'e.g. --input_shape "input:1,32,32,3"']
     assert not (tmp_path / "m.om").exists()
 
 
