@@ -242,3 +242,34 @@ def test_trace_records_only_inside_capture():
     with tensor_trace.capture() as rec:
         tensor_trace.note("k", 2)
     assert rec == {"k": 2}
+
+
+@pytest.mark.slow
+def test_docs_wrong_weight_example_prints_what_docs_say(tmp_path, capsys, monkeypatch):
+    """docs/accuracy.md's second example (SqueezeNet, a bias off by 0.5), its commands as pasted (/tmp ->
+    tmp_path): every line the page says it prints is printed (the page had drifted to 2.527e-05 / 1.183e-03)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cann.tools import cann_compile
+
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "accuracy.md").read_text()
+    block = page[page.index("A wrong weight is found the same way"):]
+    commands = re.search(r"```sh\n(.*?)```", block, re.S).group(1).replace("/tmp/", f"{tmp_path}/")
+    said = re.search(r"says\n\n```\n(.*?)```", block, re.S).group(1).replace("/tmp/", f"{tmp_path}/").splitlines()
+    lines = commands.replace("\\\n", "").splitlines()
+    assert [ln.split()[0] for ln in lines] == ["cann-compile", "python", "cann-run"]
+    monkeypatch.chdir(root)
+    with pytest.raises(SystemExit) as e:
+        cann_compile.main(lines[0].split()[1:])
+    assert e.value.code == 0
+    code = lines[1].split('"')[1]
+    subprocess.run([sys.executable, "-c", code], check=True)
+    capsys.readouterr()
+    assert run(*lines[2].split()[1:]) == 1
+    out, err = capsys.readouterr()
+    printed = set(out.splitlines()) | set(err.splitlines())
+    assert [ln for ln in said if ln not in printed] == []
