@@ -352,7 +352,10 @@ def decode_om(data: bytes, where: str = "<bytes>") -> OfflineModel:
         CannError: located at ``where``, the first problem in the documented order.
     """
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        raise CannError(where, "not a cann offline model (bad magic)")
+        stem, dot, suffix = where.rpartition(".")
+        hint = (f": a model to compile first (cann-compile {where} -o {stem}.om)"
+                if dot and suffix.lower() in ("onnx", "pb", "mlir") else "")
+        raise CannError(where, f"not a cann offline model (bad magic){hint}")
     if len(data) < HEADER_V4.size:
         raise CannError(where, "corrupt .om: truncated header")
     _, version, nsec, gm_size, weights_offset = HEADER_V4.unpack_from(data)

@@ -125,6 +125,13 @@ def test_bad_magic(tmp_path):
     with pytest.raises(CannError) as e:
         read_om(p)
     assert e.value.lines() == [f"error: {p}: not a cann offline model (bad magic)"]
+    # a model given where its .om is wanted (`cann-run model.onnx`): say what to do with it
+    q = tmp_path / "m.onnx"
+    q.write_bytes(p.read_bytes())
+    with pytest.raises(CannError) as e:
+        read_om(q)
+    assert e.value.lines() == [f"error: {q}: not a cann offline model (bad magic): a model to compile first "
+                               f"(cann-compile {q} -o {tmp_path / 'm'}.om)"]
 
 
 def _with_fixed_checksum(data: bytearray) -> bytes:
