@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -69,3 +69,26 @@ def parse_protobuf(message, path: str | os.PathLike, what: str):
     except Exception as e:  # google.protobuf.message.DecodeError and friends
         raise CannError(where, f"not {what}: {e}") from None
     return message
+
+
+def check_no_overwrite(outputs: Mapping[str, str | os.PathLike | None],
+                       inputs: Iterable[tuple[str, str | os.PathLike | None]]) -> None:
+    """Fail early when an output file of a command is one of its input files or another of its outputs
+    (``cann-run m.om --output m.om`` would replace the model by its outputs).
+
+    ``outputs`` / ``inputs``: what each file is (``--output``, ``the model``) and its path; ``None``, ``-``
+    (stdout) and inputs that do not exist are skipped. Paths are compared after resolving symlinks.
+
+    Raises:
+        CannError: ``<output>: cannot write: it is the model (m.om), an input of this command; give
+        another file`` or ``<output>: cannot write: it is also the --output file; give another file``.
+    """
+    seen = {os.path.realpath(p): f"{what} ({p}), an input of this command"
+            for what, p in inputs if p and os.path.exists(p)}
+    for what, p in outputs.items():
+        if not p or str(p) == "-":
+            continue
+        key = os.path.realpath(p)
+        if key in seen:
+            raise CannError(str(p), f"cannot write: it is {seen[key]}; give another file")
+        seen[key] = f"also the {what} file"

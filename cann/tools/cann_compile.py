@@ -138,6 +138,14 @@ def cli(model_arg, model_opt, framework, output, soc_version, input_shape, preci
         raise CannError(model, "no such file")
     if os.path.isdir(model):
         raise CannError(model, "is a directory, not a model file")
+    from cann.fileio import check_no_overwrite
+
+    om_path = output if not output or emit or output == "-" or output.endswith(".om") or os.path.isdir(output) \
+        else output + ".om"
+    check_no_overwrite({"-o": om_path, "-o weights (.npz)": f"{output}.npz" if emit and output != "-" else None,
+                        "--fusion-report": fusion_report, "--calibrate-keep-dtype": calibrate},
+                       [("the model", model), ("the --keep_dtype file", keep_dtype),
+                        ("the --fusion_switch_file", fusion_switch_file), ("the --calibration-inputs file", calibration_npz)])
     options = dict(soc_version=soc_version, precision_mode=precision_mode, input_shape=input_shape,
                    out_nodes=out_nodes, opt_level=opt_level, fusion_switch_file=fusion_switch_file,
                    aicore_num=aicore_num, framework=fw, first_load_segment=first_load_segment, keep_dtype=keep_dtype)

@@ -233,8 +233,16 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     A model compiled with --spatial-split RxC runs one device per MPI rank: mpiexec -n R*C cann-run
     MODEL.om --input x.npy --output y.npy (existing .npy files, memory-mapped; docs/large-images.md)."""
     import cann
+    from cann.fileio import check_no_overwrite
     from cann.spatial.bundle import is_bundle
 
+    outputs = {"--output": output, "--profile-csv": profile_csv, "--trace": trace, "--csv": layers_csv}
+    for path in outputs.values():
+        if path and os.path.isdir(path):
+            raise CannError(path, "cannot write: is a directory")
+    files = [s.split("=", 1)[1] if "=" in s and not os.path.exists(s) else s for s in input_specs]
+    check_no_overwrite(outputs, [("the model", om), ("the --compare model", compare),
+                                 *(("an --input file", f) for f in files)])
     if is_bundle(om):
         return _run_spatial(om, input_specs, output, dict(compare=compare, profile=profile, profile_csv=profile_csv,
                                                           trace=trace, timing_only=timing_only, all_layers=all_layers,

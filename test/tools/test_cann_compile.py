@@ -514,3 +514,14 @@ def test_reference_session_exposes_intermediate_tensors(fire_onnx):
     with pytest.raises(CannError) as e:
         reference_session(str(fire_onnx), ["nope"])
     assert e.value.lines() == [f"error: {fire_onnx}: has no tensor 'nope' (outputs: prob, logits)"]
+
+
+def test_output_naming_the_model_is_refused(fire_onnx, tmp_path):
+    # was: `--emit graph -o MODEL` and `--fusion-report MODEL` replaced the ONNX model by text, exit 0
+    before = fire_onnx.read_bytes()
+    said = f"error: {fire_onnx}: cannot write: it is the model ({fire_onnx}), an input of this command; give another file"
+    assert_user_error(cann_compile(fire_onnx, "--emit", "graph", "-o", fire_onnx), said)
+    assert_user_error(cann_compile(fire_onnx, "--fusion-report", fire_onnx, "-o", tmp_path / "m.om"), said)
+    assert_user_error(cann_compile(fire_onnx, "--fusion-report", tmp_path / "m.om", "-o", tmp_path / "m"),
+                      f"error: {tmp_path / 'm.om'}: cannot write: it is also the -o file; give another file")
+    assert fire_onnx.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["fire.onnx"]

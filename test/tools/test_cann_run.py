@@ -521,3 +521,24 @@ def test_fp16_overflow_to_both_infinities_prints_no_numpy_warning(tmp_path):  # 
     assert r.returncode == 0, r.stderr
     assert "min=-inf max=inf mean=nan" in r.stdout
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("warning: kernel '"), r.stderr
+
+
+def test_output_naming_an_input_file_is_refused_before_the_run(compiled, fire_onnx, tmp_path):
+    # was: `cann-run m.om --output m.om` replaced the model by its outputs (.npz bytes), exit 0; a directory
+    # as --output failed only after the simulation
+    before = compiled.read_bytes()
+    x = tmp_path / "x.npy"
+    np.save(x, np.zeros((1, 3, 8, 8), np.float32))
+    cases = [(("--output", compiled), f"{compiled}: cannot write: it is the model ({compiled}), an input of this command"),
+             (("--profile-csv", compiled), f"{compiled}: cannot write: it is the model ({compiled}), an input of this command"),
+             (("--compare", fire_onnx, "--output", fire_onnx),
+              f"{fire_onnx}: cannot write: it is the --compare model ({fire_onnx}), an input of this command"),
+             (("--input", f"data={x}", "--trace", x), f"{x}: cannot write: it is an --input file ({x}), an input of this command"),
+             (("--trace", tmp_path / "t.json", "--profile-csv", tmp_path / "t.json"),
+              f"{tmp_path / 't.json'}: cannot write: it is also the --profile-csv file"),
+             (("--output", tmp_path), f"{tmp_path}: cannot write: is a directory")]
+    for args, message in cases:
+        r = cli("cann_run", compiled, *args)
+        assert (r.returncode, r.stdout) == (2, ""), (args, r.stderr)
+        assert r.stderr == f"error: {message}{'' if message.endswith('directory') else '; give another file'}\n"
+    assert compiled.read_bytes() == before and not (tmp_path / "t.json").exists()
