@@ -292,6 +292,15 @@ def test_declared_output_shape_is_checked(tmp_path, capsys):
     assert "compare_data: output 0 has shape [2, 16], output_desc[0].shape is [4, 8]" in out
 
 
+def test_binary_case_file_is_a_one_line_error(tmp_path, capsys):
+    # was: internal error: UnicodeDecodeError (a traceback, exit 1) for `cann-opst run model.onnx`
+    p = tmp_path / "model.onnx"
+    p.write_bytes(b"\x08\x07\x12\xb0binary")
+    code, out, err = _run(["run", str(p), "--out", str(tmp_path / "o")], capsys)
+    assert (code, out, err) == (2, "", f"error: {p}: not JSON: not UTF-8 text (byte 3)\n")
+    assert not (tmp_path / "o").exists()
+
+
 def test_bad_option_exits_2(tmp_path, capsys):
     p = _write(tmp_path, [_case()])
     code, _, err = _run(["run", str(p), "--precision_mode", "bogus"], capsys)

@@ -77,6 +77,8 @@ def load_json(path: str | Path) -> list[dict]:
         raise CannError(str(p), f"cannot read: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise CannError(f"{p}:{e.lineno}", f"not JSON: {e.msg}") from None
+    except UnicodeDecodeError as e:  # a binary file (an .onnx given for the case file): not a traceback
+        raise CannError(str(p), f"not JSON: not UTF-8 text (byte {e.start})") from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not all(isinstance(c, dict) for c in data):
