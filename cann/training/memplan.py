@@ -119,6 +119,8 @@ def model_parameters(model: str | os.PathLike) -> int:
     import numpy as np
     import onnx
 
+    if not os.path.isfile(model):  # not onnx's "[Errno 2] No such file or directory: '<the path again>'"
+        raise CannError(os.fspath(model), "no such file" if not os.path.exists(model) else "is not a file")
     try:
         m = onnx.load(os.fspath(model))
     except (OSError, Exception) as e:  # noqa: BLE001 - onnx raises protobuf's DecodeError and others
