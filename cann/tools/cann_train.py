@@ -15,6 +15,7 @@ model with them. Under ``mpiexec -n P``, ``--data-parallel`` trains on P simulat
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import click
@@ -95,15 +96,19 @@ def cli(model, data, loss, optimizer, lr, steps, precision_mode, output, output_
         segment_bytes, zero, report_memory, split_strategy, link_model) -> int:
     """Train MODEL.onnx for --steps steps on the simulated Ascend AI Core."""
     from cann.compiler import check_writable
-    from cann.fileio import atomic_output
+    from cann.fileio import atomic_output, check_no_overwrite
     from cann.tools.cann_run import _load_array_file
     from cann.training import Adam, Momentum, Trainer, build
 
     if lr is not None and not (math.isfinite(lr) and lr >= 0):  # PyTorch's optimizers refuse lr < 0 too
         raise CannError("--lr", f"the learning rate must be a finite number >= 0, got {lr!r}")
+    if not os.path.isfile(model):  # the model before its data: the first argument's mistake first
+        raise CannError(model, "no such file" if not os.path.exists(model) else "is not a model file")
     for path in (output, output_model):
         if path:
             check_writable(path)
+    check_no_overwrite({"--output": output, "--output-model": output_model},
+                       [("the model", model), ("the --data file", data)])
     arrays = _load_array_file(data)
     if not isinstance(arrays, dict):
         raise CannError(data, "expected an .npz archive (model inputs and 'target'), got a .npy array")

@@ -83,3 +83,15 @@ def test_bad_input_exits_2_with_one_line(capsys, args, message):
     assert run(FIXTURES / "train_cnn.onnx", *args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message.format(gpt=FIXTURES / "train_gpt.npz")), err
+
+
+def test_missing_model_named_before_data_and_outputs_spare_inputs(capsys, tmp_path):
+    # was: `cann-train missing.onnx --data missing.npz` named the data; `--output DATA.npz` replaced the data
+    assert run(tmp_path / "m.onnx", "--data", tmp_path / "d.npz") == 2
+    assert capsys.readouterr().err == f"error: {tmp_path / 'm.onnx'}: no such file\n"
+    data = FIXTURES / "train_cnn.npz"
+    before = data.read_bytes()
+    assert run(FIXTURES / "train_cnn.onnx", "--data", data, "--output", data) == 2
+    assert capsys.readouterr().err == (f"error: {data}: cannot write: it is the --data file ({data}), an input of "
+                                       "this command; give another file\n")
+    assert data.read_bytes() == before
