@@ -261,7 +261,8 @@ def infer_outputs(spec: NodeSpec, in_names: list[str], in_types: list[TypeProto 
         onnx.checker.check_node(node, ctx)
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        raise spec.error(_clean(str(e))) from None
+        given = ", ".join(_describe(t) for t in in_types if t is not None)  # "Incompatible dimensions": of what
+        raise spec.error(f"{_clean(str(e))} (inputs: {given})" if given else _clean(str(e))) from None
     types = {vi.name: vi.type for vi in inferred.graph.output}
     out = []
     for o in out_names:
@@ -270,6 +271,14 @@ def infer_outputs(spec: NodeSpec, in_names: list[str], in_types: list[TypeProto 
             raise spec.error(f"onnx cannot infer the type of output '{o}'")
         out.append(t)
     return out
+
+
+def _describe(t: TypeProto) -> str:
+    """``(1, 3, 8, 8) float32`` for a tensor type (``?`` for a dimension without a value)."""
+    tt = t.tensor_type
+    dims = tuple(d.dim_value if d.HasField("dim_value") else "?" for d in tt.shape.dim)
+    dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "?"
+    return f"{dims} {dtype}".replace("'", "")
 
 
 def tensor_type(a: np.ndarray) -> TypeProto:

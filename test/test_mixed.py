@@ -212,12 +212,15 @@ def test_disk_cache_off(monkeypatch, cache_dir):
     (lambda: cann.op("Conv", X, W, strides=2.5), "Conv: attribute strides=2.5 is not a list of ints"),
     (lambda: cann.op("Relu", X, X), "Relu takes 1 input, got 2"),
     (lambda: cann.op("Conv", X), "Conv takes 2 to 3 inputs, got 1"),
-    (lambda: cann.op("Conv", X, W, strides=[2, 2, 2]), "Conv: Attribute strides has incorrect size"),
+    (lambda: cann.op("Conv", X, W, strides=[2, 2, 2]), "Conv: Attribute strides has incorrect size "
+                                                         f"(inputs: {X.shape} float32, {W.shape} float32)"),
     (lambda: cann.op("Split", X, axis=1), "Split: has a variable number of outputs: pass outputs=N"),
     (lambda: cann.op("Relu", "x"), "Relu: input 0 has type str, not an array"),
     (lambda: cann.op("Cast", X), "Cast: missing required attribute 'to'"),
     (lambda: cann.op("TopK", X, np.array([2])), "unsupported operator TopK (opset {opset})"),
     (lambda: cann.op("Relu", X.astype(np.float64)), "Relu: dtype float64 is not supported on the AI Core"),
+    # was "Add: Incompatible dimensions" alone: onnx's message does not say of what
+    (lambda: cann.op("Add", X, W), f"Add: Incompatible dimensions (inputs: {X.shape} float32, {W.shape} float32)"),
 ])
 def test_op_errors_name_the_op_at_the_callers_line(call, message):
     with pytest.raises(cann.CannError) as e:
