@@ -292,6 +292,11 @@ def test_declared_output_shape_is_checked(tmp_path, capsys):
     assert "compare_data: output 0 has shape [2, 16], output_desc[0].shape is [4, 8]" in out
 
 
+def test_no_command_is_one_line(capsys):
+    # was "error: cann-opst: Usage: cann-opst [OPTIONS] COMMAND [ARGS]..." and the rest of the help, as the error
+    assert _run([], capsys) == (2, "", "error: cann-opst: no command given (commands: create, run; cann-opst --help)\n")
+
+
 def test_binary_case_file_is_a_one_line_error(tmp_path, capsys):
     # was: internal error: UnicodeDecodeError (a traceback, exit 1) for `cann-opst run model.onnx`
     p = tmp_path / "model.onnx"

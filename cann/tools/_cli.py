@@ -31,6 +31,10 @@ def _param_location(e: click.ClickException, prog: str) -> str:
     return prog
 
 
+#: click >= 8.2 raises it for a group called without a command (its message is the whole help)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def run_command(cmd: click.Command, argv: Sequence[str] | None, prog: str) -> NoReturn:
     """Run a click command, mapping every outcome to an exit status (0 ok, 1 bug/failure, 2 user)."""
     try:
@@ -41,6 +45,17 @@ def run_command(cmd: click.Command, argv: Sequence[str] | None, prog: str) -> No
     except click.exceptions.Abort:
         _print_lines(["error: interrupted"])
         _exit(130)
+    except click.MissingParameter as e:  # its message is empty: "error: MODEL.om: " said nothing
+        kind = "argument" if isinstance(e.param, click.Argument) else "option" if e.param is not None else "parameter"
+        what = f"missing {kind} ({prog} --help shows the usage)"
+        _print_lines([str(Diagnostic(_param_location(e, prog), what))])
+        _exit(2)
+    except _NO_ARGS_IS_HELP as e:  # a group run bare: one line, not its whole help as an "error:"
+        group = e.ctx.command if e.ctx is not None else None
+        names = ", ".join(group.list_commands(e.ctx)) if isinstance(group, click.Group) else ""
+        what = f"no command given (commands: {names}; {prog} --help)" if names else f"no arguments ({prog} --help)"
+        _print_lines([str(Diagnostic(prog, what))])
+        _exit(2)
     except click.BadParameter as e:
         _print_lines([str(Diagnostic(_param_location(e, prog), e.message))])
         _exit(2)

@@ -542,3 +542,9 @@ def test_output_naming_an_input_file_is_refused_before_the_run(compiled, fire_on
         assert (r.returncode, r.stdout) == (2, ""), (args, r.stderr)
         assert r.stderr == f"error: {message}{'' if message.endswith('directory') else '; give another file'}\n"
     assert compiled.read_bytes() == before and not (tmp_path / "t.json").exists()
+
+
+def test_no_model_says_it_is_missing():
+    # was "error: MODEL.om: " (click's MissingParameter has an empty message)
+    r = cli("cann_run")
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "error: MODEL.om: missing argument (cann-run --help shows the usage)\n")
