@@ -266,7 +266,11 @@ class CannOptMain(xDSLOptMain):
 
         install_resource_key_fix()
         clear_embedded_blobs()  # a chunk's dialect_resources are its own
-        return super().parse_chunk(chunk, file_extension, start_offset)
+        text = chunk.read()
+        if not text.strip():  # xDSL: "Could not parse entire input!" at 1:1 of an empty file
+            raise _UserError(self.get_input_name(), "empty input: no module to read")
+        return super().parse_chunk(io.BytesIO(text) if isinstance(text, bytes) else StringIO(text), file_extension,
+                                   start_offset)
 
     def apply_passes(self, prog: ModuleOp):
         from xdsl.dialects.builtin import DenseResourceAttr

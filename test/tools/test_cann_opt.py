@@ -264,3 +264,13 @@ def test_a_module_without_main_names_the_functions_it_defines(tmp_path):
     assert r.returncode == 2
     assert r.stderr == ("error: convert-graph-to-tile: the module has no func.func @main (the entry function must "
                         "be named @main; it defines @f)\n")
+
+
+def test_empty_input_is_named_as_such(tmp_path):
+    # was "error: <file>:1:1: Could not parse entire input!" for an empty file or stdin
+    p = tmp_path / "empty.mlir"
+    p.write_text("\n")
+    r = cann_opt(p, "-p", "cse")
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"error: {p}: empty input: no module to read\n")
+    r = cann_opt(stdin="")
+    assert (r.returncode, r.stderr) == (2, "error: stdin: empty input: no module to read\n")
