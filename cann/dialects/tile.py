@@ -256,6 +256,10 @@ BlockOffsetModOp = _instr("block_offset_mod", ("buf",), ("stride", "modulo"),
                           doc="SPMD: for the rest of the kernel, GM argument buf is seen (block_idx mod modulo) * "
                               "stride elements further on each core (cores split in groups of modulo).")
 
+BlockOffsetDivOp = _instr("block_offset_div", ("buf",), ("stride", "divisor"),
+                          doc="SPMD: for the rest of the kernel, GM argument buf is seen (block_idx div divisor) * "
+                              "stride elements further on each core (the row tile of a two-level split).")
+
 LoadIndexOp = _instr("load_index", ("src",), ("src_offset", "reg", "bound"),
                      doc="Scalar register reg = element src_offset of the UB index buffer src (int32/int64), "
                          "negative values wrapped by + bound, outside [0, bound) an error (ld_idx).")
@@ -277,7 +281,7 @@ LoopOffsetOp = _instr("loop_offset", ("buf",), ("stride",),
                      doc="In the enclosing tile.loop_begin, iteration i sees GM argument buf i * stride elements "
                          "further on.")
 
-TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, CopyOp, CopyAddOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
+TILE_INSTRS = (LoopOffsetOp, BlockOffsetOp, BlockOffsetModOp, BlockOffsetDivOp, CopyOp, CopyAddOp, CopyNd2nzOp, Load2dOp, Img2colOp, Img2colC04Op, MmadOp, CopyL0cToUbOp, VecOp, ReduceOp, BroadcastOp,
                LoadIndexOp, CopyIndexedOp, SelectOp, TransposeBlocksOp)
 
 

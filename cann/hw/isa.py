@@ -303,6 +303,11 @@ _defs: list[tuple[str, Pipe, tuple[Field, ...], str, str]] = [
      "(the sum is their block-order sum); a plain write of bytes another block adds to is a race "
      "(ascend-core.md: HIVM store with optional atomic add on MTE3; Ascend C SetAtomicAdd before an MTE3 "
      "DataCopy. ASSUMPTION: float16 accumulation on the dav-c100 core, the cost of copy_ub_to_gm)"),
+    # the other half of a two-level split; appended: opcodes above are unchanged
+    ("block_offset_div", Pipe.S, _f("arg", "stride", "divisor"), "spmd",
+     "for the rest of the kernel, kernel argument arg's GM base is moved by (block_idx div divisor) * stride "
+     "bytes (with block_offset_mod of the same divisor: cores b and b + divisor work on the same column "
+     "tile of different row tiles, so that every core runs one code; Ascend C GetBlockIdx() / n)"),
 ]
 
 #: on-chip buffer codes of ``loop_rotate``'s ``space`` (the race checker's buffer indices, GM = 0)

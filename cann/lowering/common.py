@@ -368,6 +368,16 @@ class KernelBuilder:
             else:
                 self.emit(tile.BlockOffsetOp(buf, stride=stride))
 
+    def block_row_offset(self, buf: SSAValue, stride: int) -> None:
+        """Core ``b`` sees GM argument ``buf`` ``(b // block_modulo) * stride`` elements further on
+        (``b * stride`` without a :attr:`block_modulo`): the row tile of a two-level split whose
+        column tile :meth:`block_offset` moves, so that every core runs one code (emit at kernel start)."""
+        if self.block_dim > 1 and stride:
+            if self.block_modulo:
+                self.emit(tile.BlockOffsetDivOp(buf, stride=stride, divisor=self.block_modulo))
+            else:
+                self.emit(tile.BlockOffsetOp(buf, stride=stride))
+
     @contextlib.contextmanager
     def loop(self, count: int, offsets: dict[SSAValue, int]):
         """A hardware loop: what is emitted inside (iteration 0's code) runs ``count`` times, GM

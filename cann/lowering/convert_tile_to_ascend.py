@@ -235,6 +235,11 @@ class _Kernel:
         self.emit("block_offset_mod", arg=self.args[buf], stride=op.field("stride") * self.isz(buf),
                   modulo=op.field("modulo"))
 
+    def _block_offset_div(self, op) -> None:
+        buf = op.operand("buf")
+        self.emit("block_offset_div", arg=self.args[buf], stride=op.field("stride") * self.isz(buf),
+                  divisor=op.field("divisor"))
+
     def _block_if(self, op) -> None:
         self.emit("block_if", lo=op.lo.value.data, hi=op.hi.value.data)
 

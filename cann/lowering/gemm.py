@@ -126,7 +126,7 @@ def _split(total16: int, parts: int) -> tuple[int, int]:
 
 
 def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int,
-          gm: int, gn: int, parts: bool = False, a_panel: int = 0, skew: int = 0):
+          gm: int, gn: int, parts: bool = False, a_panel: int = 0, skew: int = 0, one_code: bool = False):
     """Estimated cycles of the busiest core (the first block: ``min(sm, M)`` rows x ``min(sn, N)``
     columns, K = ``k_``), from its per-pipe streams and the loop structure :func:`gemm` emits.
 
@@ -135,7 +135,8 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     per row of tiles with ``a_panel`` -- and the burst copy of the B columns per L1 chunk; of the A
     rows the ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B
     columns the ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it
-    holds; docs/core-model.md "L2"), MTE1 (``load2d`` to L0A / L0B per step) and MTE3 (UB -> GM).
+    holds, or all of it with ``one_code`` (:func:`one_code`: the block rows run one code, so the
+    cores of a block column read its B columns together); docs/core-model.md "L2"), MTE1 (``load2d`` to L0A / L0B per step) and MTE3 (UB -> GM).
 
     Combination (a pipeline: the binding stream plus what cannot overlap it): the first L1 chunk
     (``fill``) precedes every MTE1 / cube step; after the last L1 load its chunk's steps remain
@@ -173,8 +174,8 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     active = gm * gn
     # L2 hits: A rows are read by the gn cores of a block row, which run one code (a "group",
     # docs/core-model.md "L2": always shared); B columns by gm groups, shared as far as the launch's
-    # distinct bytes fit the L2
-    scale = min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
+    # distinct bytes fit the L2 -- or by one group when every block runs one code
+    scale = 1.0 if one_code else min(1.0, soc.l2.size / ((m_ * k_ + k_ * n_ + m_ * n_) * isz))
     hit_a, hit_b = (gn - 1) / gn, (gm - 1) / gm * scale
     a_times = 1 if a_panel else tn  # each A row is loaded once per row of tiles (a_panel) or per tile
     a_bytes, b_bytes = rows * k_ * isz * a_times, cols * kp * isz * tm
@@ -224,6 +225,15 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
                 "drain": drain, "contention": contention, "chunk_loop": chunk_loop, "tile_loop": tile_loop,
                 "panel_wait": panel_wait, "cycles": cycles}
     return cycles
+
+
+def one_code(m_: int, n_: int, sm: int, sn: int, gm: int, gn: int, gk: int) -> bool:
+    """Whether every core of an ``gm`` x ``gn`` grid of ``sm`` x ``sn`` blocks runs one code: the
+    blocks are all whole (no ragged last row or column of blocks), there is more than one block row
+    and no K split; block ``b``'s rows then move by ``b // gn`` (``block_offset_div``) and its
+    columns by ``b % gn`` instead of each block row having its own code (``block_if``), so that
+    the L2 model sees the cores of a block column read B together (docs/core-model.md "L2")."""
+    return gk == 1 and gm > 1 and gm * sm == m_ and gn * sn == n_
 
 
 def _max_skew(lw: Lowering, m_: int, sm: int, sn: int, cm: int, cn: int, kt: int, kc: int, kp: int) -> int:
@@ -373,7 +383,8 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                                 continue
                             for skw in ([pins["skew"]] if "skew" in pins else [0, 1] if top_skew > 1 else [0]):
                                 cost = _cost(lw, m_, min(k_, kp), n_, sm, sn, cm, cn, kt, kc, gm_used, gn_used,
-                                             a_panel=ap, skew=skw)
+                                             a_panel=ap, skew=skw,
+                                             one_code=one_code(m_, n_, sm, sn, gm_used, gn_used, gk))
                                 if ap and "a_panel" not in pins:
                                     cost /= PANEL_MARGIN
                                 cand = GemmPlan(gm_used, gn_used, sm, sn, cm, cn, kt, sk, cost, ap, gk, kp, skw)
@@ -490,6 +501,11 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     tiles = _CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
     tiles.has_bias = bias is not None  # MatMul: no zero table loaded and added
     tiles.bind(ns, ns, lw.lanes)
+    single = one_code(m_, n_, sm, sn, gm, gn, gk)
+    if single:  # block b: rows of block b // gn (the output's residual operands too), columns of b % gn
+        kb.block_row_offset(aa, sm * k_)
+        for out in (ya, *tiles.residual_args):
+            kb.block_row_offset(out, sm * n_)
     ub_nd = kb.alloc(Space.UB, cm * ew, dt)
     panel = p.a_panel
     l1_a = kb.alloc(Space.L1, cm * (k_part if panel else kc), dt)
@@ -620,19 +636,22 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
         each(tm_, row)
 
     last_cols = n_ - (gn - 1) * sn
-    for q in range(gk):  # K part q: cores q * gm * gn ..
-        for g in range(gm):
-            m0 = g * sm
-            group = kb.core_group((q * gm + g) * gn, gn) if gm * gk > 1 else contextlib.nullcontext()
-            with group:
-                if last_cols == sn:
-                    block(m0, min(sm, m_ - m0), sn, q * k_part)
-                else:
-                    if gn > 1:
-                        with kb.guard(0, gn - 1):
-                            block(m0, min(sm, m_ - m0), sn, q * k_part)
-                    with kb.guard(gn - 1, gn):
-                        block(m0, min(sm, m_ - m0), last_cols, q * k_part)
+    if single:
+        block(0, sm, sn)
+    else:
+        for q in range(gk):  # K part q: cores q * gm * gn ..
+            for g in range(gm):
+                m0 = g * sm
+                group = kb.core_group((q * gm + g) * gn, gn) if gm * gk > 1 else contextlib.nullcontext()
+                with group:
+                    if last_cols == sn:
+                        block(m0, min(sm, m_ - m0), sn, q * k_part)
+                    else:
+                        if gn > 1:
+                            with kb.guard(0, gn - 1):
+                                block(m0, min(sm, m_ - m0), sn, q * k_part)
+                        with kb.guard(gn - 1, gn):
+                            block(m0, min(sm, m_ - m0), last_cols, q * k_part)
     if gk > 1:  # the atomic adds accumulate into zeros
         zero_fill(lw, y, loc)
     lw.launch(kb)

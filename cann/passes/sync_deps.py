@@ -137,7 +137,7 @@ def fill_accesses(items: list, spec: SocSpec, nargs: int) -> None:
     flat = list(walk_ins(items))
     for it in flat:  # an argument moved after it was accessed: its offsets no longer compare
         if isinstance(it, Ctrl):
-            if it.op.DEFN.mnemonic in ("block_offset", "block_offset_mod") and it.op.field("arg") in seen:
+            if it.op.DEFN.mnemonic in ("block_offset", "block_offset_mod", "block_offset_div") and it.op.field("arg") in seen:
                 unbounded.add(it.op.field("arg"))
             continue
         for f in ("src_arg", "dst_arg"):

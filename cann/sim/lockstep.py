@@ -39,7 +39,7 @@ ENABLED = True
 
 _CONTROL = frozenset({"loop_begin", "loop_end", "loop_offset", "loop_rotate", "loop_rotate_event", "loop_step",
                       "loop_clamp",
-                      "block_offset", "block_offset_mod", "block_if", "block_endif"})
+                      "block_offset", "block_offset_mod", "block_offset_div", "block_if", "block_endif"})
 #: resolved before a core runs: their fields do not change what the core executes
 _NO_EFFECT = frozenset({"block_if", "block_endif"})
 

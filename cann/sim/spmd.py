@@ -5,7 +5,9 @@ hardware loops are resolved by each core's scalar unit before the other pipes se
 instructions:
 
 * ``block_offset arg, stride`` moves kernel argument ``arg``'s GM base by ``block_idx * stride``
-  bytes (``block_offset_mod arg, stride, modulo`` by ``(block_idx % modulo) * stride``); ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
+  bytes (``block_offset_mod arg, stride, modulo`` by ``(block_idx % modulo) * stride``,
+  ``block_offset_div arg, stride, divisor`` by ``(block_idx // divisor) * stride``: together a
+  two-level split in one code); ``block_if lo, hi`` ... ``block_endif`` keeps what is between them only on cores with
   ``lo <= block_idx < hi``;
 * ``loop_begin count`` ... ``loop_end`` repeats its body ``count`` times; a ``loop_offset arg,
   stride`` in the body moves argument ``arg``'s GM addresses by ``i * stride`` bytes in iteration
@@ -54,6 +56,14 @@ def _shifted(ins: isa.Instr, shift: dict[int, int]) -> isa.Instr:
     for a, o in fields:
         values[o] += shift.get(values[a], 0)
     return isa.Instr(ins.defn, tuple(values))
+
+
+#: the two-level block offsets and the field holding their group size (>= 1)
+_GROUPED = {"block_offset_mod": "modulo", "block_offset_div": "divisor"}
+
+
+def _group_size(ins: isa.Instr) -> int:
+    return getattr(ins, _GROUPED[ins.defn.mnemonic])
 
 
 _CONTROL = ("loop_offset", "loop_rotate", "loop_rotate_event", "loop_step", "loop_clamp")  # run once per loop entry
@@ -321,8 +331,8 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
     """Check the SPMD control instructions of a kernel taking ``num_args`` GM arguments.
 
     ``loop_begin``/``loop_end`` and ``block_if``/``block_endif`` nest properly with each other,
-    loop counts are >= 0, ``block_offset``/``block_offset_mod``/``loop_offset`` name an existing
-    argument, a ``block_offset_mod`` modulo is >= 1, and
+    loop counts are >= 0, ``block_offset``/``block_offset_mod``/``block_offset_div``/``loop_offset``
+    name an existing argument, a ``block_offset_mod`` modulo and a ``block_offset_div`` divisor are >= 1, and
     ``loop_rotate``/``loop_rotate_event`` are inside a loop with ``copies >= 1``, ``step >= 0``,
     ``base >= 0`` and (loop_rotate) a known space (:data:`cann.hw.isa.SPACE_CODES`) and
     ``size >= 1``, (loop_rotate_event) two different single pipes; every ``loop_step`` / ``loop_clamp``
@@ -346,10 +356,11 @@ def check_control(prog: list[isa.Instr], num_args: int) -> None:
                 inner = f" inside the {stack[-1][0]} of instruction {stack[-1][1]}" if stack else ""
                 raise ValueError(f"instruction {i}: {m} without a matching {_CLOSE[m]}{inner}")
             stack.pop()
-        elif m in ("block_offset", "block_offset_mod", "loop_offset") and not 0 <= ins.arg < num_args:
+        elif m in ("block_offset", "block_offset_mod", "block_offset_div", "loop_offset") and \
+                not 0 <= ins.arg < num_args:
             raise ValueError(f"instruction {i}: {m} of kernel argument {ins.arg}, the kernel takes {num_args}")
-        elif m == "block_offset_mod" and ins.modulo < 1:
-            raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
+        elif m in _GROUPED and _group_size(ins) < 1:
+            raise ValueError(f"instruction {i}: {m} {_GROUPED[m]} {_group_size(ins)} (>= 1 expected)")
         elif m in ("loop_rotate", "loop_rotate_event"):
             problem = _rotation_problem(ins)
             if problem is None and not any(o == "loop_begin" for o, _ in stack):
@@ -432,16 +443,16 @@ def stream(prog: list[isa.Instr], block_idx: int,
         hit = plan.by_pattern[pattern] = _resolve(prog, block_idx, len(args))
     code, offsets = hit
     bases = list(args)
-    for arg, stride, modulo in offsets:
-        bases[arg] += (block_idx % modulo if modulo else block_idx) * stride
+    for arg, stride, modulo, divisor in offsets:
+        bases[arg] += (block_idx % modulo if modulo else block_idx // divisor) * stride
     return code, tuple(bases)
 
 
 def _resolve(prog: list[isa.Instr], block_idx: int, num_args: int) -> tuple:
-    """``(code, ((arg, stride, modulo or 0), ...))``: ``prog`` with the block control of core
-    ``block_idx`` resolved, and the block offsets it executes."""
+    """``(code, ((arg, stride, modulo or 0, divisor or 1), ...))``: ``prog`` with the block control
+    of core ``block_idx`` resolved, and the block offsets it executes."""
     out: list[isa.Instr] = []
-    offsets: list[tuple[int, int, int]] = []
+    offsets: list[tuple[int, int, int, int]] = []
     skip_depth = 0
     depth = 0
     for i, ins in enumerate(prog):
@@ -460,12 +471,13 @@ def _resolve(prog: list[isa.Instr], block_idx: int, num_args: int) -> tuple:
                 continue
         elif skip_depth:
             continue
-        elif m in ("block_offset", "block_offset_mod"):
+        elif m in ("block_offset", "block_offset_mod", "block_offset_div"):
             if not 0 <= ins.arg < num_args:
                 raise ValueError(f"instruction {i}: {m} of missing kernel argument {ins.arg}")
-            if m == "block_offset_mod" and ins.modulo < 1:
-                raise ValueError(f"instruction {i}: block_offset_mod modulo {ins.modulo} (>= 1 expected)")
-            offsets.append((ins.arg, ins.stride, ins.modulo if m == "block_offset_mod" else 0))
+            if m in _GROUPED and _group_size(ins) < 1:
+                raise ValueError(f"instruction {i}: {m} {_GROUPED[m]} {_group_size(ins)} (>= 1 expected)")
+            offsets.append((ins.arg, ins.stride, ins.modulo if m == "block_offset_mod" else 0,
+                            ins.divisor if m == "block_offset_div" else 1))
         out.append(ins)
     if depth:
         raise ValueError("block_if without block_endif")

@@ -201,10 +201,9 @@ def test_recorded_tiling_pinned_back_gives_itself():
     assert again["gemm_0"] == tilings["gemm_0"]
 
 
-def residual_model():
-    """Gemm [600, 200] x [200, 150] + bias, + a residual input r, Relu (fused into one kernel)."""
+def residual_model(m=600, k=200, n=150):
+    """Gemm [m, k] x [k, n] + bias, + a residual input r, Relu (fused into one kernel)."""
     rng = np.random.default_rng(3)
-    m, k, n = 600, 200, 150
     inits = [numpy_helper.from_array((rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32), "b"),
              numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "c")]
     nodes = [helper.make_node("Gemm", ["a", "b", "c"], ["g"], name="gemm"),
@@ -303,3 +302,51 @@ def test_cost_ranks_two_tilings_as_the_simulator_does():
         kernels = compile_pinned(gemm_model(256, 256, 256), "force_fp16", {"gemm_0": pins})[0].time().kernels
         cycles[name] = next(k.cycles for k in kernels if k.name == "gemm_0")
     assert cycles["fast"] < cycles["slow"], cycles
+
+
+def _mnemonics(compiled, name="gemm_0"):
+    return [ins.defn.mnemonic for kern in compiled.om.kernels if kern.name == name for ins in isa.decode(kern.code)]
+
+
+@pytest.mark.parametrize("precision_mode", TOL)
+@pytest.mark.parametrize("m,k,n,pins,one", [
+    (64, 300, 96, {"m_blocks": 2, "n_blocks": 3}, True),    # whole 32 x 32 blocks: rows by b // 3, columns by b % 3
+    (96, 300, 64, {"m_blocks": 3, "n_blocks": 1}, True),    # one block column: rows by b
+    (100, 300, 90, {"m_blocks": 2, "n_blocks": 3}, False),  # ragged last block row and column: a code per row
+])
+def test_whole_block_rows_run_one_code(m, k, n, pins, one, precision_mode):
+    """A grid of whole blocks runs one code on every core (block_offset_div moves the A rows and the
+    output by the block row b // n_blocks; block_offset_mod the B columns by b % n_blocks), so the
+    L2 model sees a block column's cores read B together; a ragged grid keeps a code per block row.
+    Values against onnxruntime either way."""
+    check(gemm_model(m, k, n), precision_mode, {"gemm_0": pins})
+    asm = _mnemonics(compile_pinned(gemm_model(m, k, n), precision_mode, {"gemm_0": pins})[0])
+    assert ("block_if" not in asm) == one
+    assert ("block_offset_div" in asm) == (one and pins["n_blocks"] > 1)
+
+
+def test_one_code_moves_bias_and_residual_with_the_block():
+    """Gemm + bias + a residual Add + Relu (fused) on a 2 x 3 grid of whole 64 x 32 blocks: the bias
+    moves with the block column, the residual operand with the block row and column (as the output)."""
+    model = residual_model(128, 200, 96)
+    x = testing.random_inputs(model)
+    ref = testing.run_onnxruntime(model, x)["y"]
+    compiled, tilings = compile_pinned(model, "force_fp16", {"gemm_0": {"m_blocks": 2, "n_blocks": 3}})
+    assert "block_if" not in _mnemonics(compiled) and "block_offset_div" in _mnemonics(compiled)
+    y = compiled.run(x)["y"]
+    assert np.linalg.norm(y - ref) / np.linalg.norm(ref) <= TOL["force_fp16"]
+
+
+def test_one_code_reads_b_from_hbm_once():
+    """Ascend310 (2 cores, an 8 MiB L2): 64 x 2048 x 2048 in float16 reads 8.5 MiB, more than the L2
+    holds. Its two block rows each read all of B; running one code they read it together, so each
+    byte of A and B comes from HBM once (docs/core-model.md "L2"): with a code per block row the L2
+    model would serve the second row's B reads only for the share of the launch's bytes the L2 holds."""
+    m, k, n = 64, 2048, 2048
+    compiled = cann.compile(gemm_model(m, k, n), soc_version="Ascend310", precision_mode="force_fp16",
+                            tiling={"gemm_0": {"m_blocks": 2, "n_blocks": 1}}, kb=False)
+    assert "block_if" not in _mnemonics(compiled)
+    run = compiled.time()
+    launch = next(ls for ls in run.launches if ls.name == "gemm_0")
+    # each block reads all of B (one of its 2 reads served by the L2: 8 MiB) and its own A rows
+    assert launch.l2_read_bytes == k * n * 2, launch.l2_read_bytes

@@ -100,3 +100,19 @@ def test_cores_taking_the_same_sections_share_one_stream():
     assert [g[1] for g in got] == [(1000, 0), (1064, 0), (1128, 0), (1000, 24)]
     assert [i.mnemonic for i in got[3][0]] == ["block_offset_mod", "block_if", "block_offset", "pipe_barrier",
                                              "block_endif"]
+
+
+def test_block_offset_div_moves_by_the_block_row():
+    """Two rows of 3 cores: core b's argument 0 moves by (b // 3) * 64 bytes, argument 1 by (b % 3) * 8:
+    every core runs one code over a 2 x 3 grid."""
+    prog = [isa.make("block_offset_div", arg=0, stride=64, divisor=3),
+            isa.make("block_offset_mod", arg=1, stride=8, modulo=3)]
+    check_control(prog, 2)
+    assert [specialize(prog, b, (1000, 0))[1] for b in range(6)] == [
+        (1000, 0), (1000, 8), (1000, 16), (1064, 0), (1064, 8), (1064, 16)]
+
+
+@pytest.mark.parametrize("divisor", [0, -3])
+def test_block_offset_div_needs_a_positive_divisor(divisor):
+    with pytest.raises(ValueError, match=rf"^instruction 0: block_offset_div divisor {divisor} \(>= 1 expected\)$"):
+        check_control([isa.make("block_offset_div", arg=0, stride=64, divisor=divisor)], 1)

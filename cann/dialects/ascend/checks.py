@@ -290,6 +290,9 @@ def instr_error(defn: isa.InstrDef, values) -> str | None:
             elif defn.mnemonic == "block_offset_mod":
                 _in(v, "arg", 0)
                 _in(v, "modulo", 1)
+            elif defn.mnemonic == "block_offset_div":
+                _in(v, "arg", 0)
+                _in(v, "divisor", 1)
             elif defn.mnemonic == "block_if":
                 _in(v, "lo", 0)
                 _in(v, "hi", v["lo"])

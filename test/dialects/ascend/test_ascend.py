@@ -59,6 +59,8 @@ def _valid_values(d: isa.InstrDef) -> dict:
         v.update(src_pipe=int(isa.Pipe.MTE2), dst_pipe=int(isa.Pipe.V), base=0, copies=2, step=1)
     if d.mnemonic == "block_offset_mod":
         v.update(modulo=4)
+    if d.mnemonic == "block_offset_div":
+        v.update(divisor=4)
     if d.group == "img2col":  # a 1x1 map's C1 block, packed
         v["fm_c1_stride"] = 16 * 2
     if d.mnemonic == "copy_ub_to_gm_add":  # whole float16 elements
@@ -158,6 +160,7 @@ def test_verifier_rejects_bad_values():
                                                       "(1 = l1, 2 = l0a, 3 = l0b, 4 = l0c, 5 = ub), got 0"),
     ("loop_rotate", dict(space=5, size=0, copies=2), "size must be >= 1, got 0"),
     ("block_offset_mod", dict(stride=64, modulo=0), "modulo must be >= 1, got 0"),
+    ("block_offset_div", dict(stride=64, divisor=0), "divisor must be >= 1, got 0"),
     ("loop_rotate", dict(space=5, size=64, copies=0), "copies must be >= 1, got 0"),
     ("loop_rotate", dict(space=5, size=64, copies=2, step=-1), "step must be >= 0, got -1"),
     ("loop_rotate_event", dict(src_pipe=4, dst_pipe=4, copies=2), "src_pipe and dst_pipe must differ, both are MTE2"),
