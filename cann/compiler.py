@@ -77,7 +77,7 @@ def stage_pipelines(soc_version: str, precision_mode: str, opt_level: int = 1,
 
     graph_passes = ["graph-channel-shuffle", "graph-fold-transposes"]
     if opt_level >= 1:
-        graph_passes += graph_pipeline(fusion or {name: True for name in PASSES})
+        graph_passes += graph_pipeline(fusion or {name: True for name in PASSES}, soc_version)
     user, shipped = resolve(kb if isinstance(kb, (bool, type(None))) else os.fspath(kb))
     if user or shipped:
         graph_passes.append("tile-search-kb{" + (f"kb={json.dumps(user)} " if user else "")

@@ -107,8 +107,9 @@ def parse_fusion_switch(path: str | Path) -> dict[str, bool]:
     return enabled
 
 
-def graph_pipeline(enabled: dict[str, bool]) -> list[str]:
-    """The graph-stage fusion passes (pipeline entries) for a switch setting."""
+def graph_pipeline(enabled: dict[str, bool], soc: str = "Ascend910") -> list[str]:
+    """The graph-stage fusion passes (pipeline entries) for a switch setting; UB fusion's budget is
+    ``soc``'s UB."""
     passes = []
     ln, gelu = enabled["LayerNormFusionPass"], enabled["GeluFusionPass"]
     if ln or gelu:
@@ -119,5 +120,5 @@ def graph_pipeline(enabled: dict[str, bool]) -> list[str]:
     red = enabled["TbeReduceElemwiseFusionPass"]
     if cube or elem or red:
         passes.append(f"graph-fuse-ub{{cube_epilogue={str(cube).lower()} elementwise={str(elem).lower()} "
-                      f"reduction={str(red).lower()}}}")
+                      f"reduction={str(red).lower()} soc={soc}}}")
     return passes

@@ -27,6 +27,7 @@ from xdsl.passes import ModulePass
 
 from cann.dialects import graph
 from cann.dialects.graph_fused import FusedOp, YieldOp
+from cann.hw.config import load_soc
 
 CUBE_HEADS = (graph.Conv2DOp, graph.GemmOp, graph.MatMulOp)
 BINARY = (graph.AddOp, graph.SubOp, graph.MulOp, graph.DivOp)
@@ -144,9 +145,13 @@ def _wrap(group: list[Operation], kind: str) -> FusedOp:
 
 
 def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = True, max_ops: int = 8,
-         profitable: Callable[[list[Operation]], bool] | None = None, reduction: bool = True) -> list[FusedOp]:
-    """Form the fused groups of every function of ``module``; returns them in order."""
-    profitable = profitable or (lambda g: fits_in_ub(g, 248 * 1024))
+         profitable: Callable[[list[Operation]], bool] | None = None, reduction: bool = True,
+         soc: str = "Ascend910") -> list[FusedOp]:
+    """Form the fused groups of every function of ``module``; returns them in order. ``profitable``
+    (default: :func:`fits_in_ub` in ``soc``'s usable UB) decides whether a candidate group is formed."""
+    if profitable is None:
+        ub = load_soc(soc).buffer("ub").usable
+        profitable = lambda g: fits_in_ub(g, ub)  # noqa: E731
     made = []
     for fn in [op for op in module.walk() if isinstance(op, func.FuncOp)]:
         for op in list(fn.body.block.ops):
@@ -181,10 +186,12 @@ class GraphFuseUbPass(ModulePass):
 
     Options: ``cube-epilogue``, ``elementwise`` and ``reduction`` switch each kind (ATC fusion switch file),
     ``max-ops`` bounds a group (at least 1; 1 forms none), ``ub-bytes`` is the UB budget the
-    profitability check uses (at least 1). See the module docstring.
+    profitability check uses in bytes (0: the usable UB of ``soc``'s description, ``cann/hw``;
+    Ascend910: 253,952). See the module docstring.
 
     Raises:
-        ValueError: ``max_ops`` or ``ub_bytes`` below 1 (``max_ops=0: ...``: cann-opt's bad pass option).
+        ValueError: ``max_ops`` below 1 or ``ub_bytes`` below 0 (``max_ops=0: ...``: cann-opt's bad
+            pass option); an unknown ``soc`` is reported by cann-opt's option check (cann.options).
     """
 
     name = "graph-fuse-ub"
@@ -192,14 +199,16 @@ class GraphFuseUbPass(ModulePass):
     elementwise: bool = True
     reduction: bool = True
     max_ops: int = 8
-    ub_bytes: int = 248 * 1024
+    ub_bytes: int = 0
+    soc: str = "Ascend910"
 
     def __post_init__(self) -> None:
         if self.max_ops < 1:
             raise ValueError(f"max_ops={self.max_ops}: the largest group in ops, at least 1 (1: no fusion)")
-        if self.ub_bytes < 1:
-            raise ValueError(f"ub_bytes={self.ub_bytes}: the UB budget in bytes, at least 1")
+        if self.ub_bytes < 0:
+            raise ValueError(f"ub_bytes={self.ub_bytes}: the UB budget in bytes, at least 1 (0: the SoC's UB)")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        budget = self.ub_bytes or load_soc(self.soc).buffer("ub").usable
         fuse(op, cube_epilogue=self.cube_epilogue, elementwise=self.elementwise, max_ops=self.max_ops,
-             profitable=lambda g: fits_in_ub(g, self.ub_bytes), reduction=self.reduction)
+             profitable=lambda g: fits_in_ub(g, budget), reduction=self.reduction)

@@ -12,6 +12,7 @@
 // RUN: not cann-opt %s -p 'graph-fuse-ub{nosuch=1}' 2>&1 | filecheck %s --check-prefix=NAME
 // RUN: not cann-opt %s -p 'graph-fuse-ub{max_ops=0}' 2>&1 | filecheck %s --check-prefix=MAXOPS
 // RUN: not cann-opt %s -p 'graph-fuse-ub{ub_bytes=-1}' 2>&1 | filecheck %s --check-prefix=UBBYTES
+// RUN: not cann-opt %s -p 'graph-fuse-ub{soc=Ascend999}' 2>&1 | filecheck %s --check-prefix=FUSESOC
 // --help lists cann's passes with their options and defaults, and no xDSL pass for other dialects.
 // RUN: cann-opt --help | filecheck %s --check-prefix=HELP
 
@@ -23,15 +24,16 @@
 // OK:         builtin.module
 // BOOL:       error: graph-fuse-ub: bad pass option elementwise=maybe: expected true or false
 // INT:        error: graph-fuse-ub: bad pass option ub_bytes=1.5: expected an integer
-// NAME:       error: graph-fuse-ub: bad pass option nosuch: no such option (options: cube_epilogue, elementwise, reduction, max_ops, ub_bytes)
+// NAME:       error: graph-fuse-ub: bad pass option nosuch: no such option (options: cube_epilogue, elementwise, reduction, max_ops, ub_bytes, soc)
 // MAXOPS:     error: graph-fuse-ub: bad pass option max_ops=0: the largest group in ops, at least 1 (1: no fusion)
-// UBBYTES:    error: graph-fuse-ub: bad pass option ub_bytes=-1: the UB budget in bytes, at least 1
+// UBBYTES:    error: graph-fuse-ub: bad pass option ub_bytes=-1: the UB budget in bytes, at least 1 (0: the SoC's UB)
+// FUSESOC:    error: graph-fuse-ub: bad pass option soc=Ascend999: unknown SoC 'Ascend999' (known: Ascend310, Ascend910, Ascend910B1)
 
 // HELP:       cann passes (options in braces, shown with their defaults):
 // HELP:         convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling='' aicore_num=0 buffers=1}
 // HELP:         ascend-insert-sync{mode=barrier free_barriers=true}
 // HELP-NEXT:        Insert synchronisation between pipes into every `ascend.kernel`: a `pipe_barrier` at every pipe change (`mode=barrier`) or set_flag / wait_flag pairs for the cross-pipe dependences only (`mode=flags`).{{$}}
-// HELP:         graph-fuse-ub{cube_epilogue=true elementwise=true reduction=true max_ops=8 ub_bytes={{[0-9]+}}}
+// HELP:         graph-fuse-ub{cube_epilogue=true elementwise=true reduction=true max_ops=8 ub_bytes=0 soc=Ascend910}
 // HELP-NEXT:        Form `graph.fused` groups, each lowered to one kernel whose intermediates stay in UB: {{.*}} last-axis Softmax.{{$}}
 // HELP:         graph-recompose{layer_norm=true gelu=true}
 // HELP:         graph-spatial-partition{grid=1x1 depth=1}
