@@ -26,9 +26,9 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering import small_cin
-from cann.lowering.common import NC1HWC0, NC1HWC0_C04, DevTensor, Lowering, unsupported
-from cann.lowering.conv_plan import (ConvGeom, channel_tiles, conv_plan, default_tiles, fm_copy, input_window,
-                                     used_taps)
+from cann.lowering.common import NC1HWC0, NC1HWC0_C04, DevTensor, KernelBuilder, Lowering, unsupported
+from cann.lowering.conv_plan import (ConvGeom, CoreSplit, channel_tiles, default_tiles, fm_copy, input_window,
+                                     split_cores, used_taps)
 from cann.lowering.conv_tiles import emit_tiles, row_segments
 from cann.lowering.cube import CubeTiles, Epilogue, bias_table, fractal_z, round_up
 
@@ -39,10 +39,19 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     """2-D convolution of an NC1HWC0 tensor by constant weights ``w`` [Cout, Cin/group, KH, KW],
     followed by the fused ``epilogue`` if any; ``pins``: tiling fields recorded on the graph op.
 
-    Any size is tiled (``conv_plan``): output-channel tiles over the cores, output rows (or column
-    chunks of one row), input-channel chunks and K tiles accumulated in L0C, kernel taps one at a
-    time when even a small window overflows L1. Kernel rows / columns that read only padding for
-    every output are dropped (a dilated 3x3 on a map smaller than its dilation is a 1x1).
+    Any size is tiled (:func:`cann.lowering.conv_plan.conv_plan`): output-channel tiles over the
+    cores, output rows (or column chunks of one row), input-channel chunks and K tiles accumulated in
+    L0C, kernel taps one at a time when even a small window overflows L1. Kernel rows / columns that
+    read only padding for every output are dropped (a dilated 3x3 on a map smaller than its dilation
+    is a 1x1).
+
+    Phases: the geometry (taps cropped, a grouped weight made dense: :func:`_dense_weight`); the
+    plan (L0 tiles, the core split and feature-map tiling: :func:`cann.lowering.conv_plan.split_cores`,
+    recorded by :func:`_record_split`); the operands (the weight matrix in img2col's K order,
+    :func:`_weight_matrix`, in FRACTAL_Z; the bias table; the kernel's arguments and buffers); the
+    code of one output tile (its feature-map loads, :func:`_load_fm`, img2col + mmad per K tile and
+    M subtile, the epilogue and store per M subtile, :func:`_move_subtile`), emitted per core group as
+    loops by :func:`cann.lowering.conv_tiles.emit_tiles` inside the batch loop.
 
     Raises:
         CannError: a weight shape that does not match the input channels and ``group``, or a pinned
@@ -55,15 +64,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     if epilogue is not None:
         epilogue.residuals = [lw.as_format(r, NC1HWC0, lw.dtype, loc) for r in epilogue.residuals]
     n_, cin, h_, w_ = x.shape
-    cout, cin_g, kh_, kw_ = w.shape
-    if cin_g * group != cin or cout % group:
-        raise unsupported(loc, f"Conv: weight shape {list(w.shape)} does not match {cin} input channels, group {group}")
-    if group > 1:  # block-diagonal dense weight
-        dense = np.zeros((cout, cin, kh_, kw_), np.float32)
-        og = cout // group
-        for g in range(group):
-            dense[g * og:(g + 1) * og, g * cin_g:(g + 1) * cin_g] = w[g * og:(g + 1) * og]
-        w = dense
+    w = _dense_weight(w, group, cin, loc)
+    cout, _, kh_, kw_ = w.shape
     dt, isz = lw.dtype, lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)
     sh, sw = strides
@@ -98,87 +100,15 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     resident = c04 and n_tiles == 1 and kdim * n_t * isz <= lw.usable("l0b")
     geo = dataclasses.replace(geo, resident=resident)
     l1_budget = lw.usable("l1") - (kdim if resident else k_t) * n_t * isz
-    # ... over groups of n_blocks cores (each core a channel tile per round) and m_blocks groups of
-    # output tiles: fewer channel groups re-read the feature map less, more re-read the weights less
     image = {"x": c1in * h_ * w_ * c0in, "y": n1 * ho_ * wo_ * 16}  # elements of one image
+    # ... over groups of n_blocks cores, m_blocks groups of output tiles and i_blocks groups of images
+    split = split_cores(geo, pins, lw.soc, lw.cores, cores, n_tiles, n_, tuple(image.values()), m_cap, l1_budget,
+                        isz, m_t, n_t, k_t, loc)
+    i_blocks, n_blocks, m_blocks = split.i_blocks, split.n_blocks, split.m_blocks
+    taps, rows, cols, c1c = split.taps, split.rows, split.cols, split.c1
+    loops = _record_split(kb, split, pins, cores, n_tiles, wo_, c1in, c04, loc)
 
-    def split(budget: int, i_blocks: int):
-        """(n_blocks, plan) of one image on ``budget`` cores, ``i_blocks`` images at a time."""
-        if "n_blocks" in pins:
-            n_opts = [pins["n_blocks"]]
-        else:
-            n_opts = sorted({math.ceil(n_tiles / r) for r in range(1, 17)} & set(range(1, min(budget, n_tiles) + 1)),
-                            reverse=True)
-        best = None
-        for n_blocks in n_opts:
-            if not 1 <= n_blocks <= min(budget, n_tiles):
-                raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(budget, n_tiles)} "
-                                       f"(the channel tiles, at most the cores)")
-            m_blocks_cap = pins.get("m_blocks", max(1, budget // n_blocks))
-            limit = (lw.cores if "m_blocks" in pins else cores) // i_blocks  # a pinned split may use every core
-            if m_blocks_cap < 1 or n_blocks * m_blocks_cap > limit:
-                raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} "
-                                       f"cores, {limit} available")
-            plan = conv_plan(geo, pins, lw.soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
-                              math.ceil(n_tiles / n_blocks), loc, m_blocks_cap, n_blocks * i_blocks, n_blocks)
-            if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
-                best = (n_blocks, plan)
-        return best
-
-    # the batch: i_blocks groups of cores taking every i_blocks-th image (a divisor of the batch; each
-    # group's cores move their image arguments by a whole number of elements per channel group)
-    if "i_blocks" in pins:
-        i_opts = [pins["i_blocks"]]
-        if n_ % i_opts[0] or not 1 <= i_opts[0] <= cores:
-            raise unsupported(loc, f"Conv: tiling i_blocks = {i_opts[0]}: a divisor of the batch {n_} up to "
-                                   f"{cores} cores")
-    else:
-        i_opts = [d for d in range(1, min(n_, cores) + 1) if n_ % d == 0]
-    choice = None
-    for i_blocks in i_opts:
-        nb, plan = split(cores // i_blocks, i_blocks)
-        if i_blocks > 1 and (n_tiles % nb or any(v % nb for v in image.values())):
-            if "i_blocks" in pins:
-                raise unsupported(loc, f"Conv: tiling i_blocks = {i_blocks} with {nb} channel groups: the channel "
-                                       f"tiles ({n_tiles}) and an image's elements must divide evenly")
-            continue
-        cost = plan[5] * (n_ // i_blocks)
-        if choice is None or cost < choice[0] * 0.97:  # more image groups only for a clear gain
-            choice = (cost, i_blocks, nb, plan)
-    _, i_blocks, n_blocks, (taps, rows, cols, c1c, m_blocks, _) = choice
-    kb.block_dim = n_blocks * m_blocks * i_blocks
-    kb.tiling["block_dim"] = kb.block_dim
-    if m_blocks > 1 or i_blocks > 1:  # core b computes channel tiles b % n_blocks + i * n_blocks of its group's tiles
-        kb.block_modulo = n_blocks
-    if n_blocks < min(cores, n_tiles) or "n_blocks" in pins:
-        kb.tiling["n_blocks"] = n_blocks
-    if m_blocks > 1 or "m_blocks" in pins:
-        kb.tiling["m_blocks"] = m_blocks
-    if i_blocks > 1 or "i_blocks" in pins:
-        kb.tiling["i_blocks"] = i_blocks
-    kb.tiling["rows"] = rows
-    if cols < wo_ or "cols" in pins:
-        kb.tiling["cols"] = cols
-    if c1c < c1in or "c1" in pins:
-        kb.tiling["c1"] = c1c
-    if taps or ("taps" in pins and not c04):
-        kb.tiling["taps"] = int(taps)
-    if c04:
-        kb.tiling["c04"] = 1
-    loops = pins.get("loops", 0)  # 1: ragged last tiles moved back into the loops (code size over cycles)
-    if loops not in (0, 1):
-        raise unsupported(loc, f"Conv: tiling loops = {loops}: 0 (ragged last tiles peeled) or 1 (moved back)")
-    if "loops" in pins:
-        kb.tiling["loops"] = loops
-
-    # weight K order: (c1, kh, kw, c0) as img2col produces it, or per tap (kh, kw, c1, c0)
-    if c04:  # (c1, kh, kw, c4), K padded to k0 by fractal_z
-        bmat = small_cin.c04_weight_matrix(w, np_)
-    else:
-        wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
-        wp[:cout, :cin] = w
-        order = (3, 4, 1, 2, 0) if taps else (1, 3, 4, 2, 0)
-        bmat = wp.reshape(np_, c1in, 16, kh_, kw_).transpose(order).reshape(kdim, np_)
+    bmat = _weight_matrix(w, c1in, np_, kdim, taps, c04)
     khg, kwg = (1, 1) if taps else (kh_, kw_)
     kk = khg * kwg * 16  # K columns of one C1 block in one group (NC1HWC0)
     img2col_op = tile.Img2colC04Op if c04 else tile.Img2colOp
@@ -211,25 +141,6 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
     # tile: a block of the full window (the tiles of a grid; any tile with one block, where it is unused)
     fixed_pitch = geo.fm_bytes(taps, 1, rows, cols, isz) // isz
 
-    def load_fm(ld) -> None:
-        """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0],
-        C1 block c at c * pitch."""
-        _, (_, _, r0, r1), (_, _, q0, q1), ca, cb, how, pitch = ld  # how: only aligned ways (conv_plan)
-        nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
-        src = (ca * h_ + r0) * w_ * c0 + q0 * c0
-        step = pitch if nc > 1 else nr * nq * c0  # (one block: a stride no burst uses, as packed)
-        if how == "whole":  # whole rows: one burst per C1 block
-            kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
-                    dst_stride=step)
-        elif how == "lines":  # one copy per row, a burst per C1 block
-            for r in range(nr):
-                kb.copy(xa, l1_fm, src_offset=src + r * w_ * c0, dst_offset=r * nq * c0, nburst=nc,
-                        burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=step)
-        else:  # one copy per C1 block, a burst per row
-            for c in range(nc):
-                kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * pitch, nburst=nr,
-                        burst=nq * c0, src_stride=w_ * c0, dst_stride=nq * c0)
-
     n_rt, n_ct = -(-ho_ // rows), -(-wo_ // cols)  # rows and columns of output tiles
     out_tiles = [(r, c) for r in range(n_rt) for c in range(n_ct)]
     per_block = [len(out_tiles) // m_blocks + (i < len(out_tiles) % m_blocks) for i in range(m_blocks)]
@@ -241,8 +152,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
         feature-map loads and every output-channel tile of this core. ``lo`` / ``hi`` (rows,
         columns): False leaves the tile and its input windows unclipped at that low / high edge
         (the virtual tiles of :func:`cann.lowering.rolling.border_plan`); ``grid``: a tile of
-        :func:`cann.lowering.conv_tiles.tile_grid` (its feature map copied a C1 block at a time, each at the fixed
-        pitch of the full window, which img2col's ``fm_c1_stride`` reads)."""
+        :func:`cann.lowering.conv_tiles.tile_grid` (its feature map copied a C1 block at a time, each
+        at the fixed pitch of the full window, which img2col's ``fm_c1_stride`` reads)."""
         ho1 = min(ho_, ho0 + rows) if hi[0] else ho0 + rows
         wo1 = min(wo_, wo0 + cols) if hi[1] else wo0 + cols
         m_valid = (ho1 - ho0) * (wo1 - wo0)
@@ -272,7 +183,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     loads.append((gi, rw, cw, ca, cb, how, fixed_pitch if fixed else nr * nq * c0in))
         shared = len(loads) == 1  # one L1 tile serves every output-channel tile
         if shared:
-            load_fm(loads[0])
+            _load_fm(kb, xa, l1_fm, loads[0], h_, w_, c0in)
 
         def body(first: int, last: bool = False, ho0=ho0, wo0=wo0, m_valid=m_valid, m_pad=m_pad,
                  loads=loads, shared=shared) -> None:
@@ -281,7 +192,7 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
             for ld in loads:
                 gi, (rs, re, r0, r1), (qs, qe, q0, q1), ca, cb, _, pitch = ld
                 if not shared:
-                    load_fm(ld)
+                    _load_fm(kb, xa, l1_fm, ld, h_, w_, c0in)
                 kbase, kc = ((0, kdim) if c04 else ((gi * c1in + ca) * kk, (cb - ca) * kk))
                 for kt0 in range(0, kc, k_t):
                     kt = min(k_t, kc - kt0)
@@ -316,38 +227,11 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                     return
                 base = (n * n1 + nt0 // 16) * ho_ * wo_ * 16
                 segs = row_segments(ms0, valid, wo1 - wo0, ho0, wo0, wo_)
-                n1t_ = n1t
-
-                def move(src, dst, into_ub: bool, segs=segs, base=base, valid=valid, n1t=n1t_) -> None:
-                    """GM <-> UB ([n1t][valid][16]) for the subtile's positions, a copy per map row
-                    they cover (one when they are contiguous in the map; with one C0 block, one per
-                    run of whole tile rows: a burst per row); the rows' copies are one loop."""
-                    tw = wo1 - wo0
-                    runs = []  # (tile position, map position, positions per burst, bursts)
-                    for p0, gpos, cnt in segs:
-                        joins = runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0
-                        if n1t == 1 and cnt == tw and joins:
-                            runs[-1] = (*runs[-1][:3], runs[-1][3] + 1)
-                        else:
-                            runs.append((p0, gpos, cnt, 1))
-
-                    def seg(i: int) -> None:
-                        p0, gpos, cnt, nrow = runs[i]
-                        gm, ub = base + gpos * 16, (p0 - ms0) * 16
-                        if nrow > 1:  # one C0 block: a burst per map row
-                            kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
-                                    nburst=nrow, burst=cnt * 16, src_stride=wo_ * 16 if into_ub else cnt * 16,
-                                    dst_stride=cnt * 16 if into_ub else wo_ * 16)
-                            return
-                        kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
-                                nburst=n1t, burst=cnt * 16, src_stride=ho_ * wo_ * 16 if into_ub else valid * 16,
-                                dst_stride=valid * 16 if into_ub else ho_ * wo_ * 16)
-                    kb.roll(len(runs), seg)
-
+                tw = wo1 - wo0
                 for i, ra in enumerate(tiles.residual_args):
-                    move(ra, tiles.bufs[f"r{i}"], True)
+                    _move_subtile(kb, ra, tiles.bufs[f"r{i}"], True, segs, tw, base, ms0, valid, n1t, ho_, wo_)
                 tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
-                move(tiles.ub_out, ya, False)
+                _move_subtile(kb, tiles.ub_out, ya, False, segs, tw, base, ms0, valid, n1t, ho_, wo_)
 
             # the epilogue per M subtile: one hardware loop stepping the L0C offset and the output
             kb.roll(-(-m_pad // m_t), out_subtile)
@@ -366,3 +250,122 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 emit_tiles(kb, mine, n_ct, rows, cols, ho_, wo_, tile_code, bool(loops))
     lw.launch(kb)
     return y
+
+
+def _dense_weight(w: np.ndarray, group: int, cin: int, loc) -> np.ndarray:
+    """``w`` [Cout, Cin/group, KH, KW] as one dense convolution's [Cout, Cin, KH, KW] weight, block-diagonal
+    over the ``group`` groups (``w`` itself when ``group`` is 1).
+
+    Raises:
+        CannError: a weight shape that does not match ``cin`` input channels and ``group``.
+    """
+    cout, cin_g, kh_, kw_ = w.shape
+    if cin_g * group != cin or cout % group:
+        raise unsupported(loc, f"Conv: weight shape {list(w.shape)} does not match {cin} input channels, group {group}")
+    if group == 1:
+        return w
+    dense = np.zeros((cout, cin, kh_, kw_), np.float32)
+    og = cout // group
+    for g in range(group):
+        dense[g * og:(g + 1) * og, g * cin_g:(g + 1) * cin_g] = w[g * og:(g + 1) * og]
+    return dense
+
+
+def _record_split(kb: KernelBuilder, split: CoreSplit, pins: dict[str, int], cores: int, n_tiles: int, wo_: int,
+                  c1in: int, c04: bool, loc) -> int:
+    """Set the kernel's ``block_dim`` (and ``block_modulo``) from ``split`` and record in ``kb.tiling`` the
+    values that differ from the whole-map defaults or were pinned; the ``loops`` value (0 or 1).
+
+    Raises:
+        CannError: a pinned ``loops`` other than 0 or 1.
+    """
+    i_blocks, n_blocks, m_blocks = split.i_blocks, split.n_blocks, split.m_blocks
+    taps, rows, cols, c1c = split.taps, split.rows, split.cols, split.c1
+    kb.block_dim = n_blocks * m_blocks * i_blocks
+    kb.tiling["block_dim"] = kb.block_dim
+    if m_blocks > 1 or i_blocks > 1:  # core b computes channel tiles b % n_blocks + i * n_blocks of its group's tiles
+        kb.block_modulo = n_blocks
+    if n_blocks < min(cores, n_tiles) or "n_blocks" in pins:
+        kb.tiling["n_blocks"] = n_blocks
+    if m_blocks > 1 or "m_blocks" in pins:
+        kb.tiling["m_blocks"] = m_blocks
+    if i_blocks > 1 or "i_blocks" in pins:
+        kb.tiling["i_blocks"] = i_blocks
+    kb.tiling["rows"] = rows
+    if cols < wo_ or "cols" in pins:
+        kb.tiling["cols"] = cols
+    if c1c < c1in or "c1" in pins:
+        kb.tiling["c1"] = c1c
+    if taps or ("taps" in pins and not c04):
+        kb.tiling["taps"] = int(taps)
+    if c04:
+        kb.tiling["c04"] = 1
+    loops = pins.get("loops", 0)  # 1: ragged last tiles moved back into the loops (code size over cycles)
+    if loops not in (0, 1):
+        raise unsupported(loc, f"Conv: tiling loops = {loops}: 0 (ragged last tiles peeled) or 1 (moved back)")
+    if "loops" in pins:
+        kb.tiling["loops"] = loops
+    return loops
+
+
+def _weight_matrix(w: np.ndarray, c1in: int, np_: int, kdim: int, taps: bool, c04: bool) -> np.ndarray:
+    """The dense weight ``w`` [Cout, Cin, KH, KW] as the ``[kdim, np_]`` matrix (fp32) whose K order is
+    img2col's: ``(c1, kh, kw, c0)``, or per tap ``(kh, kw, c1, c0)`` with ``taps``, or for a C04 map
+    ``(c1, kh, kw, c4)`` (:func:`cann.lowering.small_cin.c04_weight_matrix`; K padded to k0 by
+    :func:`cann.lowering.cube.fractal_z`); channels padded with zeros to ``c1in`` x 16 and ``np_``."""
+    if c04:
+        return small_cin.c04_weight_matrix(w, np_)
+    cout, cin, kh_, kw_ = w.shape
+    wp = np.zeros((np_, c1in * 16, kh_, kw_), np.float32)
+    wp[:cout, :cin] = w
+    order = (3, 4, 1, 2, 0) if taps else (1, 3, 4, 2, 0)
+    return wp.reshape(np_, c1in, 16, kh_, kw_).transpose(order).reshape(kdim, np_)
+
+
+def _load_fm(kb: KernelBuilder, xa, l1_fm, ld: tuple, h_: int, w_: int, c0in: int) -> None:
+    """x[image 0, C1 blocks ca..cb, rows r0..r1, columns q0..q1] -> l1_fm [cb-ca][r1-r0][q1-q0][C0],
+    C1 block c at c * pitch."""
+    _, (_, _, r0, r1), (_, _, q0, q1), ca, cb, how, pitch = ld  # how: only aligned ways (conv_plan)
+    nr, nq, nc, c0 = r1 - r0, q1 - q0, cb - ca, c0in
+    src = (ca * h_ + r0) * w_ * c0 + q0 * c0
+    step = pitch if nc > 1 else nr * nq * c0  # (one block: a stride no burst uses, as packed)
+    if how == "whole":  # whole rows: one burst per C1 block
+        kb.copy(xa, l1_fm, src_offset=src, nburst=nc, burst=nr * w_ * c0, src_stride=h_ * w_ * c0,
+                dst_stride=step)
+    elif how == "lines":  # one copy per row, a burst per C1 block
+        for r in range(nr):
+            kb.copy(xa, l1_fm, src_offset=src + r * w_ * c0, dst_offset=r * nq * c0, nburst=nc,
+                    burst=nq * c0, src_stride=h_ * w_ * c0, dst_stride=step)
+    else:  # one copy per C1 block, a burst per row
+        for c in range(nc):
+            kb.copy(xa, l1_fm, src_offset=src + c * h_ * w_ * c0, dst_offset=c * pitch, nburst=nr,
+                    burst=nq * c0, src_stride=w_ * c0, dst_stride=nq * c0)
+
+
+def _move_subtile(kb: KernelBuilder, src, dst, into_ub: bool, segs: list[tuple[int, int, int]], tw: int, base: int,
+                  ms0: int, valid: int, n1t: int, ho_: int, wo_: int) -> None:
+    """GM <-> UB ([n1t][valid][16]) for an M subtile's ``valid`` positions from tile position ``ms0`` of
+    a ``tw``-wide output tile (``segs``: their runs per map row, :func:`cann.lowering.conv_tiles.row_segments`;
+    ``base``: the GM offset of the tile's channel block in a ``ho_`` x ``wo_`` map), a copy per map row
+    they cover (one when they are contiguous in the map; with one C0 block, one per run of whole tile
+    rows: a burst per row); the rows' copies are one loop."""
+    runs = []  # (tile position, map position, positions per burst, bursts)
+    for p0, gpos, cnt in segs:
+        joins = runs and runs[-1][2] == tw and runs[-1][0] + runs[-1][3] * tw == p0
+        if n1t == 1 and cnt == tw and joins:
+            runs[-1] = (*runs[-1][:3], runs[-1][3] + 1)
+        else:
+            runs.append((p0, gpos, cnt, 1))
+
+    def seg(i: int) -> None:
+        p0, gpos, cnt, nrow = runs[i]
+        gm, ub = base + gpos * 16, (p0 - ms0) * 16
+        if nrow > 1:  # one C0 block: a burst per map row
+            kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
+                    nburst=nrow, burst=cnt * 16, src_stride=wo_ * 16 if into_ub else cnt * 16,
+                    dst_stride=cnt * 16 if into_ub else wo_ * 16)
+            return
+        kb.copy(src, dst, src_offset=gm if into_ub else ub, dst_offset=ub if into_ub else gm,
+                nburst=n1t, burst=cnt * 16, src_stride=ho_ * wo_ * 16 if into_ub else valid * 16,
+                dst_stride=valid * 16 if into_ub else ho_ * wo_ * 16)
+    kb.roll(len(runs), seg)

@@ -95,7 +95,7 @@ class ConvGeom:
 
 
 def fm_copy(nr: int, nq: int, nc: int, w: int, c0: int, isz: int, align: int) -> str | None:
-    """How the convolution's ``load_fm`` (:func:`cann.lowering.conv.conv2d`) copies a ``[nc][nr][nq][c0]``
+    """How the convolution's feature-map load (``cann.lowering.conv._load_fm``) copies a ``[nc][nr][nq][c0]``
     feature-map tile of a ``w``-wide map into L1 so that every copy's L1 address is on an ``align``-byte
     boundary (the SoC's L1 alignment): ``"whole"`` (whole rows, one copy), ``"lines"`` (a copy per
     row), ``"blocks"`` (a copy per C1 block), or None when no way keeps the addresses aligned (only
@@ -275,3 +275,84 @@ def conv_plan(geo: ConvGeom, pins: dict[str, int], soc: SocSpec, m_cap: int, l1_
     if best is None:  # only with pinned values: unpinned, one position of one C1 block always fits
         raise unsupported(loc, refused)
     return taps, best[1], best[2], best[3], best[4], best[0]
+
+
+@dataclass(frozen=True)
+class CoreSplit:
+    """A convolution's work split over the cores and its feature-map tiling: ``i_blocks`` groups of
+    cores taking every ``i_blocks``-th image, each of ``m_blocks`` groups (of its share of the output
+    tiles) x ``n_blocks`` cores (a channel tile per core per round; ``block_dim`` is the product);
+    ``taps``, ``rows``, ``cols``, ``c1``: :func:`conv_plan`'s, with its estimate ``cycles`` of one image."""
+
+    i_blocks: int
+    n_blocks: int
+    m_blocks: int
+    taps: bool
+    rows: int
+    cols: int
+    c1: int
+    cycles: float
+
+
+def split_cores(geo: ConvGeom, pins: dict[str, int], soc: SocSpec, all_cores: int, cores: int, n_tiles: int,
+                batch: int, image: tuple[int, ...], m_cap: int, l1_budget: int, isz: int, m_t: int, n_t: int,
+                k_t: int, loc) -> CoreSplit:
+    """The cheapest split of a convolution of ``n_tiles`` output-channel tiles and ``batch`` images over
+    ``cores`` cores (``all_cores`` for a pinned ``m_blocks``), with its tiling (:func:`conv_plan`).
+
+    The cores form groups of ``n_blocks`` (each core a channel tile per round) over ``m_blocks`` groups
+    of output tiles: fewer channel groups re-read the feature map less, more re-read the weights less;
+    fewer channel groups, and more image groups, are taken only for a clear (3%) gain. ``i_blocks``
+    (image groups) divides the batch, and with two or more it divides neither the channel tiles nor
+    any of ``image`` (elements of one image of each per-image argument) unevenly over the channel
+    groups. Pinned ``n_blocks`` / ``m_blocks`` / ``i_blocks`` fix their axis.
+
+    Raises:
+        CannError: a pinned value out of its range, or pins that leave no tiling (:func:`conv_plan`).
+    """
+
+    def split(budget: int, i_blocks: int):
+        """(n_blocks, plan) of one image on ``budget`` cores, ``i_blocks`` images at a time."""
+        if "n_blocks" in pins:
+            n_opts = [pins["n_blocks"]]
+        else:
+            n_opts = sorted({math.ceil(n_tiles / r) for r in range(1, 17)} & set(range(1, min(budget, n_tiles) + 1)),
+                            reverse=True)
+        best = None
+        for n_blocks in n_opts:
+            if not 1 <= n_blocks <= min(budget, n_tiles):
+                raise unsupported(loc, f"Conv: tiling n_blocks = {n_blocks}: 1 to {min(budget, n_tiles)} "
+                                       f"(the channel tiles, at most the cores)")
+            m_blocks_cap = pins.get("m_blocks", max(1, budget // n_blocks))
+            limit = (all_cores if "m_blocks" in pins else cores) // i_blocks  # a pinned split may use every core
+            if m_blocks_cap < 1 or n_blocks * m_blocks_cap > limit:
+                raise unsupported(loc, f"Conv: tiling m_blocks = {m_blocks_cap} needs {n_blocks} x {m_blocks_cap} "
+                                       f"cores, {limit} available")
+            plan = conv_plan(geo, pins, soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
+                             math.ceil(n_tiles / n_blocks), loc, m_blocks_cap, n_blocks * i_blocks, n_blocks)
+            if best is None or plan[5] < best[1][5] * 0.97:  # fewer channel groups only for a clear gain
+                best = (n_blocks, plan)
+        return best
+
+    # the batch: i_blocks groups of cores taking every i_blocks-th image (a divisor of the batch; each
+    # group's cores move their image arguments by a whole number of elements per channel group)
+    if "i_blocks" in pins:
+        i_opts = [pins["i_blocks"]]
+        if batch % i_opts[0] or not 1 <= i_opts[0] <= cores:
+            raise unsupported(loc, f"Conv: tiling i_blocks = {i_opts[0]}: a divisor of the batch {batch} up to "
+                                   f"{cores} cores")
+    else:
+        i_opts = [d for d in range(1, min(batch, cores) + 1) if batch % d == 0]
+    choice = None
+    for i_blocks in i_opts:
+        nb, plan = split(cores // i_blocks, i_blocks)
+        if i_blocks > 1 and (n_tiles % nb or any(v % nb for v in image)):
+            if "i_blocks" in pins:
+                raise unsupported(loc, f"Conv: tiling i_blocks = {i_blocks} with {nb} channel groups: the channel "
+                                       f"tiles ({n_tiles}) and an image's elements must divide evenly")
+            continue
+        cost = plan[5] * (batch // i_blocks)
+        if choice is None or cost < choice[0] * 0.97:  # more image groups only for a clear gain
+            choice = (cost, i_blocks, nb, plan)
+    _, i_blocks, n_blocks, (taps, rows, cols, c1, m_blocks, cycles) = choice
+    return CoreSplit(i_blocks, n_blocks, m_blocks, taps, rows, cols, c1, cycles)
