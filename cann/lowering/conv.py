@@ -226,8 +226,8 @@ def conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | None, stri
                 if valid <= 0:
                     return
                 base = (n * n1 + nt0 // 16) * ho_ * wo_ * 16
-                segs = row_segments(ms0, valid, wo1 - wo0, ho0, wo0, wo_)
                 tw = wo1 - wo0
+                segs = row_segments(ms0, valid, tw, ho0, wo0, wo_)
                 for i, ra in enumerate(tiles.residual_args):
                     _move_subtile(kb, ra, tiles.bufs[f"r{i}"], True, segs, tw, base, ms0, valid, n1t, ho_, wo_)
                 tiles.epilogue(l0c if loads else None, ms0 * nt, n1t, valid, ms)
