@@ -9,7 +9,7 @@ Per shape, the candidates are the lowering's own legal tilings with the lowering
 
 * a convolution: :func:`cann.autotune.candidates` (channel groups ``n_blocks`` x output rows
   ``rows`` x row groups ``m_blocks``, every value the SoC's buffers and cores allow; estimate
-  ``cann.lowering.cube._conv_plan``), 200-560 per shape;
+  ``cann.lowering.conv_plan.conv_plan``), 200-560 per shape;
 * a GEMM: every tiling ``cann.lowering.gemm.plan`` weighs for the default compile (core grid
   ``m_blocks`` x ``n_blocks``, L0C tile ``m`` x ``n``, ``k``, ``step_k``, ``a_panel``; estimate
   ``gemm._cost`` as the plan compares it), collected with ``gemm.considered()`` -- 500 to 11,000 per

@@ -6,7 +6,7 @@ the knowledge base has no entry for, :func:`tune_conv`
 1. enumerates the legal tilings of the kernel (:func:`candidates`: channel groups ``n_blocks`` x
    output rows per tile ``rows`` x row groups ``m_blocks``, every value the SoC's buffers and cores
    allow; the L0 tile, input-channel chunks and column chunks follow from them by the lowering's rule);
-2. ranks them by the cost model the lowering minimizes (``cann.lowering.cube._conv_plan``, the
+2. ranks them by the cost model the lowering minimizes (``cann.lowering.conv_plan.conv_plan``, the
    busiest core's estimated cycles, a few microseconds a candidate);
 3. measures the default tiling and the ``trials - 1`` best-ranked others on a single-Conv model
    with the timing-only simulator (:class:`Bench`, ``Model.time``), and keeps the fastest measured.
@@ -38,7 +38,7 @@ from cann.errors import CannError
 from cann.fileio import atomic_write_bytes
 from cann.hw.config import SocSpec, load_soc
 from cann.lowering.convert_graph_to_tile import PRECISION_MODES
-from cann.lowering.cube import _ConvGeom, _conv_plan, _used_taps
+from cann.lowering.conv_plan import ConvGeom, conv_plan, used_taps
 from cann.options import validate_options
 from cann.passes.tile_search_kb import OPS, KnowledgeBase, compiler_version, dump, knowledge_bases, load, signature
 
@@ -112,15 +112,15 @@ class Candidate:
     key: tuple[int, ...]  # (n_blocks, rows, cols, c1, m_blocks): the kernel it gives
 
 
-def _geometry(s: ConvShape) -> _ConvGeom:
-    """The lowering's geometry of ``s`` (taps that only read padding cropped, as ``cube.conv2d`` does)."""
+def _geometry(s: ConvShape) -> ConvGeom:
+    """The lowering's geometry of ``s`` (taps that only read padding cropped, as ``conv.conv2d`` does)."""
     _, c, h, w = s.x
     kh, kw = s.w[2:]
     (sh, sw), (pt, pl, _, _), (dh, dw) = s.strides, s.pads, s.dilations
     ho, wo = s.out_hw
-    ia, ib = _used_taps(kh, dh, sh, pt, h, ho)
-    ja, jb = _used_taps(kw, dw, sw, pl, w, wo)
-    return _ConvGeom(math.ceil(c / 16), h, w, ib - ia, jb - ja, sh, sw, dh, dw, pt - ia * dh, pl - ja * dw, ho, wo)
+    ia, ib = used_taps(kh, dh, sh, pt, h, ho)
+    ja, jb = used_taps(kw, dw, sw, pl, w, wo)
+    return ConvGeom(math.ceil(c / 16), h, w, ib - ia, jb - ja, sh, sw, dh, dw, pt - ia * dh, pl - ja * dw, ho, wo)
 
 
 def _key(t: dict[str, int], cores: int, n_tiles: int, wo: int, c1in: int) -> tuple[int, ...]:
@@ -156,7 +156,7 @@ def candidates(s: ConvShape, default: dict[str, int], soc: SocSpec, precision_mo
             for mb in mb_opts:
                 pins = {"n_blocks": nb, "rows": rows, "m_blocks": mb}
                 try:
-                    _, rows_, cols, c1, blocks, cost = _conv_plan(geo, pins, soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
+                    _, rows_, cols, c1, blocks, cost = conv_plan(geo, pins, soc, m_cap, l1_budget, isz, m_t, n_t, k_t,
                                                                   rounds, None, mb, nb * i_blocks, nb)
                 except CannError:
                     continue

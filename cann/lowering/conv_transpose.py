@@ -6,7 +6,7 @@ row one copy whose bursts are the 16-channel blocks of the row, ``dst_stride = s
 with input row ``i`` at buffer row ``d*(k-1) - pad_begin + i*s`` (rows falling outside are
 cropped: a pad larger than ``d*(k-1)``; a row wider than UB is copied in UB-sized pieces); the buffer is as tall as the output plus the dilated
 kernel minus one, so ``output_padding`` / ``output_shape`` need no special case. Then
-:func:`cann.lowering.cube.conv2d` runs on the buffer with no padding, stride 1, the same dilation
+:func:`cann.lowering.conv.conv2d` runs on the buffer with no padding, stride 1, the same dilation
 and the weight spatially flipped with input and output channels swapped (per group).
 """
 
@@ -16,7 +16,8 @@ import numpy as np
 
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, ub_chunk
-from cann.lowering.cube import Epilogue, conv2d
+from cann.lowering.conv import conv2d
+from cann.lowering.cube import Epilogue
 
 
 def conv_weight(w: np.ndarray, group: int) -> np.ndarray:

@@ -1,9 +1,9 @@
 """``convert-graph-to-tile``: graph-dialect model -> tile-dialect kernels and host program.
 
 One kernel per graph op at this level (fusion is a later pass); each op's lowering lives in
-``cube.py`` (Conv, Gemm), ``vector.py`` (elementwise, BatchNormalization, pooling, Softmax, LRN)
-or ``data.py`` (format conversion, Concat, Transpose, Reshape). Model inputs arrive in GM in
-their ONNX layout and dtype; model outputs leave in theirs (ND, float32): the conversions are
+``conv.py`` (Conv), ``gemm.py`` (Gemm), ``batch_matmul.py`` (MatMul of two tensors), ``vector.py``
+(elementwise, BatchNormalization, pooling, Softmax, LRN) or ``data.py`` (format conversion, Concat,
+Transpose, Reshape). Model inputs arrive in GM in their ONNX layout and dtype; model outputs leave in theirs (ND, float32): the conversions are
 explicit ``trans_data`` kernels.
 """
 
@@ -36,7 +36,9 @@ from cann.errors import CannError, Diagnostic
 from cann.hw.config import load_soc
 from cann.lowering import cube, data, depthwise, gemm, grouped, vector
 from cann.lowering import math as mathk
+from cann.lowering.batch_matmul import batched_matmul
 from cann.lowering.common import ND, DevTensor, Lowering, elem_type, loc_name, narrow, np_dtype
+from cann.lowering.conv import conv2d
 from cann.passes.keep_dtype import DEVICE_DTYPE, KEEP
 from cann.tensor_trace import note
 
@@ -237,9 +239,9 @@ class _Converter:
                                            loc, epilogue=epilogue, pins=recorded_tiling(op))
                 if y is not None:
                     return y
-            return cube.conv2d(lw, self.tensor(op.x, loc), w,
-                               self.const(op.b), _ints(op, "strides"), _ints(op, "pads"), _ints(op, "dilations"),
-                               _int(op, "group"), out_shape, loc, epilogue=epilogue, pins=recorded_tiling(op))
+            return conv2d(lw, self.tensor(op.x, loc), w, self.const(op.b), _ints(op, "strides"), _ints(op, "pads"),
+                          _ints(op, "dilations"), _int(op, "group"), out_shape, loc, epilogue=epilogue,
+                          pins=recorded_tiling(op))
         if name == "graph.conv_transpose":
             from cann.lowering.conv_transpose import conv_transpose
 
@@ -278,7 +280,7 @@ class _Converter:
             a = data.reshape(lw, self.tensor(op.a, loc), a2, loc) if a2 != sa else self.tensor(op.a, loc)
             b = data.reshape(lw, self.tensor(op.b, loc), b2, loc) if b2 != sb else self.tensor(op.b, loc)
             full = tuple(np.broadcast_shapes(a2[:-2], b2[:-2])) + (a2[-2], b2[-1])
-            y = cube.batched_matmul(lw, a, b, full, loc)
+            y = batched_matmul(lw, a, b, full, loc)
             return data.reshape(lw, y, out_shape, loc) if full != out_shape else y
         if name == "graph.batch_norm":
             c = [self.const(v).astype(np.float32).reshape(-1) for v in (op.scale, op.bias, op.mean, op.var)]

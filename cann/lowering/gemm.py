@@ -36,7 +36,7 @@ from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering import gemv
 from cann.lowering.common import ND, DevTensor, Lowering, ub_chunk, unsupported
-from cann.lowering.cube import Epilogue, _CubeTiles, _ceil, bias_table, fractal_z
+from cann.lowering.cube import CubeTiles, Epilogue, bias_table, fractal_z, round_up
 
 #: cube steps of one L0C tile up to which its K chunks are unrolled rather than a hardware loop
 #: (whose end is a barrier of every pipe: the next chunk's load cannot start under the last mmads)
@@ -162,9 +162,9 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     soc, isz = lw.soc, lw.dtype.itemsize
     bw, lat, cube = soc.bandwidth, soc.latency, soc.cube
     k0 = cube.k0(isz)
-    kp = _ceil(k_, k0)
+    kp = round_up(k_, k0)
     rows = min(sm, m_)  # the A rows the block reads (nd2nz moves the real rows)
-    rp, cols = min(sm, _ceil(m_, 16)), min(sn, _ceil(n_, 16))  # padded rows (L0A, cube) and B columns
+    rp, cols = min(sm, round_up(m_, 16)), min(sn, round_up(n_, 16))  # padded rows (L0A, cube) and B columns
     tm, tn = math.ceil(rp / cm), math.ceil(cols / cn)
     tiles = tm * tn
     steps, csteps, loads = math.ceil(kp / kt), math.ceil(min(kc, kp) / kt), math.ceil(kp / kc)
@@ -242,7 +242,7 @@ def _max_skew(lw: Lowering, m_: int, sm: int, sn: int, cm: int, cn: int, kt: int
     (:data:`UNROLL_TILES`, :data:`UNROLL_STEPS`); a skew of the chunks of a tile or more runs the
     tiles one after another (in their own accumulators)."""
     tn = math.ceil(sn / cn)
-    tiles = math.ceil(min(sm, _ceil(m_, 16)) / cm) * tn
+    tiles = math.ceil(min(sm, round_up(m_, 16)) / cm) * tn
     chunks, steps = math.ceil(kp / kc), math.ceil(kp / kt)
     if tn < 2 or tn * cm * cn * 4 > lw.usable("l0c") or chunks * math.ceil(kc / kt) > UNROLL_STEPS or \
             tiles > UNROLL_TILES or tiles * steps > UNROLL_TILE_STEPS:
@@ -284,7 +284,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
     """
     isz = lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)
-    kp = _ceil(k_, k0)
+    kp = round_up(k_, k0)
     m16, n16 = math.ceil(m_ / 16), math.ceil(n_ / 16)
     cores = lw.cores
     for key in pins:
@@ -362,7 +362,7 @@ def plan(lw: Lowering, m_: int, k_: int, n_: int, pins: dict[str, int], loc, m_c
                     top = _step_k(lw, cm, cn, kt, kp)
                     sks = [pins["step_k"]] if "step_k" in pins else sorted({1, min(2, top)})
                     for sk in sks:
-                        kc = min(sk * kt, _ceil(kp, kt))
+                        kc = min(sk * kt, round_up(kp, kt))
                         if (cm + cn) * kc * isz > lw.usable("l1"):
                             refused = (f"Gemm: tiling step_k = {sk} with m = {cm}, n = {cn}, k = {kt} needs "
                                        f"{(cm + cn) * kc * isz} bytes of L1, {lw.usable('l1')} available")
@@ -462,7 +462,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
         raise unsupported(loc, f"Gemm: inner dimensions differ ({k_} vs {kb_})")
     dt, isz = lw.dtype, lw.dtype.itemsize
     k0 = lw.soc.cube.k0(isz)
-    kp = _ceil(k_, k0)
+    kp = round_up(k_, k0)
     n1 = math.ceil(n_ / 16)
     np_ = n1 * 16
     kb = lw.kernel(kernel_hint, loc, pins=pins)
@@ -481,7 +481,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     kb.tiling.update(p.as_tiling())
     gm, gn, sm, sn, cm, cn, kt = p.m_blocks, p.n_blocks, p.sm, p.sn, p.m, p.n, p.k
     k_part = p.k_part if gk > 1 else kp  # K (padded) of one core's part
-    kc = min(p.step_k * kt, _ceil(k_part, kt))
+    kc = min(p.step_k * kt, round_up(k_part, kt))
     kb.block_dim = gm * gn * gk
     if (gm > 1 or gk > 1) and gn > 1:  # groups of gn cores: core b computes N block b % gn of M block b // gn
         kb.block_modulo = gn
@@ -498,7 +498,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
     ub_tables = (1 + len(epi.tables)) * (cn // 16) * lw.lanes * isz
     ew = max(16, min(cn, (lw.usable("ub") - ub_tables) // max(1, ub_tiles * cm * isz) // 16 * 16))
     ew = _split(cn // 16, math.ceil(cn / ew))[0]  # even pieces
-    tiles = _CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
+    tiles = CubeTiles(lw, kb, kt, cn, cm, 0, epilogue, l1_k=kc, ub_n=ew)
     tiles.has_bias = bias is not None  # MatMul: no zero table loaded and added
     tiles.bind(ns, ns, lw.lanes)
     single = one_code(m_, n_, sm, sn, gm, gn, gk)
@@ -522,7 +522,7 @@ def gemm(lw: Lowering, a: DevTensor, bmat: np.ndarray, bias: np.ndarray | None, 
         (the row's first tile). With ``parts`` nothing is emitted: returns the chunks' emitters (a
         list, unrolled) and the epilogue's, for :func:`skewed_row` to interleave."""
         l0c = l0cs[0] if acc is None else acc
-        m_pad, cnp = _ceil(rows, 16), _ceil(cols, 16)
+        m_pad, cnp = round_up(rows, 16), round_up(cols, 16)
         n1c = cnp // 16
         kend = min(kp, kbase + k_part)
 
@@ -665,7 +665,7 @@ def zero_fill(lw: Lowering, t: DevTensor, loc) -> None:
     vector unit fills little before the first store starts."""
     kb = lw.kernel("memset", loc)
     size = math.prod(t.shape)
-    chunk = min(ub_chunk(lw, t.dtype.itemsize), _ceil(math.ceil(size / lw.cores), 16))
+    chunk = min(ub_chunk(lw, t.dtype.itemsize), round_up(math.ceil(size / lw.cores), 16))
     n_chunks = math.ceil(size / chunk)
     kb.partition(n_chunks)
     dst = kb.arg(t)

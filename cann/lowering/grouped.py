@@ -28,7 +28,8 @@ import numpy as np
 
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
-from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
+from cann.lowering.conv_plan import input_window
+from cann.lowering.cube import CubeTiles, Epilogue, bias_table, fractal_z
 from cann.lowering.grouped_runs import band_mmad, band_out, run_grouped_conv2d
 
 
@@ -161,7 +162,7 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
     kb.block_offset(wa, per_w)
     kb.block_offset(ba, wob * lanes)
     kb.block_offset(ya, y_step)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epi)
+    tiles = CubeTiles(lw, kb, k_t, n_t, m_t, 0, epi)
     for v in epi.tables:  # per-channel tables as the bias: one super-group's rows per plane, per image
         a = kb.arg(lw.constant(np.ascontiguousarray(np.tile(bias_table(v, v.size, lanes, dt), (n_, 1))), "ND"))
         kb.block_offset(a, wob * lanes)
@@ -172,12 +173,12 @@ def grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray | No
         tiles.residual_args.append(a)
     l1_fm = kb.alloc(Space.L1, wi * fm_rows(rows) * w_ * 16, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
-    cw = _window(0, wo_, sw, pl, 0, dw, kw_, w_)
+    cw = input_window(0, wo_, sw, pl, 0, dw, kw_, w_)
 
     def band_code(r0: int, r1: int) -> None:
         m_valid = (r1 - r0) * wo_
         m_pad = _ceil(m_valid, 16)
-        rs, re, lo, hi = _window(r0, r1, sh, pt, 0, dh, kh_, h_)
+        rs, re, lo, hi = input_window(r0, r1, sh, pt, 0, dh, kh_, h_)
         real = hi > lo and cw[3] > cw[2]
         if real:
             kb.copy(xa, l1_fm, src_offset=lo * w_ * 16, nburst=wi, burst=(hi - lo) * w_ * 16,

@@ -39,7 +39,8 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import NC1HWC0, DevTensor, Lowering, plane_row_split, unsupported
-from cann.lowering.cube import Epilogue, _CubeTiles, _window, bias_table, fractal_z
+from cann.lowering.conv_plan import input_window
+from cann.lowering.cube import CubeTiles, Epilogue, bias_table, fractal_z
 
 
 def _ceil(a: int, b: int) -> int:
@@ -89,7 +90,7 @@ def run_weights(w: np.ndarray, group: int, k0: int, dt: np.dtype) -> list[np.nda
     return mats
 
 
-def band_mmad(kb, tiles: _CubeTiles, l1_fm, l0c, window: dict, m_pad: int, m_t: int, kdim: int, k_t: int,
+def band_mmad(kb, tiles: CubeTiles, l1_fm, l0c, window: dict, m_pad: int, m_t: int, kdim: int, k_t: int,
               nt: int, load_weights, koff: int = 0) -> None:
     """One band's products into ``l0c`` (fp32, ``[nt/16][m_pad][16]``): per K chunk of ``k_t`` of
     ``kdim`` (elements, multiples of k0) ``load_weights(kt0, kt)`` (L0B), then a hardware loop over
@@ -112,7 +113,7 @@ def band_mmad(kb, tiles: _CubeTiles, l1_fm, l0c, window: dict, m_pad: int, m_t: 
         init = 0
 
 
-def band_out(kb, tiles: _CubeTiles, ya, l0c, off0: int, nblk: int, m_valid: int, m_pad: int, m_t: int, nt: int,
+def band_out(kb, tiles: CubeTiles, ya, l0c, off0: int, nblk: int, m_valid: int, m_pad: int, m_t: int, nt: int,
              plane: int) -> None:
     """One band's output: a hardware loop over its M subtiles of ``m_t`` positions (``m_valid`` real of
     ``m_pad``), each reading its residuals, running the epilogue on ``l0c`` (None: a band past the map,
@@ -201,7 +202,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     rate = cube.fp32_rate_divisor if isz == 4 else 1
 
     def item_cycles(r0: int, r1: int, ri: int, c0: int, cn: int, active: int) -> float:
-        """Estimated cycles of one item (the shape of cube._conv_cycles, no overlap)."""
+        """Estimated cycles of one item (the shape of conv_plan.conv_cycles, no overlap)."""
         wi = win[ri][1]
         gm_bw = min(bw.gm_to_l1, bw.gm_total / max(1, active))
         kdim, nt = _ceil(rs_[ri][1] * q * kh_ * kw_, k0), cn * 16
@@ -252,7 +253,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
     xa, wa, ba, ya = kb.arg(x), kb.arg(wc), kb.arg(bt), kb.arg(y)
     kb.block_offset(xa, x_step)
     kb.block_offset(ya, y_step)
-    tiles = _CubeTiles(lw, kb, k_t, n_t, m_t, 0, epi)
+    tiles = CubeTiles(lw, kb, k_t, n_t, m_t, 0, epi)
     for v in epi.tables:
         tiles.table_args.append(kb.arg(lw.constant(bias_table(v, v.size, lanes, dt), "ND")))
     for r in epi.residuals:
@@ -261,10 +262,10 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
         tiles.residual_args.append(a)
     l1_fm = kb.alloc(Space.L1, wi_max * fm_rows(rows) * w_ * 16, dt)
     l0c = kb.alloc(Space.L0C, _ceil(rows * wo_, 16) * n_t, np.dtype(np.float32))
-    cw = _window(0, wo_, sw, pl, 0, dw, kw_, w_)
+    cw = input_window(0, wo_, sw, pl, 0, dw, kw_, w_)
 
     def real_band(r0: int, r1: int) -> bool:
-        _, _, flo, fhi = _window(r0, r1, sh, pt, 0, dh, kh_, h_)
+        _, _, flo, fhi = input_window(r0, r1, sh, pt, 0, dh, kh_, h_)
         return fhi > flo and cw[3] > cw[2]
 
     def run_code(r0: int, r1: int, ri: int, c0: int, cn: int, resident: bool = False) -> None:
@@ -276,7 +277,7 @@ def run_grouped_conv2d(lw: Lowering, x: DevTensor, w: np.ndarray, b: np.ndarray 
         nt, kdim = wo * 16, _ceil(ws * q * kh_ * kw_, k0)
         m_valid = (r1 - r0) * wo_
         m_pad = _ceil(m_valid, 16)
-        rs, re, flo, fhi = _window(r0, r1, sh, pt, 0, dh, kh_, h_)
+        rs, re, flo, fhi = input_window(r0, r1, sh, pt, 0, dh, kh_, h_)
         real = fhi > flo and cw[3] > cw[2]
         if real:
             kb.copy(xa, l1_fm, src_offset=(lo * h_ + flo) * w_ * 16, nburst=wi, burst=(fhi - flo) * w_ * 16,

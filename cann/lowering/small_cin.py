@@ -9,7 +9,7 @@ which writes every column to L0A, bounds the kernel. CANN's first-layer format i
 fractal, so K is ``ceil(C1*kh*kw*4 / k0) * k0`` (208 for the 7x7: 1.41x the real MACs instead
 of 5.3x; MTE1 writes 3.8x fewer bytes) and the input moved from GM is 4x smaller.
 
-The convolution kernel is :func:`cann.lowering.cube.conv2d`'s (output tiles over every core,
+The convolution kernel is :func:`cann.lowering.conv.conv2d`'s (output tiles over every core,
 fused epilogue, multi-buffering); this module decides when the path applies
 (:func:`use_c04`), converts the input (:func:`trans_data_c04`, the ``trans_data`` kernel for
 ND -> NC1HWC0_C04, a transpose on the cube where it can) and lays the weight out with K ordered ``(c1, kh, kw, c4)``

@@ -16,7 +16,8 @@ import numpy as np
 from cann.dialects import tile
 from cann.dialects.tile import Space
 from cann.lowering.common import ND, NC1HWC0, DevTensor, Lowering, ub_chunk, unsupported
-from cann.lowering.cube import bias_table, conv2d
+from cann.lowering.conv import conv2d
+from cann.lowering.cube import bias_table
 
 #: a step of an elementwise program: (op, dst, src0, src1, scalar); names: "x<i>" inputs,
 #: "c<i>" per-channel tables, "y" the output, any other name a UB temporary

@@ -6,7 +6,7 @@ gradient rules (:mod:`cann.training.autodiff`):
   axis, every kernel tap at once; padding rows and columns select nothing: columns on the right,
   rows on the left, so one transpose orders the taps), then one (batched, per group) matmul by the
   runtime weight in its own [O, C/g, KH, KW] order. The cube's conv lowering takes only constant weights
-  (``cann.lowering.cube.conv2d``); the weights of a training step are values.
+  (``cann.lowering.conv.conv2d``); the weights of a training step are values.
 * ``graph.gemm`` -> ``graph.matmul`` (+ transposes, ``alpha``, ``beta * C``), for the same reason.
 * ``graph.batch_norm`` -> batch statistics (training mode, PyTorch's ``BatchNorm2d.train()``):
   ``(x - mean) / sqrt(var + eps) * scale + bias`` with the biased variance over every axis but 1;

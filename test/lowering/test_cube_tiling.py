@@ -200,9 +200,10 @@ def test_pinned_rows_wider_than_l0c_is_an_error():
 def test_no_does_not_fit_message_in_cube():
     import inspect
 
-    from cann.lowering import cube
+    from cann.lowering import batch_matmul, conv, conv_plan, conv_tiles, cube
 
-    assert "does not fit" not in inspect.getsource(cube)
+    for module in (cube, conv, conv_plan, conv_tiles, batch_matmul):
+        assert "does not fit" not in inspect.getsource(module)
 
 
 def matmul_model(m, k, n, const_b):

@@ -64,7 +64,7 @@ def test_check_control_rejects_bad_clamps(fields, target, message):
 def test_img2col_window_fields_are_clampable():
     names = isa.BY_MNEMONIC["img2col"].field_names
     ok = {names[k] for k in isa.clamp_fields(isa.BY_MNEMONIC["img2col"])}
-    # the height and the width window (the conv's column tiles join their loop too, cube._emit_tiles)
+    # the height and the width window (the conv's column tiles join their loop too, conv_tiles.emit_tiles)
     # and the C1 pitch (a packed map's block is the window's size)
     assert {"fm_h", "fm_w", "pad_t", "pad_b", "pad_l", "pad_r", "fm_c1_stride", "m_start", "k_start", "dst",
             "src"} == ok

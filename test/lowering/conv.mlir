@@ -2,7 +2,7 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1 precision_mode=must_keep_origin_dtype}' | filecheck %s --check-prefix=AUTO
 // RUN: not cann-opt %s -p 'convert-graph-to-tile{tiling="{\"conv2d_0\": {\"k\": 40000}}"}' 2>&1 | filecheck %s --check-prefix=ERR
 
-// Conv tiling along every axis (cube.py _conv_plan). Pinned: conv2d_0 splits each output row
+// Conv tiling along every axis (conv_plan.py conv_plan). Pinned: conv2d_0 splits each output row
 // into column chunks of 5 and the 3 input C1 blocks into 3 L1 loads, accumulating in L0C (mmad
 // init = 1, then init = 0); conv2d_1 runs one 1x1 sub-convolution per kernel tap (weights in
 // (kh, kw, c1, c0) order), 3 output rows per tile; conv2d_3's first rows read only padding (pads
@@ -29,7 +29,7 @@
 // CHECK-NEXT:   tile.copy
 // CHECK-NEXT:   tile.copy_l0c_to_ub {{.*}}n1 = 1, m = 5, src_m = 16}
 // CHECK:        tile.copy %{{.*}}, %3 {src_offset = 0, dst_offset = 0, nburst = 1, burst = 80,
-// the chunks of a row are one loop (cube.py _emit_tiles): the first chunk's code, loop_clamps giving
+// the chunks of a row are one loop (conv_tiles.py emit_tiles): the first chunk's code, loop_clamps giving
 // chunks 1.. their window: columns 5..9 read input columns 3..11 (src_offset 80 - 32 = 48, a
 // 9-column burst, fm_w 7 + 2 = 9, pad_l 2 - 2 = 0)
 // CHECK:        tile.loop_end

@@ -1,4 +1,4 @@
-// Input of convert_graph_to_tile_cube_loops.mlir's C1 checks: 32 input channels (two C1 blocks).
+// Input of conv_tiles.mlir's C1 checks: 32 input channels (two C1 blocks).
 builtin.module {
   func.func @main(%x: tensor<1x32x10x14xf32> {graph.name = "x"}) -> (tensor<1x16x10x14xf32> {graph.name = "y"}) {
     %w = graph.constant dense<5.000000e-01> : tensor<16x32x3x3xf32>

@@ -1,7 +1,7 @@
 // RUN: cann-opt %s -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"rows\": 3, \"cols\": 6, \"loops\": 1}}"}' | filecheck %s
-// RUN: cann-opt %S/Inputs/cube_loops_c1.mlir -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"rows\": 3, \"cols\": 6, \"loops\": 1}}"}' | filecheck %s --check-prefix=C1
+// RUN: cann-opt %S/Inputs/conv_tiles_c1.mlir -p 'convert-graph-to-tile{aicore_num=1 tiling="{\"conv2d_0\": {\"rows\": 3, \"cols\": 6, \"loops\": 1}}"}' | filecheck %s --check-prefix=C1
 
-// The output tiles of a convolution as nested hardware loops (cube.py _emit_tiles): pinned 3 x 6
+// The output tiles of a convolution as nested hardware loops (conv_tiles.py emit_tiles): pinned 3 x 6
 // rectangles of a 10 x 14 map (3x3, pads 1) are a loop over 4 tile rows of a loop over 3 tile
 // columns, one tile's code (KernelBuilder.tile_loops: the same nest for any counts, 1 included).
 // With loops = 1 the ragged last row (rows 9..9) and column (12..13) tiles are moved back
@@ -50,7 +50,7 @@
 // CHECK-NOT:    tile.img2col
 // CHECK:        func.return
 
-// Two C1 blocks (Inputs/cube_loops_c1.mlir, 32 input channels): the same nest, the feature map a copy
+// Two C1 blocks (Inputs/conv_tiles_c1.mlir, 32 input channels): the same nest, the feature map a copy
 // per C1 block, block 1 at the fixed pitch of the full 5 x 8 window (640 elements) in every tile,
 // read by img2col at that pitch (fm_c1_stride): no step moves either (at a border tile the packed
 // pitch, rows x columns of its clipped window, is a product of two clamps no loop_clamp gives).
