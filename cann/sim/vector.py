@@ -126,20 +126,20 @@ class VectorUnit:
         else:  # pragma: no cover - table and simulator out of sync
             raise NotImplementedError(m)
 
-        # validated operand views per distinct field tuple: the buffers are never reallocated, so a
-        # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
-        plans: dict[tuple, list] = {}
-        # overflow detection: the plan's float views, and whether the destination overlaps a source
-        watched: dict[tuple, tuple[bool, bool]] = {}
-        self._plan_caches += [plans, watched]  # cleared when the run's lanes change
         watch_op = m in _CAN_OVERFLOW
         divisor = _DIVISOR.get(m)
 
         def run(v) -> None:
-            plan = plans.get(v)
-            if plan is not None:
-                if watch_op and self._ovf_watch is not None and watched[v][0]:
-                    return checked(plan, watched[v][1])
+            # validated operand views per distinct field tuple, kept per lane set (AICore._caches): the
+            # buffers are never reallocated, so a plan stays valid for the core's lifetime (tiled kernels
+            # repeat the same UB instructions); with it, for overflow detection, whether its dtype is a
+            # float and whether the destination overlaps a source
+            plans = self._caches[m]
+            hit = plans.get(v)
+            if hit is not None:
+                plan, is_float, alias = hit
+                if watch_op and is_float and self._ovf_watch is not None:
+                    return checked(plan, alias)
                 for views in plan:
                     op(*views)
                 return
@@ -158,12 +158,11 @@ class VectorUnit:
             plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
             if len(plans) >= _PLAN_CACHE:
                 plans.clear()
-                watched.clear()
-            plans[v] = plan
             # aliasing within one lane (every lane's operands sit at the same offsets)
-            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1]))
-            if watch_op and self._ovf_watch is not None and watched[v][0]:
-                return checked(plan, watched[v][1])
+            is_float, alias = dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1])
+            plans[v] = (plan, is_float, alias)
+            if watch_op and is_float and self._ovf_watch is not None:
+                return checked(plan, alias)
             for views in plan:
                 op(*views)
 
