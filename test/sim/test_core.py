@@ -11,6 +11,7 @@ import pytest
 from cann.hw import isa
 from cann.hw.config import load_soc
 from cann.sim.core import AICore, KernelStats, SimError
+from cann.sim.vector import _f16_op
 
 SPEC = load_soc("Ascend910")
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -354,6 +355,34 @@ def test_vector(mn, dt, layout):
         np.testing.assert_allclose(ub.view(dt), want.view(dt), rtol=1e-3 if dt == F16 else 1e-6)
     else:  # +, -, *, /, sqrt through float32 round exactly like one rounding from float64
         np.testing.assert_array_equal(ub.view(dt), want.view(dt))
+
+
+#: float16 partners of every float16 value: zeros, infinities, quiet and signalling NaNs of both signs
+#: (payloads), subnormals, the largest finite values, values near the rounding edges
+F16_PARTNERS = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7C01, 0x7D00, 0x7E00, 0x7F00, 0xFC01, 0xFE01, 0x0001,
+                         0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0xBC00, 0x3C01, 0x1400, 0x5BFF, 0x7800,
+                         0x0200, 0x3555, 0xC8D1, 0x2E66], np.uint16)
+
+
+@pytest.mark.parametrize("uf", [np.add, np.subtract, np.multiply])
+def test_float16_ops_through_float32_are_numpys_bits(uf):
+    """vadd / vsub / vmul / vmla compute float16 through float32 (widened by table, one rounding):
+    the bits of numpy's own float16 loop for every float16 value against each partner, both orders,
+    NaN payloads included (which of two NaNs numpy keeps)."""
+    allv = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    a = np.repeat(allv, len(F16_PARTNERS)).view(np.float16)
+    b = np.tile(F16_PARTNERS, 1 << 16).view(np.float16)
+    with np.errstate(all="ignore"):
+        for x, y in ((a, b), (b, a)):
+            want = uf(x, y)
+            got = _f16_op(uf, x, y).astype(np.float16)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        if uf is np.multiply:  # vmla: the product rounded to float16, then the sum
+            d = a[::-1].copy()
+            want = d.copy()
+            np.add(want, np.multiply(a, b), out=want)
+            got = _f16_op(np.add, d, _f16_op(np.multiply, a, b).astype(np.float16)).astype(np.float16)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
 @pytest.mark.parametrize("layout", sorted(VEC_LAYOUTS))
