@@ -696,3 +696,28 @@ def test_reset_zeroes_the_lanes_a_run_used_and_leaves_unused_lanes_untouched():
     core.run(prog, gm, (0,), "k", checks="off", lane=0)
     core.reset()
     assert not core.mem["ub"][:3].any()
+
+
+def test_vector_plans_and_views_are_kept_per_lane_set():
+    # a model's launches alternate between lane sets (28 blocks, then 32, ...): each set keeps its own
+    # operand views and vector plans, so going back to a set rebuilds none, and each computes on its lanes
+    core = AICore(SPEC, lanes=4)
+    gm = np.zeros(GM_SIZE, np.uint8)
+    x = rnd(128, F16, seed=3)
+    gm[:256] = x.view(np.uint8)
+    prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=256),
+            isa.make("vadd", dtype=0, dst=256, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                     src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0)]
+    want = (x + x).view(np.uint8)
+    built = {}
+    for lanes in [(0, 2, 1), (0, 4, 1), (1, 1, 1), (0, 2, 1)]:
+        lane0, n, step = lanes
+        core.run_lanes(prog, gm, [(0,)] * n, ["k"] * n, lane0=lane0, lane_step=step, checks="off")
+        for j in range(lane0, lane0 + n * step, step):
+            assert core.mem["ub"][j, 256:512].tobytes() == want.tobytes()
+        plans = core._caches["vadd"]
+        assert len(plans) == 1 and core._caches is core._lane_caches[lanes]
+        plan = next(iter(plans.values()))
+        assert built.setdefault(lanes, plan) is plan  # back to a lane set: the plan built then
+    # the set of a new core's lanes (0, 1, 1) and the three run
+    assert sorted(core._lane_caches) == [(0, 1, 1), (0, 2, 1), (0, 4, 1), (1, 1, 1)]
