@@ -22,7 +22,7 @@ races, deadlocking waits, flags set twice (errors, or warnings with ``checks="wa
 
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -49,6 +49,9 @@ _FLAG_PIPES = _ALL_PIPES - {isa.Pipe.ALL.value}
 #: start/end/pipe) are kept for traces: memory stays bounded however long a loop runs
 RECORD_LIMIT = 1 << 16
 _VIEW_CACHE = 1 << 14  # on-chip operand views kept by AICore._v
+#: lane sets (first lane, count, step) whose operand views and vector plans a core keeps: a model's
+#: launches run on a few of them in turn (28 blocks, then 32, ...), and a warm run finds them all
+_LANE_SETS = 16
 _CUBE_IN = ("l0a", "l0b")  # the buffers mmad reads
 _RECENT = 1024  # instructions kept to find the UB writer of a copy_ub_to_gm (overflow detection)
 
@@ -180,10 +183,12 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
         #: the GM access checker of a lockstep launch (cann.sim.lockstep.Guard), None outside one
         self.guard = None
         self._flags_ok: set[tuple] = set()  # set_flag / wait_flag field values already validated
-        self._plan_caches: list[dict] = []  # cached operand views, valid for the current lanes only
-        self._views: dict[tuple, np.ndarray] = {}  # _v's views (valid for the current lanes only)
+        #: per lane set (lane0, n, lane_step), the caches of operand views built for those lanes (a view
+        #: holds all of them): ``"views"``: :meth:`_v`'s; a vector mnemonic: its plans (VectorUnit)
+        self._lane_caches: dict[tuple[int, int, int], defaultdict[str, dict]] = {}
+        self._caches = self._lane_set_caches((0, 1, 1))  # the current lane set's
+        self._views: dict[tuple, np.ndarray] = self._caches["views"]
         self._geometry: dict[tuple, tuple] = {}  # checked img2col fields -> their geometry (TransferUnit)
-        self._plan_caches.append(self._views)
         self._uni = Uniform()  # the on-chip bytes identical on every lane of the current run
         #: mmad's float32 operands by (buffer, address, shape, strides, dtype, lane layout) -> (buffer,
         #: lo, hi, array), valid until the next write of bytes [lo, hi) or run
@@ -285,8 +290,8 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
                              f"{self.lanes} lanes, argument counts {sorted({len(a) for a in args})}")
         if (lane0, n, lane_step) != (self._lane0, self._n, self._lane_step):
             self._lane0, self._n, self._lane_step = lane0, n, lane_step
-            for c in self._plan_caches:
-                c.clear()
+            self._caches = self._lane_set_caches((lane0, n, lane_step))
+            self._views = self._caches["views"]
         self._used = max(self._used, lane0 + (n - 1) * lane_step + 1)
         self.gm = gm
         self.args = tuple(int(a) for a in args[0])
@@ -367,6 +372,17 @@ class AICore(TransferUnit, VectorUnit, OverflowWatch, SharedLanes):
                                    macs, overflow[j], overflow_op[j] if overflow[j] is not None else None,
                                    t.l2_read_bytes))
         return out
+
+    def _lane_set_caches(self, lanes: tuple[int, int, int]) -> defaultdict[str, dict]:
+        """The view and plan caches of lane set ``lanes`` (lane0, n, lane_step), kept across runs (the
+        buffers are never reallocated, so a view stays valid); at most :data:`_LANE_SETS` sets are
+        kept (all are dropped when one more is needed)."""
+        c = self._lane_caches.get(lanes)
+        if c is None:
+            if len(self._lane_caches) >= _LANE_SETS:
+                self._lane_caches.clear()
+            c = self._lane_caches[lanes] = defaultdict(dict)
+        return c
 
     def _handler(self, d: isa.InstrDef):
         m = d.mnemonic

@@ -8,10 +8,24 @@ from __future__ import annotations
 import numpy as np
 
 from cann.hw import isa
-from cann.sim.lanes import (_CAN_OVERFLOW, _CMP, _DIVISOR, _EXP_BITS, _F32, _PLAN_CACHE, _U8, _Fault, _any_nonfinite,
-                            convert, nonfinite_lanes)
+from cann.sim.lanes import (_CAN_OVERFLOW, _CMP, _DIVISOR, _EXP_BITS, _F16_TO_F32, _F32, _PLAN_CACHE, _U8, _Fault,
+                            _any_nonfinite, convert, nonfinite_lanes)
 
 _F16 = np.dtype(np.float16)
+_U16 = np.dtype(np.uint16)
+
+
+def _f16_op(uf, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``uf(a, b)`` (np.add, np.subtract or np.multiply) of float16 arrays as numpy's own float16 loop
+    computes it -- each element widened to float32, the float32 result rounded to float16 -- as a new
+    float32 array holding the unrounded results (its caller rounds them, storing to float16); of two
+    NaN operands numpy's add and mul keep the second, its subtract the first (as here: float32's
+    keeps the first operand's). Every pair of float16 values gives numpy's bits (widening by table
+    and one narrowing cast take about 3/4 of the time of numpy's element-at-a-time loop)."""
+    x, y = np.take(_F16_TO_F32, a.view(_U16), mode="clip"), np.take(_F16_TO_F32, b.view(_U16), mode="clip")
+    if uf is not np.subtract:
+        x, y = y, x
+    return uf(x, y, out=x) if x.shape == y.shape else uf(x, y)
 
 
 class VectorUnit:
@@ -74,10 +88,22 @@ class VectorUnit:
             nsrc = 2
             if m == "vmla":
                 def op(d, s0, s1, sc):  # the product rounded to the dtype, then the sum (isa.py)
-                    np.add(d, np.multiply(s0, s1), out=d)
+                    if d.dtype == _F16:
+                        p = _f16_op(np.multiply, s0, s1).astype(_F16)  # the rounded product
+                        np.copyto(d, _f16_op(np.add, d, p), casting="unsafe")
+                    else:
+                        np.add(d, np.multiply(s0, s1), out=d)
             elif m == "vdiv":
                 def op(d, s0, s1, sc):
                     np.copyto(d, np.divide(s0, s1, dtype=f32), casting="unsafe")
+            elif m in ("vadd", "vsub", "vmul"):
+                uf = binary[m]
+
+                def op(d, s0, s1, sc):
+                    if d.dtype == _F16:
+                        np.copyto(d, _f16_op(uf, s0, s1), casting="unsafe")
+                    else:
+                        uf(s0, s1, out=d)
             else:
                 uf = binary[m]
 
@@ -126,20 +152,20 @@ class VectorUnit:
         else:  # pragma: no cover - table and simulator out of sync
             raise NotImplementedError(m)
 
-        # validated operand views per distinct field tuple: the buffers are never reallocated, so a
-        # plan stays valid for the core's lifetime (tiled kernels repeat the same UB instructions)
-        plans: dict[tuple, list] = {}
-        # overflow detection: the plan's float views, and whether the destination overlaps a source
-        watched: dict[tuple, tuple[bool, bool]] = {}
-        self._plan_caches += [plans, watched]  # cleared when the run's lanes change
         watch_op = m in _CAN_OVERFLOW
         divisor = _DIVISOR.get(m)
 
         def run(v) -> None:
-            plan = plans.get(v)
-            if plan is not None:
-                if watch_op and self._ovf_watch is not None and watched[v][0]:
-                    return checked(plan, watched[v][1])
+            # validated operand views per distinct field tuple, kept per lane set (AICore._caches): the
+            # buffers are never reallocated, so a plan stays valid for the core's lifetime (tiled kernels
+            # repeat the same UB instructions); with it, for overflow detection, whether its dtype is a
+            # float and whether the destination overlaps a source
+            plans = self._caches[m]
+            hit = plans.get(v)
+            if hit is not None:
+                plan, is_float, alias = hit
+                if watch_op and is_float and self._ovf_watch is not None:
+                    return checked(plan, alias)
                 for views in plan:
                     op(*views)
                 return
@@ -158,12 +184,11 @@ class VectorUnit:
             plan = [(*views, scv) for views in self._pieces(ops, repeat, mask, lanes, e, dt)]
             if len(plans) >= _PLAN_CACHE:
                 plans.clear()
-                watched.clear()
-            plans[v] = plan
             # aliasing within one lane (every lane's operands sit at the same offsets)
-            watched[v] = (dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1]))
-            if watch_op and self._ovf_watch is not None and watched[v][0]:
-                return checked(plan, watched[v][1])
+            is_float, alias = dt in _EXP_BITS, any(np.may_share_memory(p[0][0], x[0]) for p in plan for x in p[1:-1])
+            plans[v] = (plan, is_float, alias)
+            if watch_op and is_float and self._ovf_watch is not None:
+                return checked(plan, alias)
             for views in plan:
                 op(*views)
 

@@ -11,6 +11,7 @@ import pytest
 from cann.hw import isa
 from cann.hw.config import load_soc
 from cann.sim.core import AICore, KernelStats, SimError
+from cann.sim.vector import _f16_op
 
 SPEC = load_soc("Ascend910")
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -356,6 +357,34 @@ def test_vector(mn, dt, layout):
         np.testing.assert_array_equal(ub.view(dt), want.view(dt))
 
 
+#: float16 partners of every float16 value: zeros, infinities, quiet and signalling NaNs of both signs
+#: (payloads), subnormals, the largest finite values, values near the rounding edges
+F16_PARTNERS = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7C01, 0x7D00, 0x7E00, 0x7F00, 0xFC01, 0xFE01, 0x0001,
+                         0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0xBC00, 0x3C01, 0x1400, 0x5BFF, 0x7800,
+                         0x0200, 0x3555, 0xC8D1, 0x2E66], np.uint16)
+
+
+@pytest.mark.parametrize("uf", [np.add, np.subtract, np.multiply])
+def test_float16_ops_through_float32_are_numpys_bits(uf):
+    """vadd / vsub / vmul / vmla compute float16 through float32 (widened by table, one rounding):
+    the bits of numpy's own float16 loop for every float16 value against each partner, both orders,
+    NaN payloads included (which of two NaNs numpy keeps)."""
+    allv = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    a = np.repeat(allv, len(F16_PARTNERS)).view(np.float16)
+    b = np.tile(F16_PARTNERS, 1 << 16).view(np.float16)
+    with np.errstate(all="ignore"):
+        for x, y in ((a, b), (b, a)):
+            want = uf(x, y)
+            got = _f16_op(uf, x, y).astype(np.float16)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        if uf is np.multiply:  # vmla: the product rounded to float16, then the sum
+            d = a[::-1].copy()
+            want = d.copy()
+            np.add(want, np.multiply(a, b), out=want)
+            got = _f16_op(np.add, d, _f16_op(np.multiply, a, b).astype(np.float16)).astype(np.float16)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 @pytest.mark.parametrize("layout", sorted(VEC_LAYOUTS))
 @pytest.mark.parametrize("dt", [F16, F32])
 def test_vmla_accumulates_into_dst(dt, layout):
@@ -667,3 +696,28 @@ def test_reset_zeroes_the_lanes_a_run_used_and_leaves_unused_lanes_untouched():
     core.run(prog, gm, (0,), "k", checks="off", lane=0)
     core.reset()
     assert not core.mem["ub"][:3].any()
+
+
+def test_vector_plans_and_views_are_kept_per_lane_set():
+    # a model's launches alternate between lane sets (28 blocks, then 32, ...): each set keeps its own
+    # operand views and vector plans, so going back to a set rebuilds none, and each computes on its lanes
+    core = AICore(SPEC, lanes=4)
+    gm = np.zeros(GM_SIZE, np.uint8)
+    x = rnd(128, F16, seed=3)
+    gm[:256] = x.view(np.uint8)
+    prog = [isa.make("copy_gm_to_ub", dst=0, src_arg=0, src=0, nburst=1, burst=256),
+            isa.make("vadd", dtype=0, dst=256, src0=0, src1=0, repeat=1, mask=128, dst_blk=1, src0_blk=1,
+                     src1_blk=1, dst_rep=8, src0_rep=8, src1_rep=8, scalar=0.0)]
+    want = (x + x).view(np.uint8)
+    built = {}
+    for lanes in [(0, 2, 1), (0, 4, 1), (1, 1, 1), (0, 2, 1)]:
+        lane0, n, step = lanes
+        core.run_lanes(prog, gm, [(0,)] * n, ["k"] * n, lane0=lane0, lane_step=step, checks="off")
+        for j in range(lane0, lane0 + n * step, step):
+            assert core.mem["ub"][j, 256:512].tobytes() == want.tobytes()
+        plans = core._caches["vadd"]
+        assert len(plans) == 1 and core._caches is core._lane_caches[lanes]
+        plan = next(iter(plans.values()))
+        assert built.setdefault(lanes, plan) is plan  # back to a lane set: the plan built then
+    # the set of a new core's lanes (0, 1, 1) and the three run
+    assert sorted(core._lane_caches) == [(0, 1, 1), (0, 2, 1), (0, 4, 1), (1, 1, 1)]
