@@ -80,10 +80,11 @@ def test_block_offset_mod_moves_by_the_block_index_modulo():
         (1000, 0), (1064, 8), (1128, 16), (1000, 24), (1064, 32), (1128, 40)]
 
 
-@pytest.mark.parametrize("modulo", [0, -2])
-def test_block_offset_mod_needs_a_positive_modulo(modulo):
-    with pytest.raises(ValueError, match=rf"^instruction 0: block_offset_mod modulo {modulo} \(>= 1 expected\)$"):
-        check_control([isa.make("block_offset_mod", arg=0, stride=64, modulo=modulo)], 1)
+@pytest.mark.parametrize("mnemonic,field", [("block_offset_mod", "modulo"), ("block_offset_div", "divisor")])
+@pytest.mark.parametrize("size", [0, -2])
+def test_two_level_block_offsets_need_a_positive_group_size(mnemonic, field, size):
+    with pytest.raises(ValueError, match=rf"^instruction 0: {mnemonic} {field} {size} \(>= 1 expected\)$"):
+        check_control([isa.make(mnemonic, arg=0, stride=64, **{field: size})], 1)
 
 
 def test_cores_taking_the_same_sections_share_one_stream():
@@ -110,9 +111,3 @@ def test_block_offset_div_moves_by_the_block_row():
     check_control(prog, 2)
     assert [specialize(prog, b, (1000, 0))[1] for b in range(6)] == [
         (1000, 0), (1000, 8), (1000, 16), (1064, 0), (1064, 8), (1064, 16)]
-
-
-@pytest.mark.parametrize("divisor", [0, -3])
-def test_block_offset_div_needs_a_positive_divisor(divisor):
-    with pytest.raises(ValueError, match=rf"^instruction 0: block_offset_div divisor {divisor} \(>= 1 expected\)$"):
-        check_control([isa.make("block_offset_div", arg=0, stride=64, divisor=divisor)], 1)
