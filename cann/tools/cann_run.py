@@ -243,6 +243,9 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     files = [s.split("=", 1)[1] if "=" in s and not os.path.exists(s) else s for s in input_specs]
     check_no_overwrite(outputs, [("the model", om), ("the --compare model", compare),
                                  *(("an --input file", f) for f in files)])
+    if output and not output.endswith((".npz", ".npy")):  # was: an .npz archive under any name
+        raise CannError(output, "--output writes .npz (every output, by name) or .npy (a single output): "
+                                "name the file OUT.npz or OUT.npy")
     if is_bundle(om):
         return _run_spatial(om, input_specs, output, dict(compare=compare, profile=profile, profile_csv=profile_csv,
                                                           trace=trace, timing_only=timing_only, all_layers=all_layers,

@@ -107,6 +107,15 @@ def test_output_unwritable(fake, tmp_path, capsys):
     assert fake.model.seen is None  # checked before the (long) simulation
 
 
+def test_output_of_another_suffix_is_refused_before_the_run(fake, tmp_path, capsys):
+    # was: `--output o.txt` silently wrote an .npz archive named o.txt
+    assert run(fake.path, "--output", tmp_path / "o.txt") == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {tmp_path / 'o.txt'}: --output writes .npz (every output, by name) or .npy (a single output): "
+        "name the file OUT.npz or OUT.npy"]
+    assert fake.model is None and not (tmp_path / "o.txt").exists()
+
+
 def test_compare_within_tolerance(fake, capsys):
     assert run(fake.path, "--compare", fake.onnx) == 0
     lines = capsys.readouterr().out.splitlines()
