@@ -46,13 +46,15 @@ FRONTENDS = ("mlir",)
 
 
 def pass_signature(name: str, cls: type[ModulePass]) -> str:
-    """``graph-fuse-ub{cube_epilogue=true elementwise=true ...}``: a pass with its options and defaults."""
+    """``graph-fuse-ub{cube_epilogue=true elementwise=true ...}``: a pass with its options and defaults
+    (an option without a default, or whose default None means "taken from the IR", by its name only:
+    ``convert-tile-to-ascend{soc}``)."""
     import dataclasses
 
     def show(v) -> str:
         return str(v).lower() if isinstance(v, bool) else (repr(v) if v == "" else str(v))
 
-    opts = [f"{f.name}={show(f.default)}" if f.default is not dataclasses.MISSING else f.name
+    opts = [f"{f.name}={show(f.default)}" if f.default not in (dataclasses.MISSING, None) else f.name
             for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
     return f"{name}{{{' '.join(opts)}}}" if opts else name
 

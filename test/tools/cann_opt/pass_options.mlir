@@ -31,6 +31,7 @@
 
 // HELP:       cann passes (options in braces, shown with their defaults):
 // HELP:         convert-graph-to-tile{soc=Ascend910 precision_mode=force_fp16 tiling='' aicore_num=0 buffers=1}
+// HELP:         convert-tile-to-ascend{soc}{{$}}
 // HELP:         ascend-insert-sync{mode=barrier free_barriers=true}
 // HELP-NEXT:        Insert synchronisation between pipes into every `ascend.kernel`: a `pipe_barrier` at every pipe change (`mode=barrier`) or set_flag / wait_flag pairs for the cross-pipe dependences only (`mode=flags`).{{$}}
 // HELP:         graph-fuse-ub{cube_epilogue=true elementwise=true reduction=true max_ops=8 ub_bytes=0 soc=Ascend910}
