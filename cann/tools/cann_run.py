@@ -237,9 +237,11 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
     from cann.spatial.bundle import is_bundle
 
     outputs = {"--output": output, "--profile-csv": profile_csv, "--trace": trace, "--csv": layers_csv}
-    for path in outputs.values():
+    for path in outputs.values():  # before any work: the model's load and the (long) simulation
         if path and os.path.isdir(path):
             raise CannError(path, "cannot write: is a directory")
+        if path and not Path(path).parent.is_dir():
+            raise CannError(path, f"cannot write: directory {Path(path).parent} does not exist")
     files = [s.split("=", 1)[1] if "=" in s and not os.path.exists(s) else s for s in input_specs]
     check_no_overwrite(outputs, [("the model", om), ("the --compare model", compare),
                                  *(("an --input file", f) for f in files)])
@@ -261,11 +263,6 @@ def cli(om, input_specs, seed, output, compare, tolerance, profile, profile_csv,
             if given:
                 raise CannError("--timing-only", f"computes no values: it cannot be combined with {option}")
     model = cann.load(om)
-    for path in (output, profile_csv, trace, layers_csv):
-        if path:
-            parent = Path(path).parent
-            if not parent.is_dir():
-                raise CannError(path, f"cannot write: directory {parent} does not exist")
     kw = {} if max_instructions is None else {"max_instructions": max_instructions}
     if sim_checks != "error":
         kw["sim_checks"] = sim_checks
@@ -389,8 +386,6 @@ def _spatial_checks(om: str, input_specs, output: str | None, unsupported: dict)
     if output is not None:
         if not output.endswith(".npy") or len(head.manifest["outputs"]) != 1:
             raise CannError(output, "a spatially partitioned model writes its single output to a .npy file")
-        if not Path(output).parent.is_dir():
-            raise CannError(output, f"cannot write: directory {Path(output).parent} does not exist")
     return head, inputs
 
 
