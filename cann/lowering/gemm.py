@@ -136,7 +136,8 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
     rows the ``gn`` cores of a block row share, 1/gn from HBM and the rest from the L2; of the B
     columns the ``gm`` block rows share, the L2's part scaled by the share of the launch's bytes it
     holds, or all of it with ``one_code`` (:func:`one_code`: the block rows run one code, so the
-    cores of a block column read its B columns together); docs/core-model.md "L2"), MTE1 (``load2d`` to L0A / L0B per step) and MTE3 (UB -> GM).
+    cores of a block column read its B columns together); docs/core-model.md "L2"), MTE1
+    (``load2d`` to L0A / L0B per step) and MTE3 (UB -> GM).
 
     Combination (a pipeline: the binding stream plus what cannot overlap it): the first L1 chunk
     (``fill``) precedes every MTE1 / cube step; after the last L1 load its chunk's steps remain
@@ -228,7 +229,7 @@ def _cost(lw: Lowering, m_: int, k_: int, n_: int, sm: int, sn: int, cm: int, cn
 
 
 def one_code(m_: int, n_: int, sm: int, sn: int, gm: int, gn: int, gk: int) -> bool:
-    """Whether every core of an ``gm`` x ``gn`` grid of ``sm`` x ``sn`` blocks runs one code: the
+    """Whether every core of a ``gm`` x ``gn`` grid of ``sm`` x ``sn`` blocks runs one code: the
     blocks are all whole (no ragged last row or column of blocks), there is more than one block row
     and no K split; block ``b``'s rows then move by ``b // gn`` (``block_offset_div``) and its
     columns by ``b % gn`` instead of each block row having its own code (``block_if``), so that
