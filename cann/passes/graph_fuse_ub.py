@@ -15,7 +15,6 @@ used outside the group is never fused away (that would compute it twice or write
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,14 +143,10 @@ def _wrap(group: list[Operation], kind: str) -> FusedOp:
     return fused
 
 
-def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = True, max_ops: int = 8,
-         profitable: Callable[[list[Operation]], bool] | None = None, reduction: bool = True,
-         soc: str = "Ascend910") -> list[FusedOp]:
-    """Form the fused groups of every function of ``module``; returns them in order. ``profitable``
-    (default: :func:`fits_in_ub` in ``soc``'s usable UB) decides whether a candidate group is formed."""
-    if profitable is None:
-        ub = load_soc(soc).buffer("ub").usable
-        profitable = lambda g: fits_in_ub(g, ub)  # noqa: E731
+def fuse(module: ModuleOp, ub_bytes: int, *, cube_epilogue: bool = True, elementwise: bool = True,
+         max_ops: int = 8, reduction: bool = True) -> list[FusedOp]:
+    """Form the fused groups of every function of ``module`` whose UB buffers fit ``ub_bytes``
+    (:func:`fits_in_ub`); returns them in order."""
     made = []
     for fn in [op for op in module.walk() if isinstance(op, func.FuncOp)]:
         for op in list(fn.body.block.ops):
@@ -174,7 +169,7 @@ def fuse(module: ModuleOp, *, cube_epilogue: bool = True, elementwise: bool = Tr
                         and users[0].parent_block() is op.parent_block()):
                     group.append(users[0])
                     kind = "reduction"
-            if len(group) > 1 and profitable(group):
+            if len(group) > 1 and fits_in_ub(group, ub_bytes):
                 made.append(_wrap(group, kind))
     return made
 
@@ -209,6 +204,5 @@ class GraphFuseUbPass(ModulePass):
             raise ValueError(f"ub_bytes={self.ub_bytes}: the UB budget in bytes, at least 1 (0: the SoC's UB)")
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        budget = self.ub_bytes or load_soc(self.soc).buffer("ub").usable
-        fuse(op, cube_epilogue=self.cube_epilogue, elementwise=self.elementwise, max_ops=self.max_ops,
-             profitable=lambda g: fits_in_ub(g, budget), reduction=self.reduction)
+        fuse(op, self.ub_bytes or load_soc(self.soc).buffer("ub").usable, cube_epilogue=self.cube_epilogue,
+             elementwise=self.elementwise, max_ops=self.max_ops, reduction=self.reduction)
